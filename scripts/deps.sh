@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need. Safe to run repeatedly: when every
+# package is already present it does nothing (and needs no network).
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ make pkg-config binutils
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev
+)
+# Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
+if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then
+  PACKAGES+=(clang-19 libclang-rt-19-dev)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
