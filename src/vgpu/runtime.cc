@@ -1,0 +1,698 @@
+#include "vgpu/runtime.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/quantity.h"
+#include "vgpu/dlsym_hook.h"
+#include "vgpu/limiter.h"
+#include "vgpu/log.h"
+
+namespace hami::vgpu {
+namespace {
+
+constinit Runtime g_rt;
+
+// The gate lets this much work through ahead of the rate (absorbs launch bursts).
+constexpr int64_t kBurstNs = 10'000'000;
+// Controller period and lease staleness.
+constexpr int64_t kTickNs = 100'000'000;
+constexpr int64_t kLeaseStaleNs = 500'000'000;
+constexpr char kDefaultRegionPath[] = "/tmp/hami-vgpu.cache";
+
+int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
+
+int64_t MonoNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+uint64_t RealtimeUs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+void SleepUntilMono(int64_t deadline_ns) {
+  struct timespec ts;
+  ts.tv_sec = deadline_ns / 1'000'000'000;
+  ts.tv_nsec = deadline_ns % 1'000'000'000;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+void ParseLimitVar(GetEnvFn env, const char* name, bool is_memory, uint64_t* out, bool* set) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return;
+  const char* err;
+  if (is_memory) {
+    uint64_t bytes = 0;
+    err = ParseByteSize(v, &bytes);
+    if (err == nullptr) {
+      *out = bytes;
+      *set = true;
+      return;
+    }
+  } else {
+    int pct = 0;
+    err = ParsePercent(v, &pct);
+    if (err == nullptr) {
+      *out = static_cast<uint64_t>(pct);
+      *set = true;
+      return;
+    }
+  }
+  VGPU_ERROR("ignoring %s=%s: %s; this limit is not applied", name, v, err);
+}
+
+}  // namespace
+
+Runtime& Rt() { return g_rt; }
+
+void LoadConfig(GetEnvFn env, Config* cfg) {
+  *cfg = Config();
+  if (const char* v = env("CUDA_DISABLE_CONTROL"); v != nullptr && *v != '\0') {
+    bool b = false;
+    if (const char* err = ParseBool(v, &b); err != nullptr) {
+      VGPU_ERROR("ignoring CUDA_DISABLE_CONTROL=%s: %s", v, err);
+    } else {
+      cfg->control_disabled = b;
+    }
+  }
+  uint64_t global_mem = 0, global_sm = 0;
+  bool global_mem_set = false, global_sm_set = false;
+  ParseLimitVar(env, "CUDA_DEVICE_MEMORY_LIMIT", true, &global_mem, &global_mem_set);
+  ParseLimitVar(env, "CUDA_DEVICE_SM_LIMIT", false, &global_sm, &global_sm_set);
+  for (int i = 0; i < kMaxDevices; ++i) {
+    char name[64];
+    uint64_t v = 0;
+    bool set = false;
+    snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
+    ParseLimitVar(env, name, true, &v, &set);
+    if (set) {
+      cfg->init.mem_limit[i] = v;
+      cfg->mem_limit_set[i] = true;
+    } else if (global_mem_set) {
+      cfg->init.mem_limit[i] = global_mem;
+      cfg->mem_limit_set[i] = true;
+    }
+    set = false;
+    snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%d", i);
+    ParseLimitVar(env, name, false, &v, &set);
+    if (set) {
+      cfg->init.sm_limit[i] = static_cast<uint32_t>(v);
+      cfg->sm_limit_set[i] = true;
+    } else if (global_sm_set) {
+      cfg->init.sm_limit[i] = static_cast<uint32_t>(global_sm);
+      cfg->sm_limit_set[i] = true;
+    }
+  }
+  if (const char* v = env("GPU_CORE_UTILIZATION_POLICY"); v != nullptr && *v != '\0') {
+    if (strcasecmp(v, "force") == 0) {
+      cfg->policy = CorePolicy::kForce;
+    } else if (strcasecmp(v, "disable") == 0) {
+      cfg->policy = CorePolicy::kDisable;
+    } else if (strcasecmp(v, "default") != 0) {
+      VGPU_WARN("GPU_CORE_UTILIZATION_POLICY=%s is not default, force or disable; using default",
+                v);
+    }
+  }
+  if (const char* v = env("CUDA_TASK_PRIORITY"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    long p = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || p < 0 || p > 1000) {
+      VGPU_ERROR("ignoring CUDA_TASK_PRIORITY=%s: expected a small non-negative integer", v);
+    } else {
+      cfg->init.priority = static_cast<int32_t>(p);
+    }
+  }
+  const char* path = env("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  if (path == nullptr || *path == '\0') path = kDefaultRegionPath;
+  if (strlen(path) >= sizeof(cfg->region_path)) {
+    VGPU_ERROR("CUDA_DEVICE_MEMORY_SHARED_CACHE is longer than %zu bytes; using %s",
+               sizeof(cfg->region_path) - 1, kDefaultRegionPath);
+    path = kDefaultRegionPath;
+  }
+  snprintf(cfg->region_path, sizeof(cfg->region_path), "%s", path);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Phase A
+
+void LoadRealCuda(Runtime& r) {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (h == nullptr) {
+    const char* e = dlerror();
+    VGPU_INFO("libcuda.so.1 is not loadable (%s); CUDA calls cannot be forwarded", e ? e : "?");
+    return;
+  }
+#define VGPU_LOAD(name) r.cuda.name = reinterpret_cast<decltype(&::name)>(RealDlsym(h, #name));
+  VGPU_REAL_CUDA(VGPU_LOAD)
+#undef VGPU_LOAD
+  ResolveHookTargets(h);
+}
+
+void OnForkPrepare() { g_rt.table.ForkPrepare(); }
+void OnForkParent() { g_rt.table.ForkParent(); }
+void OnForkChild() {
+  // The child owns none of the parent's allocations, slot or controller thread; it registers
+  // itself on its next call.
+  g_rt.table.ForkChild();
+  g_rt.slot.store(-1, std::memory_order_relaxed);
+  g_rt.watcher_started.store(false, std::memory_order_relaxed);
+  g_rt.phase_b.store(0, std::memory_order_relaxed);
+}
+
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_registering{false};
+
+void WarnLimitMismatch(Runtime& r) {
+  const RegionHeader* h = r.region->header();
+  for (int i = 0; i < kMaxDevices; ++i) {
+    uint64_t have = h->devices[i].mem_limit.load(std::memory_order_relaxed);
+    if (r.cfg.mem_limit_set[i] && have != r.cfg.init.mem_limit[i]) {
+      VGPU_WARN("device %d: this process asks for a %llu-byte memory limit but the container's "
+                "region (%s) already has %llu; the region's value applies",
+                i, static_cast<unsigned long long>(r.cfg.init.mem_limit[i]), r.cfg.region_path,
+                static_cast<unsigned long long>(have));
+    }
+    uint32_t sm = h->devices[i].sm_limit.load(std::memory_order_relaxed);
+    if (r.cfg.sm_limit_set[i] && sm != r.cfg.init.sm_limit[i]) {
+      VGPU_INFO("device %d: SM limit %u from the environment differs from the region's %u", i,
+                r.cfg.init.sm_limit[i], sm);
+    }
+  }
+}
+
+void RecomputeLaunchGate(Runtime& r) {
+  bool any = false;
+  if (r.region != nullptr && r.cfg.policy != CorePolicy::kDisable) {
+    const RegionHeader* h = r.region->header();
+    for (int i = 0; i < kMaxDevices; ++i) {
+      uint32_t lim = h->devices[i].sm_limit.load(std::memory_order_relaxed);
+      if (lim > 0 && lim < 100) any = true;
+    }
+  }
+  r.launch_gate.store(any, std::memory_order_relaxed);
+}
+
+const char* GetEnv(const char* name) { return getenv(name); }
+
+void PhaseA(Runtime& r) {
+  InitLogLevelFromEnv();
+  LoadConfig(GetEnv, &r.cfg);
+  LoadRealCuda(r);
+  if (r.cfg.control_disabled) {
+    r.pass_through = true;
+    VGPU_NOTICE("CUDA_DISABLE_CONTROL is set: no limits are enforced in this process");
+    return;
+  }
+  char err[512] = {};
+  r.region = Region::Open(r.cfg.region_path, r.cfg.init, err, sizeof(err));
+  if (r.region == nullptr) {
+    VGPU_ERROR("shared region unusable (%s); limits apply to this process alone", err);
+    r.region = Region::CreatePrivate(r.cfg.init);
+    if (r.region == nullptr) {
+      VGPU_ERROR("cannot allocate a private region; running without enforcement");
+      r.pass_through = true;
+      return;
+    }
+  } else {
+    WarnLimitMismatch(r);
+  }
+  for (int i = 0; i < kMaxDevices; ++i) r.ordinal_map[i].store(0, std::memory_order_relaxed);
+  RecomputeLaunchGate(r);
+  pthread_atfork(OnForkPrepare, OnForkParent, OnForkChild);
+  MySlot();
+  VGPU_INFO("initialised: region %s%s, slot %d", r.cfg.region_path,
+            r.region->is_private() ? " (private)" : "", r.slot.load());
+}
+
+__attribute__((destructor)) void OnUnload() {
+  g_exiting.store(true, std::memory_order_relaxed);
+  Runtime& r = g_rt;
+  int s = r.slot.exchange(-1);
+  if (r.region != nullptr && s >= 0 &&
+      r.region->header()->slots[s].pid.load(std::memory_order_relaxed) ==
+          static_cast<int>(getpid())) {
+    r.region->ReleaseSlot(s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+void FormatUuid(const CUuuid& u, char* out, size_t len) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  snprintf(out, len,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
+}
+
+bool CudaUuid(CUdevice dev, char* out, size_t len) {
+  Runtime& r = g_rt;
+  CUuuid u;
+  CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+  if (r.cuda.cuDeviceGetUuid_v2 != nullptr) {
+    rc = r.cuda.cuDeviceGetUuid_v2(&u, dev);
+  } else if (r.cuda.cuDeviceGetUuid != nullptr) {
+    rc = r.cuda.cuDeviceGetUuid(&u, dev);
+  }
+  if (rc != CUDA_SUCCESS) return false;
+  FormatUuid(u, out, len);
+  return true;
+}
+
+// Records the container's devices in the region, in container order (NVML order inside the
+// container, which is the order the device plugin numbered CUDA_DEVICE_MEMORY_LIMIT_<i> in).
+void FillRegionDevices(Runtime& r) {
+  RegionHeader* h = r.region->header();
+  if (h->device_count.load(std::memory_order_acquire) > 0 && h->devices[0].uuid[0] != '\0') {
+    return;
+  }
+  char uuids[kMaxDevices][kUuidLen] = {};
+  int n = 0;
+  if (EnsureNvml()) {
+    unsigned count = 0;
+    if (r.nvml.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS) {
+      for (unsigned i = 0; i < count && n < kMaxDevices; ++i) {
+        nvmlDevice_t d;
+        if (r.nvml.nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS) break;
+        if (r.nvml.nvmlDeviceGetUUID(d, uuids[n], kUuidLen) != NVML_SUCCESS) break;
+        ++n;
+      }
+    }
+  }
+  if (n == 0 && r.cuda.cuDeviceGetCount != nullptr) {
+    int count = 0;
+    if (r.cuda.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+      for (int i = 0; i < count && n < kMaxDevices; ++i) {
+        if (!CudaUuid(i, uuids[n], kUuidLen)) break;
+        ++n;
+      }
+      if (n > 0 && getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
+        VGPU_WARN("NVML is unavailable: container devices were numbered in CUDA order, which "
+                  "CUDA_VISIBLE_DEVICES changes; per-device limits may be applied to the wrong "
+                  "device");
+      }
+    }
+  }
+  if (n > 0) {
+    r.region->SetDevices(n, uuids);
+    VGPU_INFO("container has %d device(s); device 0 is %s", n, uuids[0]);
+  }
+}
+
+}  // namespace
+
+bool EnterProcess() {
+  Runtime& r = g_rt;
+  int p = r.phase_a.load(std::memory_order_acquire);
+  if (__builtin_expect(p == 2, 1)) return !r.pass_through;
+  const int tid = GetTid();
+  int expected = 0;
+  if (r.phase_a.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    r.init_tid.store(tid, std::memory_order_relaxed);
+    PhaseA(r);
+    r.phase_a.store(2, std::memory_order_release);
+    return !r.pass_through;
+  }
+  // Another thread is initialising; a call re-entering from inside initialisation itself
+  // (the driver calling back into a hooked symbol) passes straight through.
+  while (r.phase_a.load(std::memory_order_acquire) != 2) {
+    if (r.init_tid.load(std::memory_order_relaxed) == tid) return false;
+    sched_yield();
+  }
+  return !r.pass_through;
+}
+
+void EnterDevices() {
+  Runtime& r = g_rt;
+  if (r.phase_b.load(std::memory_order_acquire) == 2) return;
+  if (!EnterProcess() || r.region == nullptr) return;
+  int expected = 0;
+  if (!r.phase_b.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  FillRegionDevices(r);
+  StartWatcher();
+  r.phase_b.store(2, std::memory_order_release);
+}
+
+int MySlot() {
+  Runtime& r = g_rt;
+  int s = r.slot.load(std::memory_order_acquire);
+  if (__builtin_expect(s >= 0, 1)) return s;
+  if (r.region == nullptr || g_exiting.load(std::memory_order_relaxed)) return -1;
+  bool expected = false;
+  if (!g_registering.compare_exchange_strong(expected, true)) {
+    // Another thread registers right now; account nothing for this one call.
+    return -1;
+  }
+  s = r.slot.load(std::memory_order_acquire);
+  if (s < 0) {
+    s = r.region->RegisterSelf();
+    if (s < 0) {
+      VGPU_ERROR("the region %s has no free process slot (%d in use); this process is not "
+                 "accounted",
+                 r.cfg.region_path, kMaxSlots);
+    }
+    r.slot.store(s, std::memory_order_release);
+  }
+  g_registering.store(false);
+  return s;
+}
+
+int RegionIndexForOrdinal(CUdevice ordinal) {
+  Runtime& r = g_rt;
+  if (ordinal < 0 || ordinal >= kMaxDevices || r.region == nullptr) return -1;
+  int v = r.ordinal_map[ordinal].load(std::memory_order_acquire);
+  if (__builtin_expect(v != 0, 1)) return v - 2;
+  EnterDevices();
+  char uuid[kUuidLen];
+  int idx;
+  if (CudaUuid(ordinal, uuid, sizeof(uuid))) {
+    idx = r.region->FindDevice(uuid);
+    if (idx < 0) {
+      if (r.region->header()->device_count.load(std::memory_order_acquire) == 0) {
+        idx = ordinal;  // nothing known about the container's devices: assume identity
+      } else {
+        VGPU_WARN("CUDA device %d (%s) is not one of the container's devices; its memory is not "
+                  "accounted",
+                  ordinal, uuid);
+      }
+    }
+  } else {
+    idx = ordinal;
+  }
+  r.ordinal_map[ordinal].store(idx + 2, std::memory_order_release);
+  return idx;
+}
+
+int CurrentRegionDevice() {
+  Runtime& r = g_rt;
+  if (r.cuda.cuCtxGetDevice == nullptr) return -1;
+  CUdevice d = -1;
+  if (r.cuda.cuCtxGetDevice(&d) != CUDA_SUCCESS) return -1;
+  return RegionIndexForOrdinal(d);
+}
+
+namespace {
+struct NvmlMapEntry {
+  std::atomic<nvmlDevice_t> handle;
+  std::atomic<int> index;
+};
+constinit NvmlMapEntry g_nvml_map[kMaxDevices * 2] = {};
+}  // namespace
+
+int RegionIndexForNvml(nvmlDevice_t handle) {
+  Runtime& r = g_rt;
+  if (handle == nullptr || r.region == nullptr) return -1;
+  for (auto& e : g_nvml_map) {
+    nvmlDevice_t h = e.handle.load(std::memory_order_acquire);
+    if (h == handle) return e.index.load(std::memory_order_relaxed);
+    if (h == nullptr) break;
+  }
+  if (!EnsureNvml()) return -1;
+  FillRegionDevices(r);
+  char uuid[kUuidLen];
+  if (r.nvml.nvmlDeviceGetUUID(handle, uuid, sizeof(uuid)) != NVML_SUCCESS) return -1;
+  int idx = r.region->FindDevice(uuid);
+  for (auto& e : g_nvml_map) {
+    nvmlDevice_t empty = nullptr;
+    e.index.store(idx, std::memory_order_relaxed);
+    if (e.handle.compare_exchange_strong(empty, handle, std::memory_order_release)) break;
+    if (empty == handle) break;
+  }
+  return idx;
+}
+
+bool EnsureNvml() {
+  Runtime& r = g_rt;
+  int s = r.nvml_state.load(std::memory_order_acquire);
+  if (s == 2) return true;
+  if (s == 3) return false;
+  int expected = 0;
+  if (!r.nvml_state.compare_exchange_strong(expected, 1)) {
+    while ((s = r.nvml_state.load(std::memory_order_acquire)) == 1) sched_yield();
+    return s == 2;
+  }
+  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  bool ok = h != nullptr;
+  if (ok) {
+#define VGPU_LOAD(name) r.nvml.name = reinterpret_cast<decltype(&::name)>(RealDlsym(h, #name));
+    VGPU_REAL_NVML(VGPU_LOAD)
+#undef VGPU_LOAD
+    ResolveNvmlHookTargets(h);
+    ok = r.nvml.nvmlInit_v2 != nullptr && r.nvml.nvmlDeviceGetCount_v2 != nullptr &&
+         r.nvml.nvmlDeviceGetHandleByIndex_v2 != nullptr && r.nvml.nvmlDeviceGetUUID != nullptr &&
+         r.nvml.nvmlInit_v2() == NVML_SUCCESS;
+  }
+  if (!ok) VGPU_INFO("NVML is unavailable; SM utilisation cannot be measured");
+  r.nvml_state.store(ok ? 2 : 3, std::memory_order_release);
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+bool Charge(int dev, uint64_t bytes, MemKind kind, const char* api) {
+  Runtime& r = g_rt;
+  int slot = MySlot();
+  if (slot < 0 || dev < 0) return true;
+  ReserveResult res = r.region->Reserve(slot, dev, bytes, kind);
+  if (!res.ok) {
+    VGPU_NOTICE("%s: %llu bytes on device %d denied (out of memory): the container uses %llu of "
+                "its %llu-byte limit",
+                api, static_cast<unsigned long long>(bytes), dev,
+                static_cast<unsigned long long>(res.used),
+                static_cast<unsigned long long>(res.limit));
+    return false;
+  }
+  VGPU_DEBUG("%s: +%llu bytes on device %d (%llu in use)", api,
+             static_cast<unsigned long long>(bytes), dev,
+             static_cast<unsigned long long>(res.used + bytes));
+  return true;
+}
+
+void Uncharge(int dev, uint64_t bytes, MemKind kind) {
+  Runtime& r = g_rt;
+  int slot = r.slot.load(std::memory_order_acquire);
+  if (slot < 0 || dev < 0 || r.region == nullptr) return;
+  r.region->Unreserve(slot, dev, bytes, kind);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches
+
+void WaitIfPaused() {
+  Runtime& r = g_rt;
+  if (r.region == nullptr) return;
+  RegionHeader* h = r.region->header();
+  if (__builtin_expect(h->suspend_request.load(std::memory_order_relaxed) == 0 &&
+                           h->recent_kernel.load(std::memory_order_relaxed) >= 0,
+                       1)) {
+    return;
+  }
+  int slot = MySlot();
+  if (slot >= 0) h->slots[slot].status.store(kSlotSuspended, std::memory_order_relaxed);
+  VGPU_NOTICE("paused (%s); waiting to be resumed",
+              h->suspend_request.load() ? "suspended by hamictl" : "a higher-priority task runs");
+  while (h->suspend_request.load(std::memory_order_relaxed) != 0 ||
+         h->recent_kernel.load(std::memory_order_relaxed) < 0) {
+    SleepUntilMono(MonoNs() + 5'000'000);
+  }
+  if (slot >= 0) h->slots[slot].status.store(kSlotRunning, std::memory_order_relaxed);
+  VGPU_NOTICE("resumed");
+}
+
+void GateLaunch(uint64_t units) {
+  Runtime& r = g_rt;
+  int dev = CurrentRegionDevice();
+  if (dev < 0) return;
+  RegionHeader* h = r.region->header();
+  RegionDevice& d = h->devices[dev];
+  uint32_t lim = d.sm_limit.load(std::memory_order_relaxed);
+  if (lim == 0 || lim >= 100) return;
+  if (r.cfg.policy == CorePolicy::kDefault &&
+      h->utilization_switch.load(std::memory_order_relaxed) == 0) {
+    return;
+  }
+  if (h->recent_kernel.load(std::memory_order_relaxed) != 2) {
+    h->recent_kernel.store(2, std::memory_order_relaxed);
+  }
+  d.work_units.fetch_add(units, std::memory_order_relaxed);
+  uint64_t cost = d.ns_per_unit_q16.load(std::memory_order_relaxed);
+  if (cost == 0) return;  // not calibrated yet: the controller is measuring
+  int64_t now = MonoNs();
+  int64_t wait_until = GcraAdmit(d.tat_ns, now, CostNs(cost, units), kBurstNs);
+  if (wait_until > now) {
+    d.throttled_ns.fetch_add(static_cast<uint64_t>(wait_until - now), std::memory_order_relaxed);
+    SleepUntilMono(wait_until);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Controller thread
+
+namespace {
+
+struct DevControl {
+  uint64_t prev_units = 0;
+  uint64_t prev_throttled = 0;
+  bool have_baseline = false;
+};
+
+// Sums the SM utilisation of the container's processes on container device `dev` since
+// `since_us`. Returns -1 if it cannot be measured.
+double MeasureUtil(Runtime& r, int dev, uint64_t since_us) {
+  RegionHeader* h = r.region->header();
+  nvmlDevice_t handle = nullptr;
+  if (r.nvml.nvmlDeviceGetHandleByUUID == nullptr ||
+      r.nvml.nvmlDeviceGetProcessUtilization == nullptr ||
+      r.nvml.nvmlDeviceGetHandleByUUID(h->devices[dev].uuid, &handle) != NVML_SUCCESS) {
+    return -1;
+  }
+  nvmlProcessUtilizationSample_t samples[256];
+  unsigned count = 256;
+  nvmlReturn_t rc = r.nvml.nvmlDeviceGetProcessUtilization(handle, samples, &count, since_us);
+  if (rc == NVML_ERROR_NOT_FOUND) return 0;  // no process was active in the window
+  if (rc != NVML_SUCCESS) return -1;
+  double total = 0;
+  for (int s = 0; s < kMaxSlots; ++s) {
+    RegionSlot& slot = h->slots[s];
+    int pid = slot.pid.load(std::memory_order_relaxed);
+    if (pid == 0) continue;
+    int host_pid = slot.host_pid.load(std::memory_order_relaxed);
+    unsigned key = static_cast<unsigned>(host_pid != 0 ? host_pid : pid);
+    unsigned util = 0;
+    for (unsigned i = 0; i < count; ++i) {
+      if (samples[i].pid == key) util += samples[i].smUtil;
+    }
+    slot.sm_util[dev].store(util > 100 ? 100 : util, std::memory_order_relaxed);
+    total += util;
+  }
+  return total > 100 ? 100 : total;
+}
+
+bool HoldLease(RegionHeader* h, int64_t now) {
+  const uint64_t me = static_cast<uint64_t>(getpid());
+  uint64_t cur = h->controller.load(std::memory_order_acquire);
+  if ((cur >> 32) == me) {
+    h->controller_beat_ns.store(now, std::memory_order_relaxed);
+    return true;
+  }
+  int64_t beat = h->controller_beat_ns.load(std::memory_order_relaxed);
+  if (cur != 0 && now - beat < kLeaseStaleNs) return false;
+  uint64_t next = (me << 32) | ((cur + 1) & 0xffffffffULL);
+  if (!h->controller.compare_exchange_strong(cur, next)) return false;
+  h->controller_beat_ns.store(now, std::memory_order_relaxed);
+  VGPU_INFO("took over the SM controller for this container");
+  return true;
+}
+
+void* WatcherMain(void*) {
+  Runtime& r = g_rt;
+  RegionHeader* h = r.region->header();
+  DevControl ctl[kMaxDevices];
+  bool was_leader = false;
+  uint64_t since_us = RealtimeUs();
+  int64_t next = MonoNs() + kTickNs;
+  for (uint64_t tick = 1;; ++tick) {
+    SleepUntilMono(next);
+    next += kTickNs;
+    int64_t now = MonoNs();
+    if (now > next) next = now + kTickNs;  // we overslept (suspended VM, debugger)
+    uint64_t now_us = RealtimeUs();
+    RecomputeLaunchGate(r);
+    if (tick % 10 == 0) r.region->SweepDead();
+    bool leader = r.launch_gate.load(std::memory_order_relaxed) && HoldLease(h, now);
+    if (!leader) {
+      was_leader = false;
+      since_us = now_us;
+      continue;
+    }
+    if (!was_leader) {
+      for (auto& c : ctl) c.have_baseline = false;
+      was_leader = true;
+    }
+    if (!EnsureNvml()) {
+      since_us = now_us;
+      continue;
+    }
+    int n = static_cast<int>(h->device_count.load(std::memory_order_acquire));
+    for (int dev = 0; dev < n && dev < kMaxDevices; ++dev) {
+      RegionDevice& d = h->devices[dev];
+      uint32_t lim = d.sm_limit.load(std::memory_order_relaxed);
+      uint64_t units = d.work_units.load(std::memory_order_relaxed);
+      uint64_t throttled = d.throttled_ns.load(std::memory_order_relaxed);
+      DevControl& c = ctl[dev];
+      bool baseline = c.have_baseline;
+      uint64_t du = units - c.prev_units, dt = throttled - c.prev_throttled;
+      c.prev_units = units;
+      c.prev_throttled = throttled;
+      c.have_baseline = true;
+      if (lim == 0 || lim >= 100) continue;
+      double util = MeasureUtil(r, dev, since_us);
+      if (util >= 0) d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
+      if (!baseline) continue;
+      ControlSample s{static_cast<double>(lim), util, du, dt,
+                      static_cast<int64_t>((now_us - since_us) * 1000)};
+      uint64_t cost = d.ns_per_unit_q16.load(std::memory_order_relaxed);
+      uint64_t next_cost = NextCost(cost, s);
+      if (next_cost != cost) {
+        d.ns_per_unit_q16.store(next_cost, std::memory_order_relaxed);
+        VGPU_DEBUG("device %d: util %.1f%% (limit %u%%), %llu units, throttled %.1f ms: cost "
+                   "%.3f -> %.3f ns/unit",
+                   dev, util, lim, static_cast<unsigned long long>(du), dt / 1e6,
+                   cost / 65536.0, next_cost / 65536.0);
+      }
+    }
+    since_us = now_us;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void StartWatcher() {
+  Runtime& r = g_rt;
+  if (r.region == nullptr || r.pass_through || r.cfg.policy == CorePolicy::kDisable) return;
+  bool expected = false;
+  if (!r.watcher_started.compare_exchange_strong(expected, true)) return;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  // The application's signals must never be delivered to our thread.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, WatcherMain, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    VGPU_ERROR("cannot start the SM controller thread: %s; SM limits are not enforced",
+               strerror(rc));
+    r.watcher_started.store(false);
+  }
+}
+
+}  // namespace hami::vgpu
