@@ -1,0 +1,684 @@
+// vgpu_probe: a small CUDA driver API program used by the integration tests, benchmarks and the
+// demo. It behaves like a real application: it reaches the driver the way the CUDA runtime does
+// (dlopen + dlsym), the way cudart >= 11.3 does (cuGetProcAddress_v2 with base names), or by
+// linking libcuda directly (the vgpu_probe_linked build), and it prints what it saw as
+// key=value tokens, one line per result.
+//
+// Usage: vgpu_probe [--resolve dlsym|getproc] [--ptsz] COMMAND [options]
+//   info                                  per device: total, cuMemGetInfo free/total
+//   alloc --kind K --bytes B [--count N] [--hold] [--device D]
+//   fill --kind K --chunk B               allocate until failure
+//   spin --blocks N --block-ns X --duration-ms T [--mode kernel|ex|coop|graph]
+//   race --bytes B --rounds N --sync FILE --id 0|1
+//   crash-hold --bytes B                  allocate, print "ready", wait to be killed
+//   fork --bytes B                        allocate in parent and in a forked child
+//   nvml-mem                              NVML memory info v1 and v2 per device
+//   launch-loop --count N                 N zero-time launches, timed
+//   alloc-loop --count N --bytes B        N allocate+free pairs, timed
+//   startup [--sync FILE --procs N]       time the first driver call (after a barrier)
+// Kinds: data pitch managed async pool vmm array array3d mipmap.
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/quantity.h"
+#include "vgpu/cuda_abi.h"
+#include "vgpu/nvml_abi.h"
+
+namespace {
+
+// name, base name for cuGetProcAddress, CUDA version to request, has a _ptsz variant.
+#define PROBE_CUDA(X)                                       \
+  X(cuInit, "cuInit", 12000, false)                         \
+  X(cuDeviceGet, "cuDeviceGet", 12000, false)               \
+  X(cuDeviceGetCount, "cuDeviceGetCount", 12000, false)     \
+  X(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 12000, false)    \
+  X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 12000, false)  \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, false) \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", 12000, false)       \
+  X(cuMemGetInfo_v2, "cuMemGetInfo", 12000, false)          \
+  X(cuMemAlloc_v2, "cuMemAlloc", 12000, false)              \
+  X(cuMemFree_v2, "cuMemFree", 12000, false)                \
+  X(cuMemAllocPitch_v2, "cuMemAllocPitch", 12000, false)    \
+  X(cuMemAllocManaged, "cuMemAllocManaged", 12000, false)   \
+  X(cuMemAllocAsync, "cuMemAllocAsync", 12000, true)        \
+  X(cuMemFreeAsync, "cuMemFreeAsync", 12000, true)          \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 12000, true) \
+  X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 12000, false) \
+  X(cuMemCreate, "cuMemCreate", 12000, false)               \
+  X(cuMemRelease, "cuMemRelease", 12000, false)             \
+  X(cuArrayCreate_v2, "cuArrayCreate", 12000, false)        \
+  X(cuArray3DCreate_v2, "cuArray3DCreate", 12000, false)    \
+  X(cuArrayDestroy, "cuArrayDestroy", 12000, false)         \
+  X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 12000, false) \
+  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 12000, false) \
+  X(cuModuleLoadData, "cuModuleLoadData", 12000, false)     \
+  X(cuModuleGetFunction, "cuModuleGetFunction", 12000, false) \
+  X(cuLaunchKernel, "cuLaunchKernel", 12000, true)          \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", 12000, true)      \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 12000, true) \
+  X(cuStreamSynchronize, "cuStreamSynchronize", 12000, true) \
+  X(cuCtxSynchronize, "cuCtxSynchronize", 12000, false)     \
+  X(cuGraphCreate, "cuGraphCreate", 12000, false)           \
+  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000, false) \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiate", 12000, false) \
+  X(cuGraphLaunch, "cuGraphLaunch", 12000, true)            \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 12000, false) \
+  X(cuGraphDestroy, "cuGraphDestroy", 12000, false)
+
+struct Cuda {
+#define PROBE_FIELD(name, base, ver, ptsz) decltype(&::name) name = nullptr;
+  PROBE_CUDA(PROBE_FIELD)
+#undef PROBE_FIELD
+};
+
+Cuda cu;
+bool g_ptsz = false;
+
+[[noreturn]] __attribute__((format(printf, 1, 2))) void Die(const char* fmt, ...) {
+  fprintf(stderr, "vgpu_probe: ");
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  exit(2);
+}
+
+void ResolveDlsym() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (h == nullptr) Die("cannot load libcuda.so.1: %s", dlerror());
+  const char* suffix = g_ptsz ? "_ptsz" : "";
+#define PROBE_DLSYM(name, base, ver, ptsz)                                             \
+  {                                                                                     \
+    std::string n = std::string(#name) + ((ptsz) ? suffix : "");                        \
+    cu.name = reinterpret_cast<decltype(cu.name)>(dlsym(h, n.c_str()));                 \
+  }
+  PROBE_CUDA(PROBE_DLSYM)
+#undef PROBE_DLSYM
+}
+
+void ResolveGetProc() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (h == nullptr) Die("cannot load libcuda.so.1: %s", dlerror());
+  auto gpa = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(h, "cuGetProcAddress_v2"));
+  if (gpa == nullptr) Die("libcuda.so.1 has no cuGetProcAddress_v2");
+  const cuuint64_t flags = g_ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                  : CU_GET_PROC_ADDRESS_DEFAULT;
+#define PROBE_GPA(name, base, ver, ptsz)                                            \
+  {                                                                                  \
+    void* p = nullptr;                                                               \
+    CUdriverProcAddressQueryResult st;                                               \
+    if (gpa(base, &p, ver, flags, &st) == CUDA_SUCCESS) {                            \
+      cu.name = reinterpret_cast<decltype(cu.name)>(p);                              \
+    }                                                                                \
+  }
+  PROBE_CUDA(PROBE_GPA)
+#undef PROBE_GPA
+}
+
+#ifdef PROBE_LINKED
+void ResolveLinked() {
+#define PROBE_LINK(name, base, ver, ptsz) cu.name = &::name;
+  PROBE_CUDA(PROBE_LINK)
+#undef PROBE_LINK
+}
+#endif
+
+void Check(CUresult rc, const char* what) {
+  if (rc != CUDA_SUCCESS) {
+    fprintf(stderr, "vgpu_probe: %s failed with CUresult %d\n", what, rc);
+    exit(3);
+  }
+}
+
+// Option parsing: --key value pairs after the command.
+struct Args {
+  std::vector<std::string> v;
+  const char* Get(const char* key, const char* def = nullptr) const {
+    for (size_t i = 0; i + 1 < v.size(); ++i) {
+      if (v[i] == key) return v[i + 1].c_str();
+    }
+    return def;
+  }
+  bool Has(const char* key) const {
+    for (const auto& s : v) {
+      if (s == key) return true;
+    }
+    return false;
+  }
+  uint64_t Bytes(const char* key, const char* def) const {
+    const char* s = Get(key, def);
+    if (s == nullptr) Die("missing %s", key);
+    uint64_t b = 0;
+    if (const char* err = hami::ParseByteSize(s, &b)) Die("bad size: %s", err);
+    return b;
+  }
+  long Num(const char* key, const char* def) const {
+    const char* s = Get(key, def);
+    if (s == nullptr) Die("missing %s", key);
+    char* end = nullptr;
+    long n = strtol(s, &end, 10);
+    if (end == s || *end != '\0') Die("bad number for %s", key);
+    return n;
+  }
+};
+
+int g_device = 0;
+
+void InitContext(int device) {
+  Check(cu.cuInit(0), "cuInit");
+  CUdevice dev;
+  Check(cu.cuDeviceGet(&dev, device), "cuDeviceGet");
+  CUcontext ctx;
+  Check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  Check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+// One allocation of a given kind, and how to undo it.
+struct Allocation {
+  std::string kind;
+  uint64_t handle = 0;
+};
+
+CUresult AllocOne(const std::string& kind, uint64_t bytes, Allocation* out) {
+  out->kind = kind;
+  CUresult rc = CUDA_ERROR_INVALID_VALUE;
+  if (kind == "data") {
+    CUdeviceptr p = 0;
+    rc = cu.cuMemAlloc_v2(&p, bytes);
+    out->handle = p;
+  } else if (kind == "pitch") {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    rc = cu.cuMemAllocPitch_v2(&p, &pitch, bytes / 1024, 1024, 4);
+    out->handle = p;
+  } else if (kind == "managed") {
+    CUdeviceptr p = 0;
+    rc = cu.cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+    out->handle = p;
+  } else if (kind == "async") {
+    CUdeviceptr p = 0;
+    rc = cu.cuMemAllocAsync(&p, bytes, nullptr);
+    out->handle = p;
+  } else if (kind == "pool") {
+    CUmemoryPool pool = nullptr;
+    rc = cu.cuDeviceGetDefaultMemPool(&pool, g_device);
+    if (rc == CUDA_SUCCESS) {
+      CUdeviceptr p = 0;
+      rc = cu.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
+      out->handle = p;
+    }
+  } else if (kind == "vmm") {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_device;
+    CUmemGenericAllocationHandle h = 0;
+    rc = cu.cuMemCreate(&h, bytes, &prop, 0);
+    out->handle = h;
+  } else if (kind == "array") {
+    CUDA_ARRAY_DESCRIPTOR d{};
+    d.Width = bytes / 4 / 1024;
+    d.Height = 1024;
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 1;
+    CUarray a = nullptr;
+    rc = cu.cuArrayCreate_v2(&a, &d);
+    out->handle = reinterpret_cast<uint64_t>(a);
+  } else if (kind == "array3d") {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = bytes / 4 / 64 / 16;
+    d.Height = 64;
+    d.Depth = 16;
+    d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+    d.NumChannels = 4;
+    CUarray a = nullptr;
+    rc = cu.cuArray3DCreate_v2(&a, &d);
+    out->handle = reinterpret_cast<uint64_t>(a);
+  } else if (kind == "mipmap") {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = bytes / 4 / 1024;
+    d.Height = 1024;
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 1;
+    CUmipmappedArray a = nullptr;
+    rc = cu.cuMipmappedArrayCreate(&a, &d, 1);
+    out->handle = reinterpret_cast<uint64_t>(a);
+  } else {
+    Die("unknown kind %s", kind.c_str());
+  }
+  return rc;
+}
+
+CUresult FreeOne(const Allocation& a) {
+  if (a.kind == "vmm") return cu.cuMemRelease(a.handle);
+  if (a.kind == "array" || a.kind == "array3d") {
+    return cu.cuArrayDestroy(reinterpret_cast<CUarray>(a.handle));
+  }
+  if (a.kind == "mipmap") {
+    return cu.cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(a.handle));
+  }
+  if (a.kind == "async" || a.kind == "pool") return cu.cuMemFreeAsync(a.handle, nullptr);
+  return cu.cuMemFree_v2(a.handle);
+}
+
+void PrintMemInfo(const char* label) {
+  size_t free_b = 0, total_b = 0;
+  CUresult rc = cu.cuMemGetInfo_v2(&free_b, &total_b);
+  printf("%s rc=%d free=%zu visible_total=%zu\n", label, rc, free_b, total_b);
+}
+
+int CmdInfo() {
+  Check(cu.cuInit(0), "cuInit");
+  int n = 0;
+  Check(cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
+  for (int i = 0; i < n; ++i) {
+    CUdevice dev;
+    Check(cu.cuDeviceGet(&dev, i), "cuDeviceGet");
+    CUuuid u;
+    Check(cu.cuDeviceGetUuid_v2(&u, dev), "cuDeviceGetUuid");
+    size_t total = 0;
+    Check(cu.cuDeviceTotalMem_v2(&total, dev), "cuDeviceTotalMem");
+    CUcontext ctx;
+    Check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    Check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    size_t free_b = 0, vis_total = 0;
+    Check(cu.cuMemGetInfo_v2(&free_b, &vis_total), "cuMemGetInfo");
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    printf("device=%d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
+           "total=%zu free=%zu visible_total=%zu\n",
+           i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+           b[13], b[14], b[15], total, free_b, vis_total);
+  }
+  return 0;
+}
+
+void WaitForStdinClose() {
+  char buf[64];
+  while (read(0, buf, sizeof(buf)) > 0) {
+  }
+}
+
+int CmdAlloc(const Args& a) {
+  InitContext(g_device);
+  std::string kind = a.Get("--kind", "data");
+  uint64_t bytes = a.Bytes("--bytes", nullptr);
+  long count = a.Num("--count", "1");
+  std::vector<Allocation> held;
+  int ok = 0, fail = 0;
+  CUresult first_error = CUDA_SUCCESS;
+  for (long i = 0; i < count; ++i) {
+    Allocation al;
+    CUresult rc = AllocOne(kind, bytes, &al);
+    if (rc == CUDA_SUCCESS) {
+      ++ok;
+      held.push_back(al);
+    } else {
+      ++fail;
+      if (first_error == CUDA_SUCCESS) first_error = rc;
+    }
+  }
+  printf("kind=%s ok=%d fail=%d first_error=%d\n", kind.c_str(), ok, fail, first_error);
+  PrintMemInfo("after_alloc");
+  fflush(stdout);
+  if (a.Has("--hold")) WaitForStdinClose();
+  int free_errors = 0;
+  for (const auto& al : held) free_errors += FreeOne(al) != CUDA_SUCCESS;
+  printf("freed=%zu free_errors=%d\n", held.size(), free_errors);
+  PrintMemInfo("after_free");
+  return free_errors == 0 ? 0 : 1;
+}
+
+int CmdFill(const Args& a) {
+  InitContext(g_device);
+  std::string kind = a.Get("--kind", "data");
+  uint64_t chunk = a.Bytes("--chunk", "256Mi");
+  uint64_t total = 0;
+  std::vector<Allocation> held;
+  CUresult rc;
+  for (;;) {
+    Allocation al;
+    rc = AllocOne(kind, chunk, &al);
+    if (rc != CUDA_SUCCESS) break;
+    held.push_back(al);
+    total += chunk;
+    if (held.size() > 100000) break;
+  }
+  printf("allocated=%llu chunks=%zu error=%d\n", static_cast<unsigned long long>(total),
+         held.size(), rc);
+  PrintMemInfo("full");
+  fflush(stdout);
+  if (a.Has("--hold")) WaitForStdinClose();
+  for (const auto& al : held) FreeOne(al);
+  return 0;
+}
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Measures this process's SM utilisation over [since_us, now] through NVML (the simulator
+// reports it; on a real GPU this is NVML's per-process utilisation).
+double NvmlSelfUtil(int device, unsigned long long since_us) {
+  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (h == nullptr) return -1;
+  auto init = reinterpret_cast<decltype(&::nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
+  auto by_index = reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(
+      dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+  auto util = reinterpret_cast<decltype(&::nvmlDeviceGetProcessUtilization)>(
+      dlsym(h, "nvmlDeviceGetProcessUtilization"));
+  if (init == nullptr || by_index == nullptr || util == nullptr || init() != NVML_SUCCESS) {
+    return -1;
+  }
+  nvmlDevice_t dev;
+  if (by_index(static_cast<unsigned>(device), &dev) != NVML_SUCCESS) return -1;
+  nvmlProcessUtilizationSample_t samples[256];
+  unsigned count = 256;
+  if (util(dev, samples, &count, since_us) != NVML_SUCCESS) return 0;
+  double sum = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if (samples[i].pid == static_cast<unsigned>(getpid())) sum += samples[i].smUtil;
+  }
+  return sum;
+}
+
+unsigned long long RealtimeUs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<unsigned long long>(ts.tv_sec) * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+int CmdSpin(const Args& a) {
+  InitContext(g_device);
+  unsigned blocks = static_cast<unsigned>(a.Num("--blocks", "108"));
+  uint64_t block_ns = static_cast<uint64_t>(a.Num("--block-ns", "1000000"));
+  int64_t duration_ns = a.Num("--duration-ms", "1000") * 1000000;
+  int64_t warmup_ns = a.Num("--warmup-ms", "0") * 1000000;
+  std::string mode = a.Get("--mode", "kernel");
+  static const char kImage[] = "hami-sim-module";
+  CUmodule mod;
+  Check(cu.cuModuleLoadData(&mod, kImage), "cuModuleLoadData");
+  CUfunction fn;
+  Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_spin"), "cuModuleGetFunction");
+  void* params[] = {&block_ns};
+  CUgraphExec exec = nullptr;
+  CUgraph graph = nullptr;
+  if (mode == "graph") {
+    Check(cu.cuGraphCreate(&graph, 0), "cuGraphCreate");
+    CUDA_KERNEL_NODE_PARAMS_v2 p{};
+    p.func = fn;
+    p.gridDimX = blocks;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 128;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = params;
+    CUgraphNode node;
+    Check(cu.cuGraphAddKernelNode_v2(&node, graph, nullptr, 0, &p), "cuGraphAddKernelNode");
+    Check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+  }
+  auto launch = [&]() -> CUresult {
+    if (mode == "kernel") {
+      return cu.cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr);
+    }
+    if (mode == "ex") {
+      CUlaunchConfig c{};
+      c.gridDimX = blocks;
+      c.gridDimY = c.gridDimZ = 1;
+      c.blockDimX = 128;
+      c.blockDimY = c.blockDimZ = 1;
+      return cu.cuLaunchKernelEx(&c, fn, params, nullptr);
+    }
+    if (mode == "coop") {
+      return cu.cuLaunchCooperativeKernel(fn, blocks, 1, 1, 128, 1, 1, 0, nullptr, params);
+    }
+    return cu.cuGraphLaunch(exec, nullptr);
+  };
+  int64_t start = NowNs();
+  int64_t measure_from = start + warmup_ns;
+  unsigned long long since_us = 0;
+  long launches = 0;
+  while (NowNs() - start < warmup_ns + duration_ns) {
+    if (since_us == 0 && NowNs() >= measure_from) since_us = RealtimeUs();
+    Check(launch(), "launch");
+    ++launches;
+  }
+  if (since_us == 0) since_us = RealtimeUs();
+  // Measure the utilisation of the window before draining the queue.
+  double util = NvmlSelfUtil(g_device, since_us);
+  Check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+  int64_t elapsed = NowNs() - start;
+  printf("launches=%ld elapsed_ms=%.1f sm_util=%.1f\n", launches, elapsed / 1e6, util);
+  if (exec != nullptr) {
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+  }
+  return 0;
+}
+
+// Allocate+free pairs of one size, timed.
+int CmdAllocLoop(const Args& a) {
+  InitContext(g_device);
+  long count = a.Num("--count", "100000");
+  uint64_t bytes = a.Bytes("--bytes", "1Mi");
+  int64_t start = NowNs();
+  for (long i = 0; i < count; ++i) {
+    CUdeviceptr p = 0;
+    if (cu.cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS) Die("allocation %ld failed", i);
+    cu.cuMemFree_v2(p);
+  }
+  int64_t elapsed = NowNs() - start;
+  printf("pairs=%ld ns_per_pair=%.2f\n", count, static_cast<double>(elapsed) / count);
+  return 0;
+}
+
+// Start-up latency: optionally waits on a shared barrier with its siblings, then times the
+// first driver call (cuInit, which is where the enforcement library initialises).
+int CmdStartup(const Args& a) {
+  const char* path = a.Get("--sync");
+  long n = a.Num("--procs", "1");
+  if (path != nullptr) {
+    FILE* f = fopen(path, "r+");
+    if (f == nullptr) Die("cannot open %s", path);
+    void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fileno(f), 0);
+    if (m == MAP_FAILED) Die("cannot map %s", path);
+    auto* counter = static_cast<std::atomic<long>*>(m);
+    counter->fetch_add(1);
+    while (counter->load() < n) usleep(50);
+  }
+  int64_t t0 = NowNs();
+  Check(cu.cuInit(0), "cuInit");
+  int64_t t1 = NowNs();
+  CUdevice dev;
+  Check(cu.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CUcontext ctx;
+  Check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  Check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  CUdeviceptr p = 0;
+  Check(cu.cuMemAlloc_v2(&p, 1 << 20), "cuMemAlloc");
+  int64_t t2 = NowNs();
+  cu.cuMemFree_v2(p);
+  printf("first_call_ns=%lld first_alloc_ns=%lld\n", static_cast<long long>(t1 - t0),
+         static_cast<long long>(t2 - t0));
+  return 0;
+}
+
+int CmdLaunchLoop(const Args& a) {
+  InitContext(g_device);
+  long count = a.Num("--count", "1000000");
+  static const char kImage[] = "hami-sim-module";
+  CUmodule mod;
+  Check(cu.cuModuleLoadData(&mod, kImage), "cuModuleLoadData");
+  CUfunction fn;
+  Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_noop"), "cuModuleGetFunction");
+  int64_t start = NowNs();
+  for (long i = 0; i < count; ++i) {
+    cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+  }
+  int64_t elapsed = NowNs() - start;
+  printf("launches=%ld ns_per_launch=%.2f\n", count, static_cast<double>(elapsed) / count);
+  return 0;
+}
+
+// Two processes allocate `bytes` at the same instant, `rounds` times, synchronised through a
+// shared file; the harness checks that exactly one wins each round.
+int CmdRace(const Args& a) {
+  InitContext(g_device);
+  uint64_t bytes = a.Bytes("--bytes", nullptr);
+  long rounds = a.Num("--rounds", "1000");
+  long id = a.Num("--id", nullptr);
+  const char* path = a.Get("--sync");
+  if (path == nullptr) Die("missing --sync");
+  FILE* f = fopen(path, "r+");
+  if (f == nullptr) Die("cannot open %s", path);
+  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fileno(f), 0);
+  if (m == MAP_FAILED) Die("cannot map %s", path);
+  auto* shared = static_cast<std::atomic<long>*>(m);  // [0] barrier, [1] bad, [2..3] winners
+  long bad = 0;
+  auto barrier = [&](long target) {
+    shared[0].fetch_add(1);
+    while (shared[0].load() < target) {
+    }
+  };
+  for (long round = 0; round < rounds; ++round) {
+    barrier(2 * (3 * round + 1));
+    CUdeviceptr p = 0;
+    bool won = cu.cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS;
+    if (won) shared[2 + round % 2].fetch_add(1);
+    barrier(2 * (3 * round + 2));
+    if (id == 0) {
+      long winners = shared[2 + round % 2].exchange(0);
+      if (winners != 1) ++bad;
+    }
+    if (won) cu.cuMemFree_v2(p);
+    barrier(2 * (3 * round + 3));
+  }
+  if (id == 0) printf("rounds=%ld bad_rounds=%ld\n", rounds, bad);
+  return 0;
+}
+
+int CmdCrashHold(const Args& a) {
+  InitContext(g_device);
+  uint64_t bytes = a.Bytes("--bytes", nullptr);
+  CUdeviceptr p = 0;
+  Check(cu.cuMemAlloc_v2(&p, bytes), "cuMemAlloc");
+  printf("ready\n");
+  fflush(stdout);
+  for (;;) pause();
+}
+
+int CmdFork(const Args& a) {
+  InitContext(g_device);
+  uint64_t bytes = a.Bytes("--bytes", nullptr);
+  CUdeviceptr p = 0;
+  Check(cu.cuMemAlloc_v2(&p, bytes), "cuMemAlloc parent");
+  PrintMemInfo("parent_after_alloc");
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    InitContext(g_device);
+    CUdeviceptr q = 0;
+    CUresult rc = cu.cuMemAlloc_v2(&q, bytes);
+    printf("child_alloc rc=%d\n", rc);
+    PrintMemInfo("child_after_alloc");
+    fflush(stdout);
+    if (rc == CUDA_SUCCESS) cu.cuMemFree_v2(q);
+    PrintMemInfo("child_after_free");
+    fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  PrintMemInfo("parent_after_child");
+  Check(cu.cuMemFree_v2(p), "cuMemFree parent");
+  PrintMemInfo("parent_after_free");
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+int CmdNvmlMem() {
+  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (h == nullptr) Die("cannot load libnvidia-ml.so.1: %s", dlerror());
+  auto init = reinterpret_cast<decltype(&::nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
+  auto count_fn =
+      reinterpret_cast<decltype(&::nvmlDeviceGetCount_v2)>(dlsym(h, "nvmlDeviceGetCount_v2"));
+  auto by_index = reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(
+      dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+  auto mem1 =
+      reinterpret_cast<decltype(&::nvmlDeviceGetMemoryInfo)>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+  auto mem2 = reinterpret_cast<decltype(&::nvmlDeviceGetMemoryInfo_v2)>(
+      dlsym(h, "nvmlDeviceGetMemoryInfo_v2"));
+  if (!init || !count_fn || !by_index || !mem1 || !mem2 || init() != NVML_SUCCESS) {
+    Die("NVML unusable");
+  }
+  unsigned n = 0;
+  count_fn(&n);
+  for (unsigned i = 0; i < n; ++i) {
+    nvmlDevice_t d;
+    by_index(i, &d);
+    nvmlMemory_t m1{};
+    nvmlMemory_v2_t m2{};
+    m2.version = nvmlMemory_v2;
+    nvmlReturn_t r1 = mem1(d, &m1), r2 = mem2(d, &m2);
+    printf("nvml_device=%u rc1=%d total=%llu used=%llu free=%llu rc2=%d total2=%llu used2=%llu "
+           "free2=%llu reserved2=%llu\n",
+           i, r1, m1.total, m1.used, m1.free, r2, m2.total, m2.used, m2.free, m2.reserved);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string resolve = "dlsym";
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
+    if (strcmp(argv[i], "--resolve") == 0 && i + 1 < argc) {
+      resolve = argv[++i];
+    } else if (strcmp(argv[i], "--ptsz") == 0) {
+      g_ptsz = true;
+    } else {
+      Die("unknown global option %s", argv[i]);
+    }
+  }
+  if (i >= argc) Die("usage: vgpu_probe [--resolve dlsym|getproc] [--ptsz] COMMAND ...");
+  std::string cmd = argv[i++];
+  Args args;
+  for (; i < argc; ++i) args.v.push_back(argv[i]);
+  if (const char* d = args.Get("--device")) g_device = atoi(d);
+  if (cmd == "nvml-mem") return CmdNvmlMem();
+#ifdef PROBE_LINKED
+  if (resolve == "link") {
+    ResolveLinked();
+  } else
+#endif
+      if (resolve == "getproc") {
+    ResolveGetProc();
+  } else if (resolve == "dlsym") {
+    ResolveDlsym();
+  } else {
+    Die("unknown resolution mode %s", resolve.c_str());
+  }
+  if (cmd == "info") return CmdInfo();
+  if (cmd == "alloc") return CmdAlloc(args);
+  if (cmd == "fill") return CmdFill(args);
+  if (cmd == "spin") return CmdSpin(args);
+  if (cmd == "race") return CmdRace(args);
+  if (cmd == "crash-hold") return CmdCrashHold(args);
+  if (cmd == "fork") return CmdFork(args);
+  if (cmd == "launch-loop") return CmdLaunchLoop(args);
+  if (cmd == "alloc-loop") return CmdAllocLoop(args);
+  if (cmd == "startup") return CmdStartup(args);
+  Die("unknown command %s", cmd.c_str());
+}

@@ -1,0 +1,304 @@
+// Multi-process tests of libvgpu.so on the simulated GPU: every test starts real processes
+// (vgpu_probe) with the library preloaded and the simulated driver on LD_LIBRARY_PATH, each test
+// with its own simulator state and region files, and checks what the processes observed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/subprocess.h"
+
+namespace {
+
+constexpr uint64_t kMiB = 1ULL << 20;
+constexpr uint64_t kGiB = 1ULL << 30;
+
+using hami::KeyValues;
+using hami::ProcessResult;
+using Result = hami::ProcessResult;
+
+std::map<std::string, std::string> Line(const std::string& text, const std::string& key) {
+  return KeyValues(text, key);
+}
+
+uint64_t U(const std::map<std::string, std::string>& kv, const std::string& k) {
+  auto it = kv.find(k);
+  return it == kv.end() ? UINT64_MAX : strtoull(it->second.c_str(), nullptr, 10);
+}
+
+double D(const std::map<std::string, std::string>& kv, const std::string& k) {
+  auto it = kv.find(k);
+  return it == kv.end() ? -1000 : strtod(it->second.c_str(), nullptr);
+}
+
+class Proc : public hami::Subprocess {
+ public:
+  using hami::Subprocess::Subprocess;
+  void Kill(int sig) { Signal(sig); }
+};
+
+class VgpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hami-vgpu-it-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+
+  // Environment for a probe: simulator + library + region, plus `extra` (KEY=VALUE).
+  std::vector<std::string> Env(const std::vector<std::string>& extra, bool preload = true,
+                               const std::string& region = "region") const {
+    std::vector<std::string> env = {
+        "PATH=/usr/bin:/bin",
+        std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
+        "HAMI_SIM_STATE=" + dir_ + "/sim-state",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/" + region,
+        "LIBCUDA_LOG_LEVEL=2",
+    };
+    if (preload) env.push_back(std::string("LD_PRELOAD=") + HAMI_LIBVGPU);
+    for (auto& e : extra) env.push_back(e);
+    return env;
+  }
+  static std::vector<std::string> Probe(std::vector<std::string> args,
+                                        const char* binary = HAMI_PROBE) {
+    args.insert(args.begin(), binary);
+    return args;
+  }
+  Result Run(std::vector<std::string> args, const std::vector<std::string>& env,
+             const char* binary = HAMI_PROBE) {
+    Proc p(Probe(std::move(args), binary), env);
+    return p.Wait();
+  }
+  std::string dir_;
+};
+
+TEST_F(VgpuTest, WithoutTheLibraryTheProcessSeesTheWholeCard) {
+  Result r = Run({"info"}, Env({}, /*preload=*/false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto d0 = Line(r.out, "device");
+  EXPECT_EQ(U(d0, "total"), 80 * kGiB);
+  EXPECT_EQ(U(d0, "visible_total"), 80 * kGiB);
+}
+
+// The quota is what the process sees, whichever way it reached the driver.
+TEST_F(VgpuTest, QuotaIsVisibleThroughEveryResolutionPath) {
+  for (const char* mode : {"dlsym", "getproc", "link"}) {
+    const char* bin = std::string(mode) == "link" ? HAMI_PROBE_LINKED : HAMI_PROBE;
+    std::vector<std::string> args = {"info"};
+    if (std::string(mode) != "link") args = {"--resolve", mode, "info"};
+    Result r = Run(args, Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"}, true, std::string("r-") + mode),
+                   bin);
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    auto d0 = Line(r.out, "device");
+    EXPECT_EQ(U(d0, "total"), 4 * kGiB) << mode << " cuDeviceTotalMem";
+    EXPECT_EQ(U(d0, "visible_total"), 4 * kGiB) << mode << " cuMemGetInfo total";
+    EXPECT_EQ(U(d0, "free"), 4 * kGiB) << mode << " cuMemGetInfo free";
+  }
+}
+
+// Every allocation family is charged against the quota: filling in 256 MiB chunks stops with
+// CUDA_ERROR_OUT_OF_MEMORY at the 4 GiB limit although the card has 80 GiB.
+TEST_F(VgpuTest, EveryAllocationFamilyIsLimited) {
+  for (const char* kind :
+       {"data", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmap"}) {
+    Result r = Run({"fill", "--kind", kind, "--chunk", "256Mi"},
+                   Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"}, true, std::string("r-") + kind));
+    ASSERT_EQ(r.exit_code, 0) << kind << ": " << r.err;
+    auto kv = Line(r.out, "allocated");
+    EXPECT_EQ(U(kv, "error"), 2u) << kind << " must fail with CUDA_ERROR_OUT_OF_MEMORY";
+    EXPECT_LE(U(kv, "allocated"), 4 * kGiB) << kind;
+    EXPECT_GE(U(kv, "allocated"), 3 * kGiB) << kind;
+    EXPECT_NE(r.err.find("denied"), std::string::npos) << kind << ": the decision is logged";
+  }
+}
+
+TEST_F(VgpuTest, GetProcAddressWithPerThreadStreamsIsLimitedToo) {
+  Result r = Run({"--resolve", "getproc", "--ptsz", "fill", "--kind", "async", "--chunk", "512Mi"},
+                 Env({"CUDA_DEVICE_MEMORY_LIMIT=2Gi"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = Line(r.out, "allocated");
+  EXPECT_EQ(U(kv, "allocated"), 2 * kGiB);
+  EXPECT_EQ(U(kv, "error"), 2u);
+}
+
+TEST_F(VgpuTest, FreeingGivesTheQuotaBack) {
+  Result r = Run({"alloc", "--kind", "data", "--bytes", "1Gi", "--count", "3"},
+                 Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(U(Line(r.out, "ok"), "ok"), 3u);
+  EXPECT_EQ(U(Line(r.out, "after_alloc"), "free"), 1 * kGiB);
+  EXPECT_EQ(U(Line(r.out, "after_free"), "free"), 4 * kGiB);
+}
+
+TEST_F(VgpuTest, PerDeviceLimitsApplyToTheirOwnDevice) {
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT_0=2Gi", "CUDA_DEVICE_MEMORY_LIMIT_1=1Gi"});
+  Result r1 = Run({"fill", "--device", "1", "--chunk", "256Mi"}, env);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_EQ(U(Line(r1.out, "allocated"), "allocated"), 1 * kGiB);
+  Result r0 = Run({"fill", "--device", "0", "--chunk", "256Mi"}, env);
+  EXPECT_EQ(U(Line(r0.out, "allocated"), "allocated"), 2 * kGiB);
+}
+
+// CUDA_VISIBLE_DEVICES renumbers CUDA devices; the limit follows the physical device whether
+// it is selected by index or by UUID.
+TEST_F(VgpuTest, VisibleDevicesByIndexAndUuidKeepLimitsOnTheRightDevice) {
+  Result info = Run({"info"}, Env({}, false));
+  std::string uuid1;
+  {
+    std::istringstream in(info.out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("device=1 ", 0) == 0) uuid1 = Line(line, "device")["uuid"];
+    }
+  }
+  ASSERT_FALSE(uuid1.empty()) << info.out;
+  for (const std::string& sel : {std::string("1"), uuid1}) {
+    Result r = Run({"fill", "--chunk", "256Mi"},
+                   Env({"CUDA_DEVICE_MEMORY_LIMIT_0=3Gi", "CUDA_DEVICE_MEMORY_LIMIT_1=1Gi",
+                        "CUDA_VISIBLE_DEVICES=" + sel},
+                       true, "r-" + std::to_string(sel.size())));
+    ASSERT_EQ(r.exit_code, 0) << sel << ": " << r.err;
+    EXPECT_EQ(U(Line(r.out, "allocated"), "allocated"), 1 * kGiB)
+        << "CUDA device 0 is container device 1 when CUDA_VISIBLE_DEVICES=" << sel;
+  }
+}
+
+// Two processes race for 600 MiB each under a 1 GiB quota, 1000 times: exactly one wins.
+TEST_F(VgpuTest, ConcurrentAllocationsNeverOvershootAcrossProcesses) {
+  std::string sync = dir_ + "/sync";
+  {
+    FILE* f = fopen(sync.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(ftruncate(fileno(f), 4096), 0);
+    fclose(f);
+  }
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=1Gi"});
+  Proc a(Probe({"race", "--bytes", "600Mi", "--rounds", "1000", "--sync", sync, "--id", "0"}), env);
+  Proc b(Probe({"race", "--bytes", "600Mi", "--rounds", "1000", "--sync", sync, "--id", "1"}), env);
+  Result rb = b.Wait();
+  Result ra = a.Wait();
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  auto kv = Line(ra.out, "rounds");
+  EXPECT_EQ(U(kv, "rounds"), 1000u);
+  EXPECT_EQ(U(kv, "bad_rounds"), 0u) << "rounds in which both or neither allocation succeeded";
+}
+
+// A process holding most of the quota is SIGKILLed; its memory is usable again at once.
+TEST_F(VgpuTest, KilledProcessMemoryIsReclaimedPromptly) {
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=1Gi"});
+  Proc holder(Probe({"crash-hold", "--bytes", "900Mi"}), env);
+  ASSERT_NE(holder.ReadUntil("ready").find("ready"), std::string::npos);
+  Result blocked = Run({"alloc", "--bytes", "500Mi"}, env);
+  EXPECT_EQ(U(Line(blocked.out, "ok"), "fail"), 1u) << "the holder's 900 MiB still count";
+  holder.Kill(SIGKILL);
+  holder.Wait();
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  Result after = Run({"alloc", "--bytes", "1000Mi"}, env);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(U(Line(after.out, "ok"), "ok"), 1u) << after.err;
+  double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  EXPECT_LT(secs, 1.0) << "reclaiming must not wait for a timeout";
+  EXPECT_NE(after.err.find("reclaimed"), std::string::npos) << after.err;
+}
+
+// A forked child gets its own slot: both processes' usage counts against the shared quota and
+// the child's is given back when it exits.
+TEST_F(VgpuTest, ForkedChildIsAccountedSeparately) {
+  Result r = Run({"fork", "--bytes", "300Mi"}, Env({"CUDA_DEVICE_MEMORY_LIMIT=1Gi"}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(U(Line(r.out, "parent_after_alloc"), "free"), 1 * kGiB - 300 * kMiB);
+  EXPECT_EQ(U(Line(r.out, "child_alloc"), "rc"), 0u);
+  EXPECT_EQ(U(Line(r.out, "child_after_alloc"), "free"), 1 * kGiB - 600 * kMiB);
+  EXPECT_EQ(U(Line(r.out, "parent_after_child"), "free"), 1 * kGiB - 300 * kMiB);
+  EXPECT_EQ(U(Line(r.out, "parent_after_free"), "free"), 1 * kGiB);
+}
+
+// nvidia-smi's view (NVML) shows the quota and the whole container's usage, v1 and v2.
+TEST_F(VgpuTest, NvmlMemoryInfoShowsTheQuota) {
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"});
+  Proc holder(Probe({"alloc", "--bytes", "1Gi", "--hold"}), env);
+  ASSERT_NE(holder.ReadUntil("after_alloc").find("after_alloc"), std::string::npos);
+  Result r = Run({"nvml-mem"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto kv = Line(r.out, "nvml_device");
+  EXPECT_EQ(U(kv, "total"), 4 * kGiB);
+  EXPECT_EQ(U(kv, "used"), 1 * kGiB);
+  EXPECT_EQ(U(kv, "free"), 3 * kGiB);
+  EXPECT_EQ(U(kv, "total2"), 4 * kGiB);
+  EXPECT_EQ(U(kv, "free2"), 3 * kGiB);
+  holder.CloseStdin();
+  EXPECT_EQ(holder.Wait().exit_code, 0);
+}
+
+TEST_F(VgpuTest, DisableControlTurnsEnforcementOff) {
+  Result r = Run({"info"}, Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi", "CUDA_DISABLE_CONTROL=true"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(U(Line(r.out, "device"), "total"), 80 * kGiB);
+}
+
+TEST_F(VgpuTest, GarbageLimitIsRejectedWithAClearMessageAndTheProcessRuns) {
+  Result r = Run({"info"}, Env({"CUDA_DEVICE_MEMORY_LIMIT=12x", "LIBCUDA_LOG_LEVEL=banana"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT=12x"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("LIBCUDA_LOG_LEVEL=banana"), std::string::npos) << r.err;
+  EXPECT_EQ(U(Line(r.out, "device"), "total"), 80 * kGiB) << "an invalid limit is not applied";
+}
+
+TEST_F(VgpuTest, MissingDriverIsAnErrorNotACrash) {
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"});
+  for (auto& e : env) {
+    if (e.rfind("LD_LIBRARY_PATH=", 0) == 0) e = "LD_LIBRARY_PATH=/nonexistent";
+  }
+  Result r = Run({"info"}, env);
+  EXPECT_EQ(r.exit_code, 2) << "the probe reports the missing driver itself: " << r.err;
+  Result sh = Run({"-c", "exit 7"}, env, "/bin/sh");
+  EXPECT_EQ(sh.exit_code, 7) << "an ordinary program is unaffected: " << sh.err;
+}
+
+// SM limit: a saturating workload runs at the limit (measured by the simulated NVML).
+TEST_F(VgpuTest, SmLimitHoldsUtilisationNearTheLimit) {
+  for (int limit : {30, 70}) {
+    Result r = Run({"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms", "1500",
+                    "--duration-ms", "1500"},
+                   Env({"CUDA_DEVICE_SM_LIMIT=" + std::to_string(limit),
+                        "GPU_CORE_UTILIZATION_POLICY=force"},
+                       true, "r-" + std::to_string(limit)));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    double util = D(Line(r.out, "launches"), "sm_util");
+    EXPECT_NEAR(util, limit, 5.0) << r.out;
+  }
+}
+
+TEST_F(VgpuTest, GraphsAndCooperativeLaunchesObeyTheSmLimit) {
+  for (const char* mode : {"graph", "coop", "ex"}) {
+    Result r = Run({"spin", "--mode", mode, "--blocks", "108", "--block-ns", "1000000",
+                    "--warmup-ms", "1500", "--duration-ms", "1500"},
+                   Env({"CUDA_DEVICE_SM_LIMIT=40", "GPU_CORE_UTILIZATION_POLICY=force"}, true,
+                       std::string("r-") + mode));
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    EXPECT_NEAR(D(Line(r.out, "launches"), "sm_util"), 40, 6.0) << mode << ": " << r.out;
+  }
+}
+
+TEST_F(VgpuTest, NoSmLimitMeansFullSpeed) {
+  Result r = Run({"spin", "--blocks", "108", "--block-ns", "1000000", "--duration-ms", "800"},
+                 Env({"GPU_CORE_UTILIZATION_POLICY=force"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(D(Line(r.out, "launches"), "sm_util"), 90.0) << r.out;
+}
+
+}  // namespace
