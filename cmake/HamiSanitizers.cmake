@@ -12,3 +12,14 @@ elseif(HAMI_SANITIZE STREQUAL "thread")
 elseif(NOT HAMI_SANITIZE STREQUAL "")
   message(FATAL_ERROR "HAMI_SANITIZE must be '', 'address' or 'thread', not '${HAMI_SANITIZE}'")
 endif()
+
+# Path of the sanitizer runtime, for tests that preload a sanitized libvgpu.so into a process:
+# the runtime must come first in LD_PRELOAD.
+set(HAMI_SANITIZER_PRELOAD "")
+if(HAMI_SANITIZE STREQUAL "address")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE HAMI_SANITIZER_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
+elseif(HAMI_SANITIZE STREQUAL "thread")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libtsan.so
+                  OUTPUT_VARIABLE HAMI_SANITIZER_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()

@@ -20,28 +20,12 @@
 #include <atomic>
 
 #include "vgpu/alloc_table.h"
+#include "vgpu/config.h"
 #include "vgpu/cuda_abi.h"
 #include "vgpu/nvml_abi.h"
 #include "vgpu/region.h"
 
 namespace hami::vgpu {
-
-enum class CorePolicy : int { kDefault = 0, kForce = 1, kDisable = 2 };
-
-// Configuration read once from the environment.
-struct Config {
-  bool control_disabled = false;  // CUDA_DISABLE_CONTROL
-  RegionInit init;                // CUDA_DEVICE_MEMORY_LIMIT[_i], CUDA_DEVICE_SM_LIMIT[_i], priority
-  bool mem_limit_set[kMaxDevices] = {};
-  bool sm_limit_set[kMaxDevices] = {};
-  CorePolicy policy = CorePolicy::kDefault;  // GPU_CORE_UTILIZATION_POLICY
-  char region_path[512] = {};                // CUDA_DEVICE_MEMORY_SHARED_CACHE
-};
-
-// Reads the configuration from `getenv_fn` (getenv in production, a fake in tests). Invalid
-// values are reported through the log and treated as unset.
-using GetEnvFn = const char* (*)(const char*);
-void LoadConfig(GetEnvFn getenv_fn, Config* cfg);
 
 // Real driver entry points the library calls. Null when the driver lacks the symbol.
 #define VGPU_REAL_CUDA(X)                                                                    \

@@ -66,7 +66,12 @@ class VgpuTest : public ::testing::Test {
         "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/" + region,
         "LIBCUDA_LOG_LEVEL=2",
     };
-    if (preload) env.push_back(std::string("LD_PRELOAD=") + HAMI_LIBVGPU);
+    if (preload) {
+      // A sanitized build must preload the sanitizer runtime ahead of the library.
+      std::string runtime = HAMI_SANITIZER_PRELOAD;
+      env.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU);
+      env.push_back("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
+    }
     for (auto& e : extra) env.push_back(e);
     return env;
   }
