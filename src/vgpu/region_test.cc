@@ -148,6 +148,7 @@ TEST_F(RegionTest, TwoProcessesRacingForTheLastBytesExactlyOneWins) {
       if (won) mine->Unreserve(s, 0, 600 * kMiB, MemKind::kData);
     }
     mine->ReleaseSlot(s);
+    Region::Free(mine);
   };
   pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -72,6 +72,9 @@ void LoadRealCuda(Runtime& r) {
   ResolveHookTargets(h);
 }
 
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_registering{false};  // a thread is registering this process's slot
+
 void OnForkPrepare() { g_rt.table.ForkPrepare(); }
 void OnForkParent() { g_rt.table.ForkParent(); }
 void OnForkChild() {
@@ -79,12 +82,10 @@ void OnForkChild() {
   // itself on its next call.
   g_rt.table.ForkChild();
   g_rt.slot.store(-1, std::memory_order_relaxed);
+  g_registering.store(false, std::memory_order_relaxed);
   g_rt.watcher_started.store(false, std::memory_order_relaxed);
   g_rt.phase_b.store(0, std::memory_order_relaxed);
 }
-
-std::atomic<bool> g_exiting{false};
-std::atomic<bool> g_registering{false};
 
 void WarnLimitMismatch(Runtime& r) {
   const RegionHeader* h = r.region->header();
