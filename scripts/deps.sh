@@ -7,6 +7,7 @@ PACKAGES=(
   cmake ninja-build g++ make pkg-config binutils
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev
+  nlohmann-json3-dev libyaml-cpp-dev
 )
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then

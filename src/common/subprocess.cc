@@ -110,7 +110,9 @@ std::map<std::string, std::string> KeyValues(const std::string& text, const std:
   std::string line;
   std::map<std::string, std::string> kv;
   while (std::getline(in, line)) {
-    if (line.find(key + "=") == std::string::npos) continue;
+    bool labelled = line.compare(0, key.size(), key) == 0 &&
+                    (line.size() == key.size() || line[key.size()] == ' ');
+    if (!labelled && line.find(key + "=") == std::string::npos) continue;
     std::istringstream tokens(line);
     std::string tok;
     while (tokens >> tok) {

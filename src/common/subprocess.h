@@ -46,7 +46,8 @@ class Subprocess {
 // Runs to completion.
 ProcessResult RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
-// Parses the first line of `text` that contains "`key`=" into its key=value tokens.
+// Parses into its key=value tokens the first line of `text` that either starts with the label
+// `key` (followed by a space) or contains "`key`=".
 std::map<std::string, std::string> KeyValues(const std::string& text, const std::string& key);
 
 }  // namespace hami

@@ -5,6 +5,8 @@
 // Returning our hook for the names we intercept closes that path. Everything else, and every
 // RTLD_NEXT lookup, goes to glibc unchanged.
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <string.h>
 
 #include <atomic>
@@ -29,8 +31,27 @@
 // Every exported NVML hook; defined in hooks_nvml.cc.
 #define VGPU_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
 
+// Code that a sanitizer runtime may reach while it initialises (it resolves its interceptors
+// with dlsym before its shadow memory exists) must not be instrumented and must not call
+// intercepted libc functions.
+#define VGPU_EARLY __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined))
+
 namespace hami::vgpu {
 namespace {
+
+VGPU_EARLY bool StrEq(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+
+VGPU_EARLY size_t StrLen(const char* s) {
+  size_t n = 0;
+  while (s[n] != '\0') ++n;
+  return n;
+}
 
 struct HookEntry {
   const char* name;
@@ -49,7 +70,9 @@ constinit std::atomic<void*> g_cuda_real[kNumCuda] = {};
 constinit std::atomic<void*> g_nvml_real[kNumNvml] = {};
 
 using DlsymFn = void* (*)(void*, const char*);
-constinit std::atomic<DlsymFn> g_real_dlsym{nullptr};
+// Accessed with __atomic builtins rather than std::atomic: its out-of-line member functions
+// would be instrumented, and this is read on the early (pre-sanitizer-init) path.
+constinit DlsymFn g_real_dlsym = nullptr;
 
 // Base names whose export carries a version suffix, with the CUDA version that introduced it
 // (the same mapping the driver's headers apply). Higher versions first.
@@ -72,29 +95,127 @@ const VersionedName kVersioned[] = {
 
 }  // namespace
 
-void* RealDlsym(void* handle, const char* name) {
-  DlsymFn f = g_real_dlsym.load(std::memory_order_acquire);
+namespace {
+
+// Finds glibc's dlsym by reading the dynamic symbol table of libc.so.6 (or libdl.so.2 on glibc
+// < 2.34) through dl_iterate_phdr. Unlike dlvsym, this allocates nothing and re-enters no
+// loader code, so it is safe even when our dlsym override is called by a sanitizer runtime
+// during its own initialisation (where a dlvsym call recurses into the half-initialised
+// runtime and crashes).
+struct LookupState {
+  const char* name;
+  void* found;
+};
+
+template <typename T>
+VGPU_EARLY T DynPtr(const dl_phdr_info* info, ElfW(Addr) value) {
+  // Most architectures relocate the dynamic section's pointers in place; some keep them as
+  // offsets. A value below the load base is an offset.
+  if (value < info->dlpi_addr) value += info->dlpi_addr;
+  return reinterpret_cast<T>(value);
+}
+
+VGPU_EARLY bool EndsWith(const char* s, const char* suffix) {
+  size_t n = StrLen(s), m = StrLen(suffix);
+  return n >= m && StrEq(s + n - m, suffix);
+}
+
+VGPU_EARLY int FindInObject(dl_phdr_info* info, size_t, void* data) {
+  auto* st = static_cast<LookupState*>(data);
+  const char* obj = info->dlpi_name;
+  if (obj == nullptr || !(EndsWith(obj, "/libc.so.6") || EndsWith(obj, "/libdl.so.2"))) return 0;
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  if (dyn == nullptr) return 0;
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const uint32_t* gnu_hash = nullptr;
+  const ElfW(Half)* versym = nullptr;
+  for (; dyn->d_tag != DT_NULL; ++dyn) {
+    switch (dyn->d_tag) {
+      case DT_SYMTAB:
+        symtab = DynPtr<const ElfW(Sym)*>(info, dyn->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        strtab = DynPtr<const char*>(info, dyn->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        gnu_hash = DynPtr<const uint32_t*>(info, dyn->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        versym = DynPtr<const ElfW(Half)*>(info, dyn->d_un.d_ptr);
+        break;
+      default:
+        break;
+    }
+  }
+  if (symtab == nullptr || strtab == nullptr || gnu_hash == nullptr) return 0;
+  uint32_t h = 5381;
+  for (const char* c = st->name; *c; ++c) h = h * 33 + static_cast<unsigned char>(*c);
+  const uint32_t nbuckets = gnu_hash[0], symoffset = gnu_hash[1], bloom_size = gnu_hash[2];
+  const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(gnu_hash + 4);
+  const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloom_size);
+  const uint32_t* chain = buckets + nbuckets;
+  if (nbuckets == 0) return 0;
+  uint32_t idx = buckets[h % nbuckets];
+  if (idx < symoffset) return 0;
+  void* fallback = nullptr;
+  for (;; ++idx) {
+    uint32_t h2 = chain[idx - symoffset];
+    const ElfW(Sym)& sym = symtab[idx];
+    if ((h | 1) == (h2 | 1) && sym.st_shndx != SHN_UNDEF &&
+        ELF64_ST_TYPE(sym.st_info) == STT_FUNC && StrEq(strtab + sym.st_name, st->name)) {
+      void* addr = reinterpret_cast<void*>(info->dlpi_addr + sym.st_value);
+      // Prefer the default version (not hidden) when several are defined.
+      if (versym == nullptr || (versym[idx] & 0x8000) == 0) {
+        st->found = addr;
+        return 1;
+      }
+      fallback = addr;
+    }
+    if (h2 & 1) break;
+  }
+  if (fallback != nullptr) {
+    st->found = fallback;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+VGPU_EARLY void* RealDlsym(void* handle, const char* name) {
+  DlsymFn f = __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
   if (f == nullptr) {
-    // Newest glibc first; the base versions cover older ones (x86-64, then aarch64).
-    static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-    for (const char* v : kVersions) {
-      f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", v));
-      if (f != nullptr) break;
+    LookupState st{"dlsym", nullptr};
+    dl_iterate_phdr(FindInObject, &st);
+    f = reinterpret_cast<DlsymFn>(st.found);
+    if (f == nullptr) {
+      // Unusual libc layout: fall back to asking the loader (newest glibc first).
+      static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+      for (const char* v : kVersions) {
+        f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", v));
+        if (f != nullptr) break;
+      }
     }
     if (f == nullptr) return nullptr;
-    g_real_dlsym.store(f, std::memory_order_release);
+    __atomic_store_n(&g_real_dlsym, f, __ATOMIC_RELEASE);
   }
   return f(handle, name);
 }
 
-void* HookFor(const char* name) {
+VGPU_EARLY void* HookFor(const char* name) {
   if (name[0] == 'c') {
     for (const auto& e : kCudaHooks) {
-      if (strcmp(e.name, name) == 0) return e.hook;
+      if (StrEq(e.name, name)) return e.hook;
     }
   } else if (name[0] == 'n') {
     for (const auto& e : kNvmlHooks) {
-      if (strcmp(e.name, name) == 0) return e.hook;
+      if (StrEq(e.name, name)) return e.hook;
     }
   }
   return nullptr;
@@ -146,11 +267,12 @@ const char* VersionedHookName(const char* symbol, int cuda_version, unsigned lon
 
 // glibc declares dlsym's name nonnull; the check is kept for callers that break that contract.
 #pragma GCC diagnostic ignored "-Wnonnull-compare"
-VGPU_EXPORT void* dlsym(void* handle, const char* name) {
+VGPU_EXPORT VGPU_EARLY void* dlsym(void* handle, const char* name) {
   using hami::vgpu::HookFor;
   using hami::vgpu::RealDlsym;
   if (name != nullptr && handle != RTLD_NEXT &&
-      ((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nvml", 4) == 0)) {
+      ((name[0] == 'c' && name[1] == 'u') ||
+       (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l'))) {
     void* hook = HookFor(name);
     if (hook != nullptr) {
       // Hand out a hook only for functions the library behind `handle` really has.

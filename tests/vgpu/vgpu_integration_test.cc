@@ -64,7 +64,6 @@ class VgpuTest : public ::testing::Test {
         std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
         "HAMI_SIM_STATE=" + dir_ + "/sim-state",
         "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/" + region,
-        "LIBCUDA_LOG_LEVEL=2",
     };
     if (preload) {
       // A sanitized build must preload the sanitizer runtime ahead of the library.
@@ -72,7 +71,12 @@ class VgpuTest : public ::testing::Test {
       env.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU);
       env.push_back("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
     }
-    for (auto& e : extra) env.push_back(e);
+    bool level_set = false;
+    for (auto& e : extra) {
+      env.push_back(e);
+      level_set |= e.rfind("LIBCUDA_LOG_LEVEL=", 0) == 0;
+    }
+    if (!level_set) env.push_back("LIBCUDA_LOG_LEVEL=2");
     return env;
   }
   static std::vector<std::string> Probe(std::vector<std::string> args,
@@ -188,7 +192,9 @@ TEST_F(VgpuTest, ConcurrentAllocationsNeverOvershootAcrossProcesses) {
     ASSERT_EQ(ftruncate(fileno(f), 4096), 0);
     fclose(f);
   }
-  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=1Gi"});
+  // Half of the 2000 allocations are denied and each denial is logged; keep stderr quiet so the
+  // two processes never block on a full pipe while the test waits for the other one.
+  auto env = Env({"CUDA_DEVICE_MEMORY_LIMIT=1Gi", "LIBCUDA_LOG_LEVEL=1"});
   Proc a(Probe({"race", "--bytes", "600Mi", "--rounds", "1000", "--sync", sync, "--id", "0"}), env);
   Proc b(Probe({"race", "--bytes", "600Mi", "--rounds", "1000", "--sync", sync, "--id", "1"}), env);
   Result rb = b.Wait();

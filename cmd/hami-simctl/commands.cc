@@ -1,0 +1,102 @@
+#include "commands.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "sim/gpu/clock.h"
+#include "sim/gpu/config.h"
+#include "sim/gpu/shared_state.h"
+
+namespace hami::simctl {
+namespace {
+
+using sim::SharedState;
+
+// Opens the state, creating it from the configured devices if no process has yet.
+std::unique_ptr<SharedState> OpenState(const std::string& path, FILE* err) {
+  std::string error;
+  auto state = SharedState::OpenExisting(path, &error);
+  if (state != nullptr) return state;
+  if (access(path.c_str(), F_OK) == 0) {
+    fprintf(err, "hami-simctl: %s\n", error.c_str());
+    return nullptr;
+  }
+  sim::SimConfig config;
+  const char* cfg = getenv("HAMI_SIM_CONFIG");
+  if (cfg != nullptr && cfg[0] != '\0') {
+    if (!sim::LoadConfigFile(cfg, &config, &error)) {
+      fprintf(err, "hami-simctl: bad device config (HAMI_SIM_CONFIG): %s\n", error.c_str());
+      return nullptr;
+    }
+  } else {
+    config = sim::DefaultConfig();
+  }
+  state = SharedState::Open(path, config, &error);
+  if (state == nullptr) fprintf(err, "hami-simctl: %s\n", error.c_str());
+  return state;
+}
+
+std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
+
+int Status(const std::string& state_path, FILE* out, FILE* err) {
+  auto state = OpenState(state_path, err);
+  if (state == nullptr) return 1;
+  const uint64_t now = sim::MonotonicNs();
+  const uint64_t window = 1000000000ull;
+  fprintf(out, "state: %s  driver %s  CUDA %d.%d\n", state_path.c_str(), state->driver_version(),
+          state->cuda_driver_version() / 1000, state->cuda_driver_version() % 1000 / 10);
+  for (int i = 0; i < state->device_count(); ++i) {
+    const sim::SharedDeviceInfo& d = state->device(i);
+    auto procs = state->Processes(i, now - window, now);
+    uint64_t used = state->UsedMemory(i);
+    double capacity = static_cast<double>(d.sm_count) * static_cast<double>(window);
+    double util = 100.0 * state->DeviceBusyNs(i, now - window, now) / capacity;
+    fprintf(out, "GPU %d  %s  %s\n", i, d.name, d.uuid);
+    fprintf(out, "  bus %08X:%02X:%02X.0  NUMA %d  SMs %d  CC %d.%d  NVLinks %d\n", d.pci_domain,
+            d.pci_bus, d.pci_device, d.numa_node, d.sm_count, d.cc_major, d.cc_minor,
+            d.nvlink_count);
+    fprintf(out, "  memory %s / %s used  SM utilisation %.1f%% (last 1 s)\n", Mib(used).c_str(),
+            Mib(d.memory_bytes).c_str(), util);
+    if (procs.empty()) {
+      fprintf(out, "  no processes\n");
+      continue;
+    }
+    fprintf(out, "  %-10s %-14s %-9s %s\n", "PID", "MEMORY", "CONTEXTS", "SM UTIL (last 1 s)");
+    for (const auto& p : procs) {
+      fprintf(out, "  %-10d %-14s %-9u %.1f%%\n", static_cast<int>(p.pid), Mib(p.mem_bytes).c_str(),
+              p.contexts, 100.0 * p.busy_sm_ns / capacity);
+    }
+  }
+  return 0;
+}
+
+int InjectXid(const std::string& state_path, int device, unsigned long long xid, FILE* out,
+              FILE* err) {
+  auto state = OpenState(state_path, err);
+  if (state == nullptr) return 1;
+  if (device < 0 || device >= state->device_count()) {
+    fprintf(err, "hami-simctl: no device %d (the node has %d)\n", device, state->device_count());
+    return 2;
+  }
+  state->InjectXid(device, xid);
+  fprintf(out, "injected XID %llu on GPU %d (%s)\n", xid, device, state->device(device).uuid);
+  return 0;
+}
+
+int Reset(const std::string& state_path, FILE* out, FILE* err) {
+  if (unlink(state_path.c_str()) != 0 && errno != ENOENT) {
+    fprintf(err, "hami-simctl: cannot remove %s: %s\n", state_path.c_str(), strerror(errno));
+    return 1;
+  }
+  fprintf(out, "removed %s; the next process recreates it from the current config\n",
+          state_path.c_str());
+  return 0;
+}
+
+}  // namespace hami::simctl

@@ -1,0 +1,28 @@
+// The subcommands of hami-simctl, the control CLI of the simulated GPU node.
+//
+// Each command works directly on the shared state file (HAMI_SIM_STATE or --state), not
+// through the simulated NVML/CUDA libraries, so it sees every physical device regardless of
+// NVIDIA_VISIBLE_DEVICES and never registers itself as a GPU process.
+//
+// Thread safety: single-threaded CLI code.
+#pragma once
+
+#include <stdio.h>
+
+#include <string>
+
+namespace hami::simctl {
+
+// Prints devices, memory in use per process and utilisation over the last second.
+int Status(const std::string& state_path, FILE* out, FILE* err);
+
+// Posts XID `xid` on physical device `device`; NVML event sets registered for
+// nvmlEventTypeXidCriticalError on that device receive it.
+int InjectXid(const std::string& state_path, int device, unsigned long long xid, FILE* out,
+              FILE* err);
+
+// Removes the state file so the next process recreates it from the current config. Processes
+// that still map the old file keep using it until they exit.
+int Reset(const std::string& state_path, FILE* out, FILE* err);
+
+}  // namespace hami::simctl

@@ -1,0 +1,260 @@
+#include "ctl/smi.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fstream>
+
+#include "ctl/format.h"
+#include "ctl/json.h"
+#include "vgpu/nvml_abi.h"
+
+namespace hami::ctl {
+namespace {
+
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
+
+// The NVML entry points smi uses. Optional ones may be null (older drivers).
+struct Nvml {
+  void* handle = nullptr;
+  decltype(&::nvmlInit_v2) init = nullptr;
+  decltype(&::nvmlShutdown) shutdown = nullptr;
+  decltype(&::nvmlErrorString) error_string = nullptr;
+  decltype(&::nvmlSystemGetDriverVersion) driver_version = nullptr;
+  decltype(&::nvmlSystemGetCudaDriverVersion) cuda_version = nullptr;
+  decltype(&::nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&::nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
+  decltype(&::nvmlDeviceGetName) name = nullptr;
+  decltype(&::nvmlDeviceGetUUID) uuid = nullptr;
+  decltype(&::nvmlDeviceGetMemoryInfo) memory = nullptr;
+  decltype(&::nvmlDeviceGetMemoryInfo_v2) memory_v2 = nullptr;
+  decltype(&::nvmlDeviceGetUtilizationRates) utilization = nullptr;
+  decltype(&::nvmlDeviceGetComputeRunningProcesses_v3) processes_v3 = nullptr;
+  decltype(&::nvmlDeviceGetComputeRunningProcesses_v2) processes_v2 = nullptr;
+
+  ~Nvml() {
+    if (handle != nullptr) dlclose(handle);
+  }
+
+  std::string Error(nvmlReturn_t rc) const {
+    const char* s = error_string != nullptr ? error_string(rc) : nullptr;
+    return (s != nullptr ? std::string(s) : "NVML error") + " (" + std::to_string(rc) + ")";
+  }
+};
+
+template <typename F>
+void Sym(void* h, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(h, name));
+}
+
+std::string ProcessName(unsigned pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+std::vector<SmiProcess> Processes(const Nvml& nvml, nvmlDevice_t dev) {
+  std::vector<SmiProcess> out;
+  std::vector<nvmlProcessInfo_t> infos(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned count = static_cast<unsigned>(infos.size());
+    nvmlReturn_t rc;
+    if (nvml.processes_v3 != nullptr) {
+      rc = nvml.processes_v3(dev, &count, infos.data());
+    } else if (nvml.processes_v2 != nullptr) {
+      // v2 records have the same layout as nvmlProcessInfo_t.
+      rc = nvml.processes_v2(dev, &count, reinterpret_cast<nvmlProcessInfo_v2_t*>(infos.data()));
+    } else {
+      return out;
+    }
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      infos.resize(count + 16);
+      continue;
+    }
+    if (rc != NVML_SUCCESS) return out;
+    for (unsigned i = 0; i < count && i < infos.size(); ++i) {
+      SmiProcess p;
+      p.pid = infos[i].pid;
+      p.used_known = infos[i].usedGpuMemory != kNvmlValueNotAvailable;
+      p.used_bytes = p.used_known ? infos[i].usedGpuMemory : 0;
+      p.name = ProcessName(p.pid);
+      out.push_back(p);
+    }
+    return out;
+  }
+  return out;
+}
+
+std::string CudaVersionText(int v) {
+  if (v <= 0) return "N/A";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+}  // namespace
+
+bool CollectSmi(SmiView* view, std::string* error) {
+  *view = SmiView();
+  Nvml nvml;
+  nvml.handle = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (nvml.handle == nullptr) {
+    const char* why = dlerror();
+    *error = std::string("NVML is not available: cannot load libnvidia-ml.so.1 (") +
+             (why != nullptr ? why : "unknown reason") +
+             "); on a machine without an NVIDIA driver use the simulated GPU: "
+             "hamictl run --sim -- hamictl smi";
+    return false;
+  }
+  void* h = nvml.handle;
+  Sym(h, "nvmlInit_v2", &nvml.init);
+  Sym(h, "nvmlShutdown", &nvml.shutdown);
+  Sym(h, "nvmlErrorString", &nvml.error_string);
+  Sym(h, "nvmlSystemGetDriverVersion", &nvml.driver_version);
+  Sym(h, "nvmlSystemGetCudaDriverVersion", &nvml.cuda_version);
+  Sym(h, "nvmlDeviceGetCount_v2", &nvml.count);
+  Sym(h, "nvmlDeviceGetHandleByIndex_v2", &nvml.by_index);
+  Sym(h, "nvmlDeviceGetName", &nvml.name);
+  Sym(h, "nvmlDeviceGetUUID", &nvml.uuid);
+  Sym(h, "nvmlDeviceGetMemoryInfo", &nvml.memory);
+  Sym(h, "nvmlDeviceGetMemoryInfo_v2", &nvml.memory_v2);
+  Sym(h, "nvmlDeviceGetUtilizationRates", &nvml.utilization);
+  Sym(h, "nvmlDeviceGetComputeRunningProcesses_v3", &nvml.processes_v3);
+  Sym(h, "nvmlDeviceGetComputeRunningProcesses_v2", &nvml.processes_v2);
+  if (nvml.init == nullptr || nvml.count == nullptr || nvml.by_index == nullptr) {
+    *error =
+        "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or "
+        "nvmlDeviceGetHandleByIndex_v2";
+    return false;
+  }
+  if (nvmlReturn_t rc = nvml.init(); rc != NVML_SUCCESS) {
+    *error = "nvmlInit failed: " + nvml.Error(rc);
+    return false;
+  }
+  char buf[256];
+  if (nvml.driver_version != nullptr && nvml.driver_version(buf, sizeof(buf)) == NVML_SUCCESS) {
+    view->driver_version = std::string(buf, strnlen(buf, sizeof(buf)));
+  }
+  if (nvml.cuda_version != nullptr) {
+    int v = 0;
+    if (nvml.cuda_version(&v) == NVML_SUCCESS) view->cuda_version = v;
+  }
+  unsigned count = 0;
+  if (nvmlReturn_t rc = nvml.count(&count); rc != NVML_SUCCESS) {
+    *error = "nvmlDeviceGetCount failed: " + nvml.Error(rc);
+    if (nvml.shutdown != nullptr) nvml.shutdown();
+    return false;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    SmiDevice d;
+    d.index = i;
+    nvmlDevice_t dev;
+    if (nvml.by_index(i, &dev) != NVML_SUCCESS) {
+      view->devices.push_back(d);
+      continue;
+    }
+    if (nvml.name != nullptr && nvml.name(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
+      d.name = std::string(buf, strnlen(buf, sizeof(buf)));
+    }
+    if (nvml.uuid != nullptr && nvml.uuid(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
+      d.uuid = std::string(buf, strnlen(buf, sizeof(buf)));
+    }
+    nvmlMemory_v2_t m2 = {};
+    m2.version = nvmlMemory_v2;
+    nvmlMemory_t m1 = {};
+    if (nvml.memory_v2 != nullptr && nvml.memory_v2(dev, &m2) == NVML_SUCCESS) {
+      d.memory_known = true;
+      d.memory_total = m2.total;
+      d.memory_used = m2.used;
+    } else if (nvml.memory != nullptr && nvml.memory(dev, &m1) == NVML_SUCCESS) {
+      d.memory_known = true;
+      d.memory_total = m1.total;
+      d.memory_used = m1.used;
+    }
+    nvmlUtilization_t u = {};
+    if (nvml.utilization != nullptr && nvml.utilization(dev, &u) == NVML_SUCCESS) {
+      d.gpu_util = static_cast<int>(u.gpu);
+    }
+    d.processes = Processes(nvml, dev);
+    view->devices.push_back(d);
+  }
+  if (nvml.shutdown != nullptr) nvml.shutdown();
+  return true;
+}
+
+std::string RenderSmiText(const SmiView& v) {
+  std::string out = "hamictl smi   driver " +
+                    (v.driver_version.empty() ? std::string("N/A") : v.driver_version) +
+                    "   CUDA " + CudaVersionText(v.cuda_version) + "\n\n";
+  if (v.devices.empty()) return out + "no devices found\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"GPU", "NAME", "UUID", "MEMORY-USAGE", "GPU-UTIL"}};
+  for (const auto& d : v.devices) {
+    rows.push_back({std::to_string(d.index), d.name.empty() ? "N/A" : d.name,
+                    d.uuid.empty() ? "N/A" : d.uuid,
+                    d.memory_known ? std::to_string(ToMiB(d.memory_used)) + "MiB / " +
+                                         std::to_string(ToMiB(d.memory_total)) + "MiB"
+                                   : "N/A",
+                    d.gpu_util < 0 ? "N/A" : std::to_string(d.gpu_util) + "%"});
+  }
+  out += RenderTable(rows);
+  out += "\nProcesses:\n";
+  rows = {{"GPU", "PID", "NAME", "GPU-MEMORY"}};
+  for (const auto& d : v.devices) {
+    for (const auto& p : d.processes) {
+      rows.push_back({std::to_string(d.index), std::to_string(p.pid), p.name.empty() ? "-" : p.name,
+                      p.used_known ? std::to_string(ToMiB(p.used_bytes)) + "MiB" : "N/A"});
+    }
+  }
+  out += rows.size() == 1 ? "no running compute processes\n" : RenderTable(rows);
+  return out;
+}
+
+std::string RenderSmiJson(const SmiView& v) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("driver_version").String(v.driver_version);
+  w.Key("cuda_version").Int(v.cuda_version);
+  w.Key("devices").BeginArray();
+  for (const auto& d : v.devices) {
+    w.BeginObject();
+    w.Key("index").Uint(d.index);
+    w.Key("name").String(d.name);
+    w.Key("uuid").String(d.uuid);
+    if (d.memory_known) {
+      w.Key("memory_used_bytes").Uint(d.memory_used);
+      w.Key("memory_total_bytes").Uint(d.memory_total);
+      w.Key("memory_used_mib").Uint(ToMiB(d.memory_used));
+      w.Key("memory_total_mib").Uint(ToMiB(d.memory_total));
+    } else {
+      w.Key("memory_used_bytes").Null();
+      w.Key("memory_total_bytes").Null();
+      w.Key("memory_used_mib").Null();
+      w.Key("memory_total_mib").Null();
+    }
+    if (d.gpu_util >= 0) {
+      w.Key("gpu_util_percent").Int(d.gpu_util);
+    } else {
+      w.Key("gpu_util_percent").Null();
+    }
+    w.Key("processes").BeginArray();
+    for (const auto& p : d.processes) {
+      w.BeginObject();
+      w.Key("pid").Uint(p.pid);
+      w.Key("name").String(p.name);
+      if (p.used_known) {
+        w.Key("used_bytes").Uint(p.used_bytes);
+      } else {
+        w.Key("used_bytes").Null();
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.str();
+}
+
+}  // namespace hami::ctl

@@ -1,0 +1,115 @@
+#include "device/resource_quantity.h"
+
+#include <limits>
+#include <string>
+
+#include "device/text_util.h"
+
+namespace hami::device {
+
+namespace {
+
+using U128 = unsigned __int128;
+
+// Significant digits accepted in the number; keeps mantissa * 2^60 below 2^128.
+constexpr int kMaxDigits = 20;
+// 10^38 < 2^128.
+constexpr int kMaxPow10 = 38;
+
+U128 Pow10(int n) {
+  U128 v = 1;
+  for (int i = 0; i < n; ++i) v *= 10;
+  return v;
+}
+
+}  // namespace
+
+Result<int64_t> ParseIntegerQuantity(std::string_view text) {
+  auto bad = [&](const char* why) { return InvalidArgumentError(text::Quote(text) + ": " + why); };
+  size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    negative = text[i] == '-';
+    ++i;
+  }
+  // value = mantissa * 10^decimal_exponent * 2^binary_shift
+  U128 mantissa = 0;
+  int significant = 0;
+  int64_t decimal_exponent = 0;
+  int pending_fraction_zeros = 0;  // zeros after the point not yet folded into the mantissa
+  int digits_seen = 0;
+  bool in_fraction = false;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '.') {
+      if (in_fraction) return bad("not a quantity");
+      in_fraction = true;
+      continue;
+    }
+    if (c < '0' || c > '9') break;
+    ++digits_seen;
+    unsigned d = static_cast<unsigned>(c - '0');
+    if (in_fraction) {
+      if (d == 0) {
+        ++pending_fraction_zeros;
+        continue;
+      }
+      if (mantissa != 0) significant += pending_fraction_zeros;
+      if (++significant > kMaxDigits) return bad("number has too many digits");
+      mantissa = mantissa * Pow10(pending_fraction_zeros + 1) + d;
+      decimal_exponent -= pending_fraction_zeros + 1;
+      pending_fraction_zeros = 0;
+    } else {
+      if (mantissa == 0 && d == 0) continue;
+      if (++significant > kMaxDigits) return bad("number has too many digits");
+      mantissa = mantissa * 10 + d;
+    }
+  }
+  if (digits_seen == 0) return bad("not a quantity (expected a number such as 1, 500m or 4Ki)");
+
+  std::string_view suffix = text.substr(i);
+  int binary_shift = 0;
+  constexpr const char* kSuffixes =
+      "unknown suffix (use Ki Mi Gi Ti Pi Ei, n u m k M G T P E or e<n>)";
+  if (suffix.empty()) {
+  } else if (suffix.size() == 2 && suffix[1] == 'i' &&
+             std::string_view("KMGTPE").find(suffix[0]) != std::string_view::npos) {
+    binary_shift = 10 * (static_cast<int>(std::string_view("KMGTPE").find(suffix[0])) + 1);
+  } else if (suffix.size() == 1 &&
+             std::string_view("numkMGTPE").find(suffix[0]) != std::string_view::npos) {
+    static constexpr int kExp[] = {-9, -6, -3, 3, 6, 9, 12, 15, 18};
+    decimal_exponent += kExp[std::string_view("numkMGTPE").find(suffix[0])];
+  } else if ((suffix[0] == 'e' || suffix[0] == 'E') && suffix.size() > 1) {
+    int64_t exponent = 0;
+    if (text::ParseInt(suffix.substr(1), -1000000, 1000000, &exponent) != nullptr) {
+      return bad(kSuffixes);
+    }
+    decimal_exponent += exponent;
+  } else {
+    return bad(kSuffixes);
+  }
+
+  if (mantissa == 0) return static_cast<int64_t>(0);
+  U128 value = mantissa << binary_shift;  // < 2^67 * 2^60
+  if (decimal_exponent > 0) {
+    if (decimal_exponent > kMaxPow10) return bad("too large");
+    U128 m = Pow10(static_cast<int>(decimal_exponent));
+    if (value > ~static_cast<U128>(0) / m) return bad("too large");
+    value *= m;
+  } else if (decimal_exponent < 0) {
+    // value < 2^127 < 10^39, so a larger divisor can never divide it.
+    if (-decimal_exponent > kMaxPow10) return bad("not a whole number");
+    U128 d = Pow10(static_cast<int>(-decimal_exponent));
+    if (value % d != 0) return bad("not a whole number");
+    value /= d;
+  }
+  constexpr U128 kInt64Max = static_cast<U128>(std::numeric_limits<int64_t>::max());
+  if (value > kInt64Max + (negative ? 1 : 0)) return bad("too large");
+  if (negative) {
+    if (value == kInt64Max + 1) return std::numeric_limits<int64_t>::min();
+    return -static_cast<int64_t>(value);
+  }
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace hami::device

@@ -1,0 +1,133 @@
+// The vendor seam: what each accelerator family (NVIDIA, and later Cambricon, Hygon, Ascend,
+// ...) contributes to scheduling, and the registry of enabled vendors.
+//
+// A Vendor knows its key (upstream's CommonWord, e.g. "NVIDIA"), its resource names, its
+// annotation keys, how to read a container's request, and how to read and write its node
+// registration and pod device lists. Vendors whose node plugin uses HAMi-style annotations
+// (JSON or colon text registration, `:`/`;` device lists) only implement Key(),
+// resource_names(), annotation_keys() and ParseRequest(); the codec methods have default
+// implementations built on those keys. Fit/score/usage hooks are added by the placement engine.
+//
+//   Result<VendorRegistry> reg = VendorRegistry::FromConfig(config);
+//   Result<PodRequests> reqs = ParsePodRequests(*reg, pod);
+//
+// Thread safety: Vendor implementations are immutable after construction and safe to call
+// concurrently. VendorRegistry is built once, then read-only (concurrent reads are safe).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "device/config.h"
+#include "device/device.h"
+
+namespace hami::device {
+
+// Resource names a vendor reads from container specs (empty when the vendor has no such
+// resource) and its memory factor (quota checks scale memory limits by it).
+struct ResourceNames {
+  std::string count;
+  std::string memory;
+  std::string memory_percentage;
+  std::string core;
+  std::string priority;
+  int32_t memory_factor = 1;
+};
+
+// Node and pod annotation keys a vendor uses.
+struct VendorAnnotationKeys {
+  std::string node_register;   // e.g. hami.io/node-nvidia-register
+  std::string node_handshake;  // e.g. hami.io/node-handshake
+  std::string to_allocate;     // e.g. hami.io/vgpu-devices-to-allocate (consumed by Allocate)
+  std::string allocated;       // e.g. hami.io/vgpu-devices-allocated (immutable after Filter)
+};
+
+// Which of a pod's two device lists.
+enum class PodDeviceList { kToAllocate, kAllocated };
+
+class Vendor {
+ public:
+  virtual ~Vendor() = default;
+
+  // Vendor key, used in requests, device lists (TYPE field) and PodDevices maps.
+  virtual std::string_view Key() const = 0;
+  virtual const ResourceNames& resource_names() const = 0;
+  virtual const VendorAnnotationKeys& annotation_keys() const = 0;
+
+  // This vendor's request in container `c`: nullopt when the container asks for none of its
+  // devices; InvalidArgument (naming resource and reason) for an invalid value.
+  virtual Result<std::optional<ContainerRequest>> ParseRequest(
+      const ContainerResources& c) const = 0;
+
+  // Devices the node registered (JSON or legacy text), each with `vendor` set to Key().
+  // NotFound when the node has no registration annotation.
+  virtual Result<std::vector<DeviceInfo>> DecodeNodeDevices(const Annotations& node) const;
+  // Writes the JSON registration annotation.
+  virtual void EncodeNodeDevices(const std::vector<DeviceInfo>& devices, Annotations* node) const;
+
+  // The pod's device list for this vendor; nullopt when the pod carries no such annotation.
+  virtual Result<std::optional<PodSingleDevice>> DecodePodDevices(const Annotations& pod,
+                                                                  PodDeviceList which) const;
+  // Writes both the to-allocate and the allocated annotation.
+  virtual void EncodePodDevices(const PodSingleDevice& devices, Annotations* pod) const;
+
+ protected:
+  Vendor() = default;
+  Vendor(const Vendor&) = delete;
+  Vendor& operator=(const Vendor&) = delete;
+};
+
+// The enabled vendors, iterated in key order (the order node locks are taken in).
+class VendorRegistry {
+ public:
+  VendorRegistry() = default;
+  VendorRegistry(VendorRegistry&&) = default;
+  VendorRegistry& operator=(VendorRegistry&&) = default;
+  VendorRegistry(const VendorRegistry&) = delete;
+  VendorRegistry& operator=(const VendorRegistry&) = delete;
+
+  // Vendors enabled by `config` (today: NVIDIA when it has an `nvidia:` section).
+  static Result<VendorRegistry> FromConfig(const DeviceConfig& config);
+
+  // AlreadyExists when a vendor with the same key is registered.
+  Status Add(std::unique_ptr<Vendor> vendor);
+  const Vendor* Find(std::string_view key) const;
+  // Sorted by Key().
+  const std::vector<std::unique_ptr<Vendor>>& vendors() const { return vendors_; }
+
+ private:
+  std::vector<std::unique_ptr<Vendor>> vendors_;
+};
+
+// Requests of a whole pod: one entry per container, init containers first (spec order); each
+// entry lists the vendors that container asks for, in vendor-key order.
+struct PodRequests {
+  std::vector<ContainerRequests> containers;
+  size_t init_count = 0;
+
+  bool Empty() const {
+    for (const ContainerRequests& c : containers) {
+      if (!c.empty()) return false;
+    }
+    return true;
+  }
+};
+
+// Parses every container against every vendor. Errors name the container and resource.
+Result<PodRequests> ParsePodRequests(const VendorRegistry& vendors, const PodResources& pod);
+
+// All vendors' device lists of a pod (vendors without the annotation are absent).
+Result<PodDevices> DecodePodDevices(const VendorRegistry& vendors, const Annotations& pod,
+                                    PodDeviceList which);
+
+// Writes every vendor's annotations for `devices`, each list padded to `container_count`
+// entries so index k is container k for every vendor (our fix of upstream's padding).
+// FailedPrecondition when a vendor is unknown or a list is longer than the pod.
+Status EncodePodDevices(const VendorRegistry& vendors, const PodDevices& devices,
+                        size_t container_count, Annotations* pod);
+
+}  // namespace hami::device

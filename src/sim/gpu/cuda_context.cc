@@ -1,0 +1,588 @@
+// Simulated libcuda.so.1: initialisation, error strings, devices and contexts.
+
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "sim/gpu/clock.h"
+#include "sim/gpu/cuda_internal.h"
+#include "sim/gpu/log.h"
+
+namespace hami::sim {
+namespace {
+
+thread_local std::vector<CUctx_st*> t_ctx_stack;
+
+struct ErrorInfo {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+
+const ErrorInfo kErrors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {301, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {708, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE",
+     "primary context for the specified device has already been initialized"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+const ErrorInfo* FindError(CUresult code) {
+  for (const ErrorInfo& e : kErrors) {
+    if (e.code == code) return &e;
+  }
+  return nullptr;
+}
+
+CUresult CheckDevice(CUdevice dev) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  return PhysOf(dev) < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+CUctx_st* NewContext(int ordinal, bool primary, unsigned flags) {
+  Driver& d = Drv();
+  auto* ctx = new CUctx_st();
+  ctx->ordinal = ordinal;
+  ctx->phys = PhysOf(ordinal);
+  ctx->primary = primary;
+  ctx->flags = flags;
+  ctx->id = d.next_ctx_id++;
+  ctx->legacy_stream = new CUstream_st();
+  ctx->legacy_stream->ctx = ctx;
+  d.immortal.push_back(ctx);
+  return ctx;
+}
+
+void NoteContext(int phys, int delta) {
+  int slot = ProcessSlot();
+  if (slot >= 0) Drv().rt->state().AddContext(slot, phys, delta);
+}
+
+void RemoveFromThreadStack(CUctx_st* ctx) {
+  t_ctx_stack.erase(std::remove(t_ctx_stack.begin(), t_ctx_stack.end(), ctx), t_ctx_stack.end());
+}
+
+int DeviceAttribute(const SharedDeviceInfo& info, CUdevice_attribute attrib, bool* known) {
+  *known = true;
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+      return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      return 1410000;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      return info.sm_count;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      return static_cast<int>(info.pci_bus);
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      return static_cast<int>(info.pci_device);
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      return 1593000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      return 40 << 20;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      return info.max_threads_per_sm;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      return 3;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      return static_cast<int>(info.pci_domain);
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      return info.cc_major;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      return info.cc_minor;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      return 1;
+    default:
+      // Attributes the sim does not model read as 0, as "unsupported feature" does on hardware.
+      *known = attrib > 0 && attrib < 200;
+      return 0;
+  }
+}
+
+}  // namespace
+
+Driver& Drv() {
+  static Driver* d = new Driver();
+  return *d;
+}
+
+CUresult CheckInit() {
+  Driver& d = Drv();
+  if (d.initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.init_result != CUDA_SUCCESS ? d.init_result : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+int PhysOf(CUdevice dev) {
+  const auto& vis = Drv().rt->cuda_visible();
+  if (dev < 0 || static_cast<size_t>(dev) >= vis.size()) return -1;
+  return vis[dev];
+}
+
+int ProcessSlot() { return Drv().rt->Slot(); }
+
+CUresult ResolveContext(CUcontext ctx, CUctx_st** out) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (ctx == nullptr) return CurrentContext(out);
+  if (ctx->magic != kCtxMagic) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CurrentContext(CUctx_st** out) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (t_ctx_stack.empty() || t_ctx_stack.back() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  CUctx_st* ctx = t_ctx_stack.back();
+  if (ctx->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace hami::sim
+
+using namespace hami::sim;  // NOLINT: the C ABI entry points below implement this namespace's API
+
+// ---------------------------------------------------------------- init, version, errors
+
+HAMI_SIM_EXPORT CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Driver& d = Drv();
+  if (d.initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.initialized.load()) return CUDA_SUCCESS;
+  SimRuntime* rt = SimRuntime::Get();
+  if (rt == nullptr) {
+    d.init_result = CUDA_ERROR_NO_DEVICE;
+    return d.init_result;
+  }
+  if (rt->cuda_visible().empty()) {
+    SimLogDebug("cuInit: no device visible to CUDA");
+    d.init_result = CUDA_ERROR_NO_DEVICE;
+    return d.init_result;
+  }
+  d.rt = rt;
+  size_t n = rt->cuda_visible().size();
+  d.primary.assign(n, nullptr);
+  d.primary_refs.assign(n, 0);
+  d.primary_flags.assign(n, 0);
+  d.default_pool.assign(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    auto* pool = new CUmemPoolHandle_st();
+    pool->ordinal = static_cast<int>(i);
+    pool->phys = rt->cuda_visible()[i];
+    pool->is_default = true;
+    pool->props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pool->props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pool->props.location.id = static_cast<int>(i);
+    d.default_pool[i] = pool;
+  }
+  d.current_pool = d.default_pool;
+  d.initialized.store(true, std::memory_order_release);
+  SimLogDebug("cuInit: %zu devices", n);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDriverGetVersion(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SimRuntime* rt = SimRuntime::Get();
+  *version = rt != nullptr ? rt->state().cuda_driver_version() : 12040;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char** str) {
+  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorInfo* e = FindError(error);
+  if (e == nullptr) {
+    *str = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *str = e->text;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
+  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorInfo* e = FindError(error);
+  if (e == nullptr) {
+    *str = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *str = e->name;
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- devices
+
+HAMI_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (PhysOf(ordinal) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(Drv().rt->cuda_visible().size());
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, static_cast<size_t>(len), "%s", Drv().rt->device(PhysOf(dev)).name);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  unsigned char bytes[16];
+  if (!ParseUuidBytes(Drv().rt->device(PhysOf(dev)).uuid, bytes)) return CUDA_ERROR_UNKNOWN;
+  memcpy(uuid->bytes, bytes, 16);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  return cuDeviceGetUuid(uuid, dev);
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = Drv().rt->device(PhysOf(dev)).memory_bytes;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  bool known = false;
+  int v = DeviceAttribute(Drv().rt->device(PhysOf(dev)), attrib, &known);
+  if (!known) return CUDA_ERROR_INVALID_VALUE;
+  *pi = v;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const SharedDeviceInfo& info = Drv().rt->device(PhysOf(dev));
+  snprintf(pciBusId, static_cast<size_t>(len), "%04X:%02X:%02X.0", info.pci_domain, info.pci_bus,
+           info.pci_device);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uint32_t domain, bus, device;
+  if (!ParsePciBusId(pciBusId, &domain, &bus, &device)) return CUDA_ERROR_INVALID_VALUE;
+  const auto& vis = Drv().rt->cuda_visible();
+  for (size_t i = 0; i < vis.size(); ++i) {
+    const SharedDeviceInfo& info = Drv().rt->device(vis[i]);
+    if (info.pci_domain == domain && info.pci_bus == bus && info.pci_device == device) {
+      *dev = static_cast<CUdevice>(i);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+HAMI_SIM_EXPORT CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc == CUDA_SUCCESS) rc = CheckDevice(peerDev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const SharedDeviceInfo& a = Drv().rt->device(PhysOf(dev));
+  const SharedDeviceInfo& b = Drv().rt->device(PhysOf(peerDev));
+  int peer_phys = PhysOf(peerDev);
+  bool linked = false;
+  for (int k = 0; k < a.nvlink_count; ++k) linked |= a.nvlink_peers[k] == peer_phys;
+  bool same_switch = a.pcie_switch >= 0 && a.pcie_switch == b.pcie_switch;
+  *canAccessPeer = dev != peerDev && (linked || same_switch) ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- primary contexts
+
+HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver& d = Drv();
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (d.primary[dev] == nullptr) {
+      d.primary[dev] = NewContext(dev, true, d.primary_flags[dev]);
+    }
+    CUctx_st* ctx = d.primary[dev];
+    if (d.primary_refs[dev]++ == 0) {
+      ctx->destroyed = false;
+      ctx->flags = d.primary_flags[dev];
+      first = true;
+    }
+    *pctx = ctx;
+  }
+  if (first) NoteContext(PhysOf(dev), +1);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// Tears down the primary context of `dev` (refcount reached zero, or reset).
+void DeactivatePrimary(int dev, bool was_active) {
+  Driver& d = Drv();
+  CUctx_st* ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    ctx = d.primary[dev];
+    if (ctx == nullptr) return;
+    d.primary_refs[dev] = 0;
+  }
+  SynchronizeStream(ctx->legacy_stream);
+  FreeContextAllocations(ctx);
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    ctx->destroyed = true;
+  }
+  if (was_active) NoteContext(PhysOf(dev), -1);
+}
+}  // namespace
+
+HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  Driver& d = Drv();
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (d.primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--d.primary_refs[dev] > 0) return CUDA_SUCCESS;
+  }
+  DeactivatePrimary(dev, true);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
+                                                    int* active) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Driver& d = Drv();
+  std::lock_guard<std::mutex> lock(d.mu);
+  *flags = d.primary_flags[dev];
+  *active = d.primary_refs[dev] > 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (flags & ~0x1Fu) return CUDA_ERROR_INVALID_VALUE;
+  Driver& d = Drv();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.primary_flags[dev] = flags;
+  if (d.primary[dev] != nullptr) d.primary[dev]->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  bool active;
+  {
+    std::lock_guard<std::mutex> lock(Drv().mu);
+    active = Drv().primary_refs[dev] > 0;
+  }
+  DeactivatePrimary(dev, active);
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------- regular contexts
+
+HAMI_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  CUresult rc = CheckDevice(dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  {
+    std::lock_guard<std::mutex> lock(Drv().mu);
+    ctx = NewContext(dev, false, flags);
+  }
+  NoteContext(ctx->phys, +1);
+  t_ctx_stack.push_back(ctx);
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, void* paramsArray, int numParams,
+                                        unsigned int flags, CUdevice dev) {
+  if (numParams < 0 || (numParams > 0 && paramsArray == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, void* ctxCreateParams, unsigned int flags,
+                                        CUdevice dev) {
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (ctx == nullptr || ctx->magic != kCtxMagic) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    std::lock_guard<std::mutex> lock(Drv().mu);
+    if (ctx->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  }
+  SleepUntilMonotonic(ctx->max_tail_ns.load());
+  FreeContextAllocations(ctx);
+  {
+    std::lock_guard<std::mutex> lock(Drv().mu);
+    ctx->destroyed = true;
+  }
+  RemoveFromThreadStack(ctx);
+  NoteContext(ctx->phys, -1);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (ctx != nullptr && ctx->magic != kCtxMagic) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx == nullptr) {
+    if (!t_ctx_stack.empty()) t_ctx_stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (t_ctx_stack.empty()) {
+    t_ctx_stack.push_back(ctx);
+  } else {
+    t_ctx_stack.back() = ctx;
+  }
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (ctx == nullptr || ctx->magic != kCtxMagic) return CUDA_ERROR_INVALID_CONTEXT;
+  t_ctx_stack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  CUresult rc = CheckInit();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (t_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = t_ctx_stack.back();
+  t_ctx_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
+  CUctx_st* ctx;
+  CUresult rc = CurrentContext(&ctx);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *device = ctx->ordinal;
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxSynchronize(void) {
+  CUctx_st* ctx;
+  CUresult rc = CurrentContext(&ctx);
+  if (rc != CUDA_SUCCESS) return rc;
+  SleepUntilMonotonic(ctx->max_tail_ns.load(std::memory_order_acquire));
+  TrimPoolsAtSync();
+  return CUDA_SUCCESS;
+}
+
+HAMI_SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  CUctx_st* c;
+  CUresult rc = ResolveContext(ctx, &c);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = 3020;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,132 @@
+#include "sim/gpu/shared_state.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "sim/gpu/clock.h"
+#include "sim/gpu/proc_liveness.h"
+
+namespace hami::sim {
+namespace {
+
+class SharedStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hami-sim-state-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/sub/state";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir((dir_ + "/sub").c_str());
+    rmdir(dir_.c_str());
+  }
+  std::unique_ptr<SharedState> OpenDefault() {
+    std::string error;
+    auto s = SharedState::Open(path_, DefaultConfig(), &error);
+    EXPECT_NE(s, nullptr) << error;
+    return s;
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(SharedStateTest, CreatesFileWithDevices) {
+  auto s = OpenDefault();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->device_count(), 2);
+  EXPECT_STREQ(s->device(0).name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(s->device(1).sm_count, 108);
+  // A second opener sees the same file.
+  auto t = OpenDefault();
+  ASSERT_NE(t, nullptr);
+  EXPECT_STREQ(t->device(1).uuid, s->device(1).uuid);
+}
+
+TEST_F(SharedStateTest, ConfigChangeIsAClearError) {
+  ASSERT_NE(OpenDefault(), nullptr);
+  SimConfig other = DefaultConfig();
+  other.devices[0].memory_bytes = 40ull << 30;
+  std::string error;
+  EXPECT_EQ(SharedState::Open(path_, other, &error), nullptr);
+  EXPECT_NE(error.find("hami-simctl reset"), std::string::npos) << error;
+}
+
+TEST_F(SharedStateTest, ChargeStopsAtPhysicalMemory) {
+  auto s = OpenDefault();
+  int slot = s->RegisterProcess(getpid(), ProcessStartTime(getpid()));
+  ASSERT_GE(slot, 0);
+  EXPECT_TRUE(s->Charge(slot, 0, 60ull << 30));
+  EXPECT_FALSE(s->Charge(slot, 0, 30ull << 30));
+  EXPECT_TRUE(s->Charge(slot, 1, 30ull << 30));
+  EXPECT_EQ(s->UsedMemory(0), 60ull << 30);
+  s->Uncharge(slot, 0, 60ull << 30);
+  EXPECT_EQ(s->UsedMemory(0), 0u);
+}
+
+TEST_F(SharedStateTest, DeadProcessMemoryIsReclaimed) {
+  auto s = OpenDefault();
+  pid_t child = fork();
+  if (child == 0) {
+    int slot = s->RegisterProcess(getpid(), ProcessStartTime(getpid()));
+    _exit(slot >= 0 && s->Charge(slot, 0, 70ull << 30) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  int slot = s->RegisterProcess(getpid(), ProcessStartTime(getpid()));
+  // The dead child's 70 GiB is reclaimed when the charge would otherwise fail.
+  EXPECT_TRUE(s->Charge(slot, 0, 20ull << 30));
+  EXPECT_EQ(s->UsedMemory(0), 20ull << 30);
+}
+
+TEST_F(SharedStateTest, ScheduledBusyShowsUpPerProcess) {
+  auto s = OpenDefault();
+  int slot = s->RegisterProcess(getpid(), ProcessStartTime(getpid()));
+  const uint64_t t0 = MonotonicNs() + 1000000000ull + 123;  // booked ahead, like a launch
+  uint64_t end = s->ScheduleKernel(slot, 0, t0, 54, 1000000);
+  EXPECT_EQ(end, t0 + 1000000);
+  auto procs = s->Processes(0, t0, t0 + 2000000);
+  ASSERT_EQ(procs.size(), 1u);
+  EXPECT_EQ(procs[0].pid, getpid());
+  EXPECT_DOUBLE_EQ(procs[0].busy_sm_ns, 54.0 * 1000000);
+  EXPECT_DOUBLE_EQ(s->DeviceBusyNs(0, t0, t0 + 2000000), 54.0 * 1000000);
+}
+
+TEST_F(SharedStateTest, XidRingDeliversInOrder) {
+  auto s = OpenDefault();
+  uint64_t seen = s->LatestXidSeq(1);
+  uint32_t gen = s->XidGeneration();
+  s->InjectXid(1, 79);
+  s->InjectXid(1, 48);
+  EXPECT_NE(s->XidGeneration(), gen);
+  XidRecord r;
+  ASSERT_TRUE(s->NextXid(1, seen, &r));
+  EXPECT_EQ(r.xid, 79u);
+  ASSERT_TRUE(s->NextXid(1, r.seq, &r));
+  EXPECT_EQ(r.xid, 48u);
+  EXPECT_FALSE(s->NextXid(1, r.seq, &r));
+  EXPECT_FALSE(s->NextXid(0, 0, &r));
+}
+
+TEST_F(SharedStateTest, WaitReturnsAtDeadlineWithoutEvents) {
+  auto s = OpenDefault();
+  uint64_t start = MonotonicNs();
+  s->WaitXidChange(s->XidGeneration(), start + 20000000);
+  EXPECT_GE(MonotonicNs(), start + 20000000);
+}
+
+TEST(ProcLivenessTest, SelfAliveBogusDead) {
+  uint64_t st = ProcessStartTime(getpid());
+  EXPECT_NE(st, 0u);
+  EXPECT_TRUE(ProcessAlive(getpid(), st));
+  EXPECT_FALSE(ProcessAlive(getpid(), st + 1));
+  EXPECT_FALSE(ProcessAlive(0, st));
+}
+
+}  // namespace
+}  // namespace hami::sim

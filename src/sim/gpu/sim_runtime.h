@@ -1,0 +1,59 @@
+// The per-process view of the simulated node, shared by the CUDA and NVML entry points.
+//
+// On first use it loads the device config (HAMI_SIM_CONFIG, else the built-in default), opens
+// or creates the shared state (HAMI_SIM_STATE, else /tmp/hami-sim/state) and resolves device
+// visibility from NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. Each simulated library links
+// its own copy of this code, so a process that loads both maps the state twice; that is fine
+// because all shared facts live in the state file.
+//
+// Thread safety: Get() is thread-safe and initialises exactly once per library instance;
+// the returned object is immutable except for the process-slot cache, which is atomic.
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/gpu/config.h"
+#include "sim/gpu/shared_state.h"
+
+namespace hami::sim {
+
+class SimRuntime {
+ public:
+  // The runtime, or nullptr if the config or state could not be loaded; the reason is logged to
+  // stderr once and kept in InitError().
+  static SimRuntime* Get();
+  static const std::string& InitError();
+
+  SimRuntime(const SimRuntime&) = delete;
+  SimRuntime& operator=(const SimRuntime&) = delete;
+
+  SharedState& state() { return *state_; }
+  const SharedDeviceInfo& device(int phys) const { return state_->device(phys); }
+  int physical_count() const { return state_->device_count(); }
+  // Physical indices visible to NVML / to CUDA (CUDA order = CUDA ordinals).
+  const std::vector<int>& nvml_visible() const { return nvml_visible_; }
+  const std::vector<int>& cuda_visible() const { return cuda_visible_; }
+
+  // This process's slot in the shared process table, registering it (again after a fork) on
+  // first use. Returns -1 if the table is full of live processes.
+  int Slot();
+
+  // Builds the runtime from the environment; used once by Get().
+  static SimRuntime* CreateForInit(std::string* error);
+
+ private:
+  SimRuntime() = default;
+
+  std::unique_ptr<SharedState> state_;
+  std::vector<int> nvml_visible_;
+  std::vector<int> cuda_visible_;
+  std::atomic<int64_t> slot_cache_{-1};  // (pid << 16) | slot, or -1
+};
+
+}  // namespace hami::sim
