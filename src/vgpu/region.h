@@ -66,7 +66,7 @@ struct alignas(64) RegionDevice {
   std::atomic<uint64_t> ns_per_unit_q16;           // cost of one work unit, ns * 65536; 0 = uncalibrated
   std::atomic<uint64_t> work_units;                // launched work units (monotone counter)
   std::atomic<uint64_t> throttled_ns;              // time launches spent waiting (monotone)
-  std::atomic<uint64_t> launches;                  // launches seen on this device (monotone)
+  std::atomic<uint64_t> launches;                  // launches through the SM gate (monotone)
 };
 
 struct alignas(64) RegionSlot {

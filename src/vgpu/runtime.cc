@@ -443,6 +443,7 @@ void GateLaunch(uint64_t units) {
     h->recent_kernel.store(2, std::memory_order_relaxed);
   }
   d.work_units.fetch_add(units, std::memory_order_relaxed);
+  d.launches.fetch_add(1, std::memory_order_relaxed);
   uint64_t cost = d.ns_per_unit_q16.load(std::memory_order_relaxed);
   if (cost == 0) return;  // not calibrated yet: the controller is measuring
   int64_t now = MonoNs();

@@ -30,7 +30,7 @@
 
 namespace hami::sim {
 
-inline constexpr int kMaxProcesses = 64;
+inline constexpr int kMaxProcesses = 128;
 inline constexpr int kMaxSms = 1024;
 inline constexpr int kXidRing = 64;
 

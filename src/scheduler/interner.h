@@ -1,0 +1,51 @@
+// StringInterner: maps strings (GPU UUIDs, model names, node names) to dense 32-bit ids so that the
+// ledger and the placement hot path compare and store integers instead of strings.
+//
+// Interned text lives in append-only chunks, so the string_view returned by Get() stays valid for
+// the interner's lifetime (moving the interner keeps it valid too). Ids are never reused: the
+// table grows with the number of distinct strings ever seen (node names and device UUIDs, not
+// pod UIDs, so it is bounded by the cluster's hardware history).
+//
+// Thread safety: not synchronised. Concurrent const calls (Find, Get) are safe when no thread
+// calls Intern.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace hami::scheduler {
+
+class StringInterner {
+ public:
+  static constexpr uint32_t kNotFound = UINT32_MAX;
+
+  StringInterner() = default;
+  StringInterner(StringInterner&&) = default;
+  StringInterner& operator=(StringInterner&&) = default;
+  StringInterner(const StringInterner&) = delete;
+  StringInterner& operator=(const StringInterner&) = delete;
+
+  // The id of `s`, adding it when new.
+  uint32_t Intern(std::string_view s);
+  // The id of `s`, or kNotFound.
+  uint32_t Find(std::string_view s) const;
+  // Precondition: id < size().
+  std::string_view Get(uint32_t id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+  // Bytes held (text chunks, index and hash table), for memory accounting.
+  size_t MemoryBytes() const;
+
+ private:
+  static constexpr size_t kChunkBytes = 64 * 1024;
+
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t chunk_used_ = kChunkBytes;
+  size_t big_bytes_ = 0;
+  std::vector<std::string_view> strings_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
+};
+
+}  // namespace hami::scheduler
