@@ -115,6 +115,8 @@ bool SetQuotas(vgpu::Region& r, const std::vector<MemQuota>& mem,
       }
     }
   }
+  // Tell running processes that limits changed (they re-evaluate their SM gate on next launch).
+  h->config_gen.fetch_add(1, std::memory_order_release);
   return true;
 }
 

@@ -47,6 +47,7 @@ class TestRegion {
     s.used[dev].store(used);
     s.used_by_kind[dev][static_cast<int>(vgpu::MemKind::kData)].store(used);
     s.pid.store(pid);
+    header()->slot_pid[slot].store(pid);
     header()->proc_count.fetch_add(1);
   }
 

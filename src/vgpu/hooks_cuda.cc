@@ -112,9 +112,7 @@ inline void BeforeLaunch(uint64_t gx, uint64_t gy, uint64_t gz, uint64_t bx, uin
                          uint64_t bz) {
   if (!EnterProcess()) return;
   WaitIfPaused();
-  if (Rt().launch_gate.load(std::memory_order_relaxed)) {
-    GateLaunch(LaunchUnits(gx, gy, gz, bx, by, bz));
-  }
+  if (LaunchGateActive()) GateLaunch(LaunchUnits(gx, gy, gz, bx, by, bz));
 }
 
 uint64_t GraphUnits(CUgraph graph) {
@@ -163,7 +161,7 @@ void RecordGraph(CUresult rc, CUgraphExec* exec, CUgraph graph) {
 void BeforeGraphLaunch(CUgraphExec exec) {
   if (!EnterProcess()) return;
   WaitIfPaused();
-  if (!Rt().launch_gate.load(std::memory_order_relaxed)) return;
+  if (!LaunchGateActive()) return;
   AllocRecord rec;
   if (Rt().table.Find(KeySpace::kGraphExec, reinterpret_cast<uint64_t>(exec), &rec)) {
     GateLaunch(rec.bytes);

@@ -202,8 +202,9 @@ Region* Region::Open(const char* path, const RegionInit& init, char* err, size_t
     }
     uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
     if (magic == 0) {
-      // New file, or a creator that died before publishing: (re)initialise from scratch.
-      memset(static_cast<void*>(h), 0, size);
+      // New file (already all zeros: no need to touch its pages), or a creator that died
+      // before publishing, whose partial writes must be cleared.
+      if (!fresh) memset(static_cast<void*>(h), 0, size);
       InitHeader(h, init, true);
     } else if (!HeaderValid(h, err, err_len)) {
       munmap(h, size);
@@ -278,7 +279,7 @@ void Region::RebuildTotalsLocked() {
   for (int d = 0; d < kMaxDevices; ++d) {
     uint64_t sum = 0;
     for (int s = 0; s < kMaxSlots; ++s) {
-      if (h_->slots[s].pid.load(std::memory_order_relaxed) != 0) {
+      if (h_->slot_pid[s].load(std::memory_order_relaxed) != 0) {
         sum += h_->slots[s].used[d].load(std::memory_order_relaxed);
       }
     }
@@ -303,6 +304,7 @@ void Region::ClearSlotLocked(int slot) {
   s.host_pid.store(0, std::memory_order_relaxed);
   s.status.store(kSlotFree, std::memory_order_relaxed);
   s.start_time = 0;
+  h_->slot_pid[slot].store(0, std::memory_order_release);
   if (s.pid.exchange(0, std::memory_order_release) != 0) {
     h_->proc_count.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -312,9 +314,9 @@ int Region::SweepDeadLocked() {
   if (private_) return 0;
   int reclaimed = 0;
   for (int i = 0; i < kMaxSlots; ++i) {
-    RegionSlot& s = h_->slots[i];
-    int pid = s.pid.load(std::memory_order_relaxed);
+    int pid = h_->slot_pid[i].load(std::memory_order_relaxed);
     if (pid == 0) continue;
+    RegionSlot& s = h_->slots[i];
     uint64_t start = 0;
     if (!ProcessStartTime(pid, &start) || start != s.start_time) {
       uint64_t held = 0;
@@ -343,7 +345,7 @@ int Region::RegisterSelf() {
   int chosen = -1;
   for (int pass = 0; pass < 2 && chosen < 0; ++pass) {
     for (int i = 0; i < kMaxSlots; ++i) {
-      int pid = h_->slots[i].pid.load(std::memory_order_relaxed);
+      int pid = h_->slot_pid[i].load(std::memory_order_relaxed);
       if (pid == me) {
         // Our PID already has a slot: a previous process with the same PID died without
         // cleaning up (crash loop in a fresh PID namespace). Its usage is not ours.
@@ -361,6 +363,7 @@ int Region::RegisterSelf() {
     s.host_pid.store(0, std::memory_order_relaxed);
     s.status.store(kSlotRunning, std::memory_order_relaxed);
     s.pid.store(me, std::memory_order_release);
+    h_->slot_pid[chosen].store(me, std::memory_order_release);
     h_->proc_count.fetch_add(1, std::memory_order_relaxed);
   }
   Unlock();

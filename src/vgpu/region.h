@@ -100,6 +100,11 @@ struct RegionHeader {
   std::atomic<uint64_t> controller;        // SM controller lease: pid << 32 | generation
   std::atomic<int64_t> controller_beat_ns; // last heartbeat of the lease holder (monotonic)
   std::atomic<uint64_t> created_at;        // epoch seconds
+  std::atomic<uint32_t> config_gen;        // bumped by whoever changes limits live
+  // Directory of slot owners: slot_pid[i] mirrors slots[i].pid (both written under the lock).
+  // Scans read this 4 KiB array instead of touching every 1 KiB slot, which would fault in
+  // the whole table in each newly started process.
+  alignas(64) std::atomic<int32_t> slot_pid[kMaxSlots];
   RegionDevice devices[kMaxDevices];
   RegionSlot slots[kMaxSlots];
 };

@@ -106,6 +106,10 @@ void WarnLimitMismatch(Runtime& r) {
 }
 
 void RecomputeLaunchGate(Runtime& r) {
+  if (r.region != nullptr) {
+    r.seen_config_gen.store(r.region->header()->config_gen.load(std::memory_order_acquire),
+                            std::memory_order_relaxed);
+  }
   bool any = false;
   if (r.region != nullptr && r.cfg.policy != CorePolicy::kDisable) {
     const RegionHeader* h = r.region->header();
@@ -154,7 +158,7 @@ __attribute__((destructor)) void OnUnload() {
   Runtime& r = g_rt;
   int s = r.slot.exchange(-1);
   if (r.region != nullptr && s >= 0 &&
-      r.region->header()->slots[s].pid.load(std::memory_order_relaxed) ==
+      r.region->header()->slot_pid[s].load(std::memory_order_relaxed) ==
           static_cast<int>(getpid())) {
     r.region->ReleaseSlot(s);
   }
@@ -255,7 +259,6 @@ void EnterDevices() {
   int expected = 0;
   if (!r.phase_b.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
   FillRegionDevices(r);
-  StartWatcher();
   r.phase_b.store(2, std::memory_order_release);
 }
 
@@ -427,8 +430,22 @@ void WaitIfPaused() {
   VGPU_NOTICE("resumed");
 }
 
+bool LaunchGateActive() {
+  Runtime& r = g_rt;
+  if (r.region != nullptr &&
+      __builtin_expect(r.region->header()->config_gen.load(std::memory_order_relaxed) !=
+                           r.seen_config_gen.load(std::memory_order_relaxed),
+                       0)) {
+    RecomputeLaunchGate(r);
+  }
+  return r.launch_gate.load(std::memory_order_relaxed);
+}
+
 void GateLaunch(uint64_t units) {
   Runtime& r = g_rt;
+  // The controller thread is started by the first launch that may need it, not at start-up:
+  // most processes of a container never launch under an SM limit.
+  if (__builtin_expect(!r.watcher_started.load(std::memory_order_relaxed), 0)) StartWatcher();
   int dev = CurrentRegionDevice();
   if (dev < 0) return;
   RegionHeader* h = r.region->header();
@@ -482,9 +499,9 @@ double MeasureUtil(Runtime& r, int dev, uint64_t since_us) {
   if (rc != NVML_SUCCESS) return -1;
   double total = 0;
   for (int s = 0; s < kMaxSlots; ++s) {
-    RegionSlot& slot = h->slots[s];
-    int pid = slot.pid.load(std::memory_order_relaxed);
+    int pid = h->slot_pid[s].load(std::memory_order_relaxed);
     if (pid == 0) continue;
+    RegionSlot& slot = h->slots[s];
     int host_pid = slot.host_pid.load(std::memory_order_relaxed);
     unsigned key = static_cast<unsigned>(host_pid != 0 ? host_pid : pid);
     unsigned util = 0;

@@ -69,6 +69,7 @@ struct Runtime {
   Region* region = nullptr;
   std::atomic<int> slot{-1};
   std::atomic<bool> launch_gate{false};  // some device may have an SM limit to enforce
+  std::atomic<uint32_t> seen_config_gen{0};  // region config_gen launch_gate was computed from
   std::atomic<bool> watcher_started{false};
   // CUDA ordinal -> region device index; -2 unknown yet, -1 not a container device.
   std::atomic<int> ordinal_map[kMaxDevices] = {};
@@ -101,6 +102,8 @@ void Uncharge(int dev, uint64_t bytes, MemKind kind);
 
 // Blocks while hamictl suspended the container or the monitor paused it for priority.
 void WaitIfPaused();
+// True if launches must pass the SM gate. Notices live limit changes (region config_gen).
+bool LaunchGateActive();
 // Admission of a launch of `units` work units on the current device: applies the SM limit.
 void GateLaunch(uint64_t units);
 

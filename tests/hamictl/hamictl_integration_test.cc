@@ -125,6 +125,7 @@ class HamictlTest : public ::testing::Test {
     s.status.store(hami::vgpu::kSlotRunning);
     s.used[1].store(kGiB);
     s.pid.store(dead_pid_);
+    region_->header()->slot_pid[my_slot_ + 1].store(dead_pid_);
     region_->header()->proc_count.fetch_add(1);
   }
 
