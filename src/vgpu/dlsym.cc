@@ -5,6 +5,7 @@
 // Returning our hook for the names we intercept closes that path. Everything else, and every
 // RTLD_NEXT lookup, goes to glibc unchanged.
 #include <dlfcn.h>
+#include <stddef.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "vgpu/dlsym_hook.h"
 #include "vgpu/export.h"
 #include "vgpu/nvml_abi.h"
+#include "vgpu/runtime.h"
 
 // Every exported CUDA hook; defined in hooks_cuda.cc.
 #define VGPU_CUDA_HOOKS(X)                                                                    \
@@ -56,10 +58,13 @@ VGPU_EARLY size_t StrLen(const char* s) {
 struct HookEntry {
   const char* name;
   void* hook;
+  size_t real_offset;  // where RealCuda keeps the driver's address of this name
 };
 
-#define VGPU_ENTRY(name) {#name, reinterpret_cast<void*>(&::name)},
+#define VGPU_ENTRY(name) {#name, reinterpret_cast<void*>(&::name), offsetof(RealCuda, name)},
 const HookEntry kCudaHooks[] = {VGPU_CUDA_HOOKS(VGPU_ENTRY)};
+#undef VGPU_ENTRY
+#define VGPU_ENTRY(name) {#name, reinterpret_cast<void*>(&::name), 0},
 const HookEntry kNvmlHooks[] = {VGPU_NVML_HOOKS(VGPU_ENTRY)};
 #undef VGPU_ENTRY
 
@@ -221,9 +226,13 @@ VGPU_EARLY void* HookFor(const char* name) {
   return nullptr;
 }
 
-void ResolveHookTargets(void* handle) {
+void ResolveHookTargets(const RealCuda& real) {
+  // Every hooked name is also in RealCuda (resolved once by the runtime): copy, do not look up
+  // again (each dlsym costs microseconds of start-up).
   for (int i = 0; i < kNumCuda; ++i) {
-    g_cuda_real[i].store(RealDlsym(handle, kCudaHooks[i].name), std::memory_order_relaxed);
+    void* p;
+    memcpy(&p, reinterpret_cast<const char*>(&real) + kCudaHooks[i].real_offset, sizeof(p));
+    g_cuda_real[i].store(p, std::memory_order_relaxed);
   }
 }
 

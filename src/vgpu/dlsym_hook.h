@@ -16,8 +16,9 @@ void* RealDlsym(void* handle, const char* name);
 // Our hook for `name`, or nullptr if we do not hook it.
 void* HookFor(const char* name);
 
+struct RealCuda;
 // Records the real libcuda / libnvidia-ml address behind every hooked name.
-void ResolveHookTargets(void* libcuda_handle);
+void ResolveHookTargets(const RealCuda& real);
 void ResolveNvmlHookTargets(void* libnvml_handle);
 
 // If `real` is the address of a function we hook, returns our hook; otherwise `real`.

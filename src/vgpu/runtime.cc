@@ -69,7 +69,7 @@ void LoadRealCuda(Runtime& r) {
 #define VGPU_LOAD(name) r.cuda.name = reinterpret_cast<decltype(&::name)>(RealDlsym(h, #name));
   VGPU_REAL_CUDA(VGPU_LOAD)
 #undef VGPU_LOAD
-  ResolveHookTargets(h);
+  ResolveHookTargets(r.cuda);
 }
 
 std::atomic<bool> g_exiting{false};
@@ -198,7 +198,23 @@ void FillRegionDevices(Runtime& r) {
   }
   char uuids[kMaxDevices][kUuidLen] = {};
   int n = 0;
-  if (EnsureNvml()) {
+  // Without CUDA_VISIBLE_DEVICES, CUDA enumerates exactly the container's devices in container
+  // order, and the driver is already initialised: ask it (cheap). Otherwise CUDA's numbering
+  // is renumbered or partial and only NVML knows the container's order.
+  const char* cvd = getenv("CUDA_VISIBLE_DEVICES");
+  bool cuda_is_container_order = cvd == nullptr;
+  auto from_cuda = [&] {
+    int count = 0;
+    if (r.cuda.cuDeviceGetCount == nullptr || r.cuda.cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+      return;
+    }
+    for (int i = 0; i < count && n < kMaxDevices; ++i) {
+      if (!CudaUuid(i, uuids[n], kUuidLen)) break;
+      ++n;
+    }
+  };
+  if (cuda_is_container_order) from_cuda();
+  if (n == 0 && EnsureNvml()) {
     unsigned count = 0;
     if (r.nvml.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS) {
       for (unsigned i = 0; i < count && n < kMaxDevices; ++i) {
@@ -209,18 +225,13 @@ void FillRegionDevices(Runtime& r) {
       }
     }
   }
-  if (n == 0 && r.cuda.cuDeviceGetCount != nullptr) {
-    int count = 0;
-    if (r.cuda.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
-      for (int i = 0; i < count && n < kMaxDevices; ++i) {
-        if (!CudaUuid(i, uuids[n], kUuidLen)) break;
-        ++n;
-      }
-      if (n > 0 && getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
-        VGPU_WARN("NVML is unavailable: container devices were numbered in CUDA order, which "
-                  "CUDA_VISIBLE_DEVICES changes; per-device limits may be applied to the wrong "
-                  "device");
-      }
+  if (n == 0 && !cuda_is_container_order) {
+    from_cuda();
+    if (n > 0) {
+      VGPU_WARN("NVML is unavailable: container devices were numbered in CUDA order, which "
+                "CUDA_VISIBLE_DEVICES=%s changes; per-device limits may be applied to the wrong "
+                "device",
+                cvd);
     }
   }
   if (n > 0) {
