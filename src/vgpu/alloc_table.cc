@@ -1,5 +1,6 @@
 #include "vgpu/alloc_table.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,9 +42,9 @@ bool AllocTable::GrowLocked() {
 }
 
 bool AllocTable::Insert(KeySpace space, uint64_t key, int dev, MemKind kind, uint64_t bytes) {
-  pthread_mutex_lock(&mu_);
+  Lock();
   if ((count_ + 1) * 2 > capacity_ && !GrowLocked()) {
-    pthread_mutex_unlock(&mu_);
+    Unlock();
     return false;
   }
   size_t i = SlotFor(space, key);
@@ -52,12 +53,12 @@ bool AllocTable::Insert(KeySpace space, uint64_t key, int dev, MemKind kind, uin
   }
   if (Empty(buckets_[i])) ++count_;
   buckets_[i] = AllocRecord{key, bytes, static_cast<int16_t>(dev), kind, space};
-  pthread_mutex_unlock(&mu_);
+  Unlock();
   return true;
 }
 
 bool AllocTable::Find(KeySpace space, uint64_t key, AllocRecord* out) {
-  pthread_mutex_lock(&mu_);
+  Lock();
   bool found = false;
   if (capacity_ != 0) {
     for (size_t i = SlotFor(space, key); !Empty(buckets_[i]); i = (i + 1) & (capacity_ - 1)) {
@@ -68,14 +69,14 @@ bool AllocTable::Find(KeySpace space, uint64_t key, AllocRecord* out) {
       }
     }
   }
-  pthread_mutex_unlock(&mu_);
+  Unlock();
   return found;
 }
 
 bool AllocTable::Remove(KeySpace space, uint64_t key, AllocRecord* out) {
-  pthread_mutex_lock(&mu_);
+  Lock();
   if (capacity_ == 0) {
-    pthread_mutex_unlock(&mu_);
+    Unlock();
     return false;
   }
   const size_t mask = capacity_ - 1;
@@ -84,7 +85,7 @@ bool AllocTable::Remove(KeySpace space, uint64_t key, AllocRecord* out) {
     i = (i + 1) & mask;
   }
   if (Empty(buckets_[i])) {
-    pthread_mutex_unlock(&mu_);
+    Unlock();
     return false;
   }
   *out = buckets_[i];
@@ -101,14 +102,14 @@ bool AllocTable::Remove(KeySpace space, uint64_t key, AllocRecord* out) {
   }
   memset(&buckets_[hole], 0, sizeof(AllocRecord));
   --count_;
-  pthread_mutex_unlock(&mu_);
+  Unlock();
   return true;
 }
 
 size_t AllocTable::size() {
-  pthread_mutex_lock(&mu_);
+  Lock();
   size_t n = count_;
-  pthread_mutex_unlock(&mu_);
+  Unlock();
   return n;
 }
 
@@ -117,11 +118,16 @@ void AllocTable::ClearUnlocked() {
   count_ = 0;
 }
 
+void AllocTable::Lock() {
+  while (locked_.exchange(true, std::memory_order_acquire)) {
+    while (locked_.load(std::memory_order_relaxed)) sched_yield();
+  }
+}
+
 void AllocTable::ForkChild() {
-  // Only the forking thread exists in the child; reinitialise rather than unlock a mutex whose
-  // owner was another thread's copy.
-  pthread_mutex_init(&mu_, nullptr);
+  // Only the forking thread exists in the child, and it holds the lock (ForkPrepare).
   ClearUnlocked();
+  Unlock();
 }
 
 }  // namespace hami::vgpu

@@ -5,13 +5,15 @@
 // Open addressing with linear probing and backward-shift deletion: O(1) expected insert, lookup
 // and removal, no tombstones, storage from malloc only (the preload library has no libstdc++).
 //
-// Thread safety: all methods lock an internal mutex. ForkPrepare/ForkParent/ForkChild must be
-// installed with pthread_atfork so that a fork never copies the mutex in a locked state.
+// Thread safety: all methods take an internal spinlock (critical sections are a few dozen
+// instructions; a pthread mutex costs more than the work it protects). ForkPrepare/ForkParent/
+// ForkChild must be installed with pthread_atfork so that a fork never copies it locked.
 #pragma once
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <atomic>
 
 #include "vgpu/region.h"
 
@@ -51,18 +53,20 @@ class AllocTable {
   // Drops every record (a forked child owns none of its parent's allocations).
   void ClearUnlocked();
 
-  void ForkPrepare() { pthread_mutex_lock(&mu_); }
-  void ForkParent() { pthread_mutex_unlock(&mu_); }
+  void ForkPrepare() { Lock(); }
+  void ForkParent() { Unlock(); }
   void ForkChild();
 
  private:
+  void Lock();
+  void Unlock() { locked_.store(false, std::memory_order_release); }
   bool GrowLocked();
   size_t SlotFor(KeySpace space, uint64_t key) const;
 
-  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
-  AllocRecord* buckets_ = nullptr;  // GUARDED_BY(mu_)
-  size_t capacity_ = 0;             // power of two; GUARDED_BY(mu_)
-  size_t count_ = 0;                // GUARDED_BY(mu_)
+  std::atomic<bool> locked_{false};
+  AllocRecord* buckets_ = nullptr;  // GUARDED_BY(locked_)
+  size_t capacity_ = 0;             // power of two; GUARDED_BY(locked_)
+  size_t count_ = 0;                // GUARDED_BY(locked_)
 };
 
 }  // namespace hami::vgpu

@@ -17,10 +17,5 @@ VGPU_PIN(memcpy, "GLIBC_2.2.5")
 VGPU_PIN(pthread_create, "GLIBC_2.2.5")
 VGPU_PIN(pthread_attr_setstacksize, "GLIBC_2.2.5")
 VGPU_PIN(pthread_sigmask, "GLIBC_2.2.5")
-VGPU_PIN(pthread_mutexattr_init, "GLIBC_2.2.5")
-VGPU_PIN(pthread_mutexattr_destroy, "GLIBC_2.2.5")
-VGPU_PIN(pthread_mutexattr_setpshared, "GLIBC_2.2.5")
-VGPU_PIN(pthread_mutexattr_setrobust, "GLIBC_2.12")
-VGPU_PIN(pthread_mutex_consistent, "GLIBC_2.12")
 #undef VGPU_PIN
 #endif

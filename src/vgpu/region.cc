@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,8 +19,6 @@
 
 namespace hami::vgpu {
 
-static_assert(sizeof(pthread_mutex_t) <= sizeof(RegionHeader::lock_storage),
-              "pthread_mutex_t does not fit the region's lock storage");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "region atomics must be lock-free");
 static_assert(std::atomic<int64_t>::is_always_lock_free, "region atomics must be lock-free");
 
@@ -28,7 +27,7 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t RegionFileSize() { return (sizeof(RegionHeader) + kPage - 1) / kPage * kPage; }
 
-void InitHeader(RegionHeader* h, const RegionInit& init, bool shared) {
+void InitHeader(RegionHeader* h, const RegionInit& init) {
   h->version = kRegionVersion;
   h->header_size = sizeof(RegionHeader);
   h->file_size = RegionFileSize();
@@ -44,13 +43,7 @@ void InitHeader(RegionHeader* h, const RegionInit& init, bool shared) {
   h->utilization_switch.store(1, std::memory_order_relaxed);
   h->recent_kernel.store(0, std::memory_order_relaxed);
   h->created_at.store(static_cast<uint64_t>(time(nullptr)), std::memory_order_relaxed);
-
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, shared ? PTHREAD_PROCESS_SHARED : PTHREAD_PROCESS_PRIVATE);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(reinterpret_cast<pthread_mutex_t*>(h->lock_storage), &attr);
-  pthread_mutexattr_destroy(&attr);
+  h->lock_owner.store(0, std::memory_order_relaxed);
   // Publish: readers check the magic with acquire ordering before touching anything else.
   std::atomic_thread_fence(std::memory_order_release);
   __atomic_store_n(&h->magic, kRegionMagic, __ATOMIC_RELEASE);
@@ -69,6 +62,14 @@ bool HeaderValid(const RegionHeader* h, char* err, size_t err_len) {
     return false;
   }
   return true;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
 }
 
 // File size without fstat, which is not an exported glibc function before 2.33.
@@ -205,7 +206,7 @@ Region* Region::Open(const char* path, const RegionInit& init, char* err, size_t
       // New file (already all zeros: no need to touch its pages), or a creator that died
       // before publishing, whose partial writes must be cleared.
       if (!fresh) memset(static_cast<void*>(h), 0, size);
-      InitHeader(h, init, true);
+      InitHeader(h, init);
     } else if (!HeaderValid(h, err, err_len)) {
       munmap(h, size);
       break;
@@ -252,28 +253,75 @@ Region* Region::CreatePrivate(const RegionInit& init) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   auto* h = static_cast<RegionHeader*>(p);
-  InitHeader(h, init, false);
+  InitHeader(h, init);
   Region* r = Region::Make(h, size, true);
   if (r == nullptr) munmap(p, size);
   return r;
 }
 
-pthread_mutex_t* Region::mutex() { return reinterpret_cast<pthread_mutex_t*>(h_->lock_storage); }
+uint64_t Region::Token() {
+  if (token_ == 0) {
+    const int pid = static_cast<int>(getpid());
+    uint64_t start = 0;
+    if (!private_) ProcessStartTime(pid, &start);
+    token_ = ((start & 0xffffffffULL) << 32) | static_cast<uint32_t>(pid);
+  }
+  return token_;
+}
 
 void Region::Lock() {
-  int rc = pthread_mutex_lock(mutex());
-  if (rc == EOWNERDEAD) {
-    // A process died inside a critical section. Slots are the source of truth: recompute the
-    // cached totals and carry on.
-    RebuildTotalsLocked();
-    pthread_mutex_consistent(mutex());
-    VGPU_WARN("a process died while holding the region lock; usage totals rebuilt from slots");
-  } else if (rc != 0) {
-    VGPU_ERROR("region lock failed: %s", strerror(rc));
+  const uint64_t me = Token();
+  uint64_t expected = 0;
+  if (__builtin_expect(h_->lock_owner.compare_exchange_strong(expected, me,
+                                                                std::memory_order_acquire,
+                                                                std::memory_order_relaxed),
+                       1)) {
+    return;
+  }
+  LockSlow(me);
+}
+
+void Region::LockSlow(uint64_t me) {
+  // Critical sections last nanoseconds: spin briefly, then yield, then sleep, and every few
+  // milliseconds check whether the owner still exists.
+  int64_t waited_ns = 0;
+  for (int round = 0;; ++round) {
+    uint64_t owner = h_->lock_owner.load(std::memory_order_relaxed);
+    if (owner == 0) {
+      if (h_->lock_owner.compare_exchange_weak(owner, me, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+        return;
+      }
+      continue;
+    }
+    if (round < 200) {
+      CpuRelax();
+      continue;
+    }
+    if (round < 400) {
+      sched_yield();
+      continue;
+    }
+    struct timespec ts = {0, 100'000};  // 100 us
+    nanosleep(&ts, nullptr);
+    waited_ns += 100'000;
+    if (waited_ns % 2'000'000 != 0 || private_) continue;
+    const int pid = static_cast<int>(owner & 0xffffffffULL);
+    uint64_t start = 0;
+    bool alive = ProcessStartTime(pid, &start) && (start & 0xffffffffULL) == (owner >> 32);
+    if (alive) continue;
+    if (h_->lock_owner.compare_exchange_strong(owner, me, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+      // The owner died inside a critical section. Slots are the source of truth: recompute
+      // the cached totals and carry on.
+      RebuildTotalsLocked();
+      VGPU_WARN("process %d died holding the region lock; usage totals rebuilt from slots", pid);
+      return;
+    }
   }
 }
 
-void Region::Unlock() { pthread_mutex_unlock(mutex()); }
+void Region::Unlock() { h_->lock_owner.store(0, std::memory_order_release); }
 
 void Region::RebuildTotalsLocked() {
   for (int d = 0; d < kMaxDevices; ++d) {

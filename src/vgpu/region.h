@@ -8,10 +8,12 @@
 // Consistency model:
 //  * Quotas (mem_limit, sm_limit) and policy switches are plain atomics; anyone may read them
 //    without a lock, and hamictl/monitor may rewrite them live.
-//  * Memory accounting (slot.used*, device.mem_used) changes only under `lock`, a process-shared
-//    robust mutex. Check-and-reserve is one critical section, so two processes racing for the
-//    last bytes of a quota can never both win. If a process dies holding the lock, the next
-//    locker gets EOWNERDEAD and rebuilds every device total from the slots (the slots are the
+//  * Memory accounting (slot.used*, device.mem_used) changes only under the region lock, one
+//    64-bit word holding the owner's identity (pid and process start time). Check-and-reserve
+//    is one critical section, so two processes racing for the last bytes of a quota can never
+//    both win. Uncontended, taking and releasing it is one CAS and one store. A waiter that
+//    finds the owner dead (its pid gone, or reused by a process with another start time)
+//    takes the lock over and rebuilds every device total from the slots (the slots are the
 //    source of truth; a total is a cached sum), so a crash at any instruction loses nothing.
 //  * A slot belongs to a live process identified by (pid, start_time); start_time defeats PID
 //    reuse. Slots of dead processes are reclaimed by whoever notices: on an allocation that
@@ -21,7 +23,6 @@
 // Thread safety: Region methods are safe from any thread of any process mapping the file.
 #pragma once
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,8 +90,8 @@ struct RegionHeader {
   uint64_t file_size;
   std::atomic<uint32_t> device_count;  // number of valid entries in devices[]
   int32_t priority;                    // CUDA_TASK_PRIORITY of the creator (0 = high)
-  // Process-shared robust mutex; storage sized for any glibc ABI.
-  alignas(64) unsigned char lock_storage[64];
+  // The region lock: 0 when free, else the owner's token (start_time_low32 << 32 | pid).
+  alignas(64) std::atomic<uint64_t> lock_owner;
   // Policy and monitor feedback (upstream-compatible meaning).
   alignas(64) std::atomic<int32_t> utilization_switch;  // 1 = enforce SM limit under "default"
   std::atomic<int32_t> recent_kernel;     // > 0 recently active; < 0 = launches blocked
@@ -164,6 +165,14 @@ class Region {
   // Index of the device with this UUID, or -1.
   int FindDevice(const char* uuid) const;
 
+  // The region's critical section (see the consistency model above). Exposed for tools and
+  // tests; hooks use the higher-level operations.
+  void Lock();
+  void Unlock();
+  // Must be called in a forked child before it uses a Region inherited from its parent: the
+  // lock token identifies the process.
+  void AfterFork() { token_ = 0; }
+
   // Current usage of `dev` across the container.
   uint64_t Used(int dev) const;
   uint64_t Limit(int dev) const;
@@ -172,9 +181,8 @@ class Region {
   Region(RegionHeader* h, size_t size, bool is_private);
   ~Region();
   static Region* Make(RegionHeader* h, size_t size, bool is_private);
-  pthread_mutex_t* mutex();
-  void Lock();
-  void Unlock();
+  uint64_t Token();
+  void LockSlow(uint64_t me);
   void RebuildTotalsLocked();
   void ClearSlotLocked(int slot);
   int SweepDeadLocked();
@@ -182,6 +190,7 @@ class Region {
   RegionHeader* h_;
   size_t size_;
   bool private_;
+  uint64_t token_ = 0;  // this process's lock token, computed on first use
 };
 
 // Fills `*start_time` with the start time of `pid` from /proc. Returns false if the process does

@@ -180,7 +180,7 @@ TEST_F(RegionTest, KilledProcessHoldingTheLockAndMemoryIsRecovered) {
     int s = mine->RegisterSelf();
     if (!mine->Reserve(s, 0, 900 * kMiB, MemKind::kData).ok) _exit(1);
     // Take the region lock and never release it.
-    pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(mine->header()->lock_storage));
+    mine->Lock();
     char c = 'x';
     if (write(pipefd[1], &c, 1) != 1) _exit(2);
     pause();

@@ -81,6 +81,7 @@ void OnForkChild() {
   // The child owns none of the parent's allocations, slot or controller thread; it registers
   // itself on its next call.
   g_rt.table.ForkChild();
+  if (g_rt.region != nullptr) g_rt.region->AfterFork();
   g_rt.slot.store(-1, std::memory_order_relaxed);
   g_registering.store(false, std::memory_order_relaxed);
   g_rt.watcher_started.store(false, std::memory_order_relaxed);
