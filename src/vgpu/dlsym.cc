@@ -103,20 +103,20 @@ const VersionedName kVersioned[] = {
 namespace {
 
 // Finds glibc's dlsym by reading the dynamic symbol table of libc.so.6 (or libdl.so.2 on glibc
-// < 2.34) through dl_iterate_phdr. Unlike dlvsym, this allocates nothing and re-enters no
-// loader code, so it is safe even when our dlsym override is called by a sanitizer runtime
-// during its own initialisation (where a dlvsym call recurses into the half-initialised
-// runtime and crashes).
+// < 2.34), reaching the loaded objects through the loader's link map (_r_debug, plain data).
+// Unlike dlvsym or dl_iterate_phdr, this calls no function at all, so it is safe even when our
+// dlsym override is called by a sanitizer runtime during its own initialisation, before its
+// interceptors of those functions work.
 struct LookupState {
   const char* name;
   void* found;
 };
 
 template <typename T>
-VGPU_EARLY T DynPtr(const dl_phdr_info* info, ElfW(Addr) value) {
+VGPU_EARLY T DynPtr(ElfW(Addr) base, ElfW(Addr) value) {
   // Most architectures relocate the dynamic section's pointers in place; some keep them as
   // offsets. A value below the load base is an offset.
-  if (value < info->dlpi_addr) value += info->dlpi_addr;
+  if (value < base) value += base;
   return reinterpret_cast<T>(value);
 }
 
@@ -125,16 +125,12 @@ VGPU_EARLY bool EndsWith(const char* s, const char* suffix) {
   return n >= m && StrEq(s + n - m, suffix);
 }
 
-VGPU_EARLY int FindInObject(dl_phdr_info* info, size_t, void* data) {
-  auto* st = static_cast<LookupState*>(data);
-  const char* obj = info->dlpi_name;
+// Looks `st->name` up in one loaded object; returns 1 when found.
+VGPU_EARLY int FindInObject(const link_map* map, LookupState* st) {
+  const char* obj = map->l_name;
   if (obj == nullptr || !(EndsWith(obj, "/libc.so.6") || EndsWith(obj, "/libdl.so.2"))) return 0;
-  const ElfW(Dyn)* dyn = nullptr;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
-      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    }
-  }
+  const ElfW(Addr) base = map->l_addr;
+  const ElfW(Dyn)* dyn = map->l_ld;
   if (dyn == nullptr) return 0;
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
@@ -143,16 +139,16 @@ VGPU_EARLY int FindInObject(dl_phdr_info* info, size_t, void* data) {
   for (; dyn->d_tag != DT_NULL; ++dyn) {
     switch (dyn->d_tag) {
       case DT_SYMTAB:
-        symtab = DynPtr<const ElfW(Sym)*>(info, dyn->d_un.d_ptr);
+        symtab = DynPtr<const ElfW(Sym)*>(base, dyn->d_un.d_ptr);
         break;
       case DT_STRTAB:
-        strtab = DynPtr<const char*>(info, dyn->d_un.d_ptr);
+        strtab = DynPtr<const char*>(base, dyn->d_un.d_ptr);
         break;
       case DT_GNU_HASH:
-        gnu_hash = DynPtr<const uint32_t*>(info, dyn->d_un.d_ptr);
+        gnu_hash = DynPtr<const uint32_t*>(base, dyn->d_un.d_ptr);
         break;
       case DT_VERSYM:
-        versym = DynPtr<const ElfW(Half)*>(info, dyn->d_un.d_ptr);
+        versym = DynPtr<const ElfW(Half)*>(base, dyn->d_un.d_ptr);
         break;
       default:
         break;
@@ -174,7 +170,7 @@ VGPU_EARLY int FindInObject(dl_phdr_info* info, size_t, void* data) {
     const ElfW(Sym)& sym = symtab[idx];
     if ((h | 1) == (h2 | 1) && sym.st_shndx != SHN_UNDEF &&
         ELF64_ST_TYPE(sym.st_info) == STT_FUNC && StrEq(strtab + sym.st_name, st->name)) {
-      void* addr = reinterpret_cast<void*>(info->dlpi_addr + sym.st_value);
+      void* addr = reinterpret_cast<void*>(base + sym.st_value);
       // Prefer the default version (not hidden) when several are defined.
       if (versym == nullptr || (versym[idx] & 0x8000) == 0) {
         st->found = addr;
@@ -197,7 +193,9 @@ VGPU_EARLY void* RealDlsym(void* handle, const char* name) {
   DlsymFn f = __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
   if (f == nullptr) {
     LookupState st{"dlsym", nullptr};
-    dl_iterate_phdr(FindInObject, &st);
+    for (const link_map* m = _r_debug.r_map; m != nullptr && st.found == nullptr; m = m->l_next) {
+      FindInObject(m, &st);
+    }
     f = reinterpret_cast<DlsymFn>(st.found);
     if (f == nullptr) {
       // Unusual libc layout: fall back to asking the loader (newest glibc first).
