@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/subprocess.h"
+#include "vgpu/region.h"
 
 namespace {
 
@@ -73,8 +74,11 @@ class VgpuTest : public ::testing::Test {
     }
     bool level_set = false;
     for (auto& e : extra) {
+      // An extra entry replaces a base entry of the same name (getenv takes the first).
+      std::string key = e.substr(0, e.find('=') + 1);
+      std::erase_if(env, [&](const std::string& b) { return b.rfind(key, 0) == 0; });
       env.push_back(e);
-      level_set |= e.rfind("LIBCUDA_LOG_LEVEL=", 0) == 0;
+      level_set |= key == "LIBCUDA_LOG_LEVEL=";
     }
     if (!level_set) env.push_back("LIBCUDA_LOG_LEVEL=2");
     return env;
@@ -303,6 +307,71 @@ TEST_F(VgpuTest, GraphsAndCooperativeLaunchesObeyTheSmLimit) {
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
     EXPECT_NEAR(D(Line(r.out, "launches"), "sm_util"), 40, 6.0) << mode << ": " << r.out;
   }
+}
+
+// GPU_CORE_UTILIZATION_POLICY=default follows the region's utilization_switch (which the node
+// monitor turns off when nothing competes for the GPU); disable never limits.
+TEST_F(VgpuTest, DefaultPolicyFollowsTheRegionSwitchAndDisableNeverLimits) {
+  const std::vector<std::string> spin = {"spin", "--blocks", "108", "--block-ns", "1000000",
+                                         "--warmup-ms", "1200", "--duration-ms", "1000"};
+  Result on = Run(spin, Env({"CUDA_DEVICE_SM_LIMIT=30"}, true, "default-on"));
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_NEAR(D(Line(on.out, "launches"), "sm_util"), 30, 5.0) << "switch on by default";
+
+  // A region whose switch the monitor has turned off.
+  hami::vgpu::RegionInit init;
+  for (int i = 0; i < hami::vgpu::kMaxDevices; ++i) init.sm_limit[i] = 30;
+  char err[256] = {};
+  std::string path = dir_ + "/default-off";
+  hami::vgpu::Region* region = hami::vgpu::Region::Open(path.c_str(), init, err, sizeof(err));
+  ASSERT_NE(region, nullptr) << err;
+  region->header()->utilization_switch.store(0);
+  Result off = Run(spin, Env({"CUDA_DEVICE_SM_LIMIT=30"}, true, "default-off"));
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_GT(D(Line(off.out, "launches"), "sm_util"), 90) << "switch off: not limited";
+  hami::vgpu::Region::Free(region);
+
+  Result disabled = Run(spin, Env({"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=disable"},
+                                  true, "disabled"));
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.err;
+  EXPECT_GT(D(Line(disabled.out, "launches"), "sm_util"), 90);
+}
+
+// The limiter is steered by measured utilisation, so it is as accurate on a 16-SM GPU as on a
+// 188-SM one (upstream's step grows with the square of the SM count).
+TEST_F(VgpuTest, SmLimitIsAccurateWhateverTheSmCount) {
+  std::string config = dir_ + "/gpus.conf";
+  FILE* f = fopen(config.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("[device]\nname = Small GPU\nmemory = 8Gi\nsm_count = 16\n"
+        "[device]\nname = Large GPU\nmemory = 96Gi\nsm_count = 188\n",
+        f);
+  fclose(f);
+  struct Case {
+    const char* device;
+    const char* blocks;
+  } cases[] = {{"0", "16"}, {"1", "188"}};
+  for (const Case& c : cases) {
+    Result r = Run({"spin", "--device", c.device, "--blocks", c.blocks, "--block-ns", "1000000",
+                    "--warmup-ms", "1500", "--duration-ms", "1500"},
+                   Env({"HAMI_SIM_CONFIG=" + config, "HAMI_SIM_STATE=" + dir_ + "/state-sm",
+                        "CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=force"},
+                       true, std::string("sm-") + c.device));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NEAR(D(Line(r.out, "launches"), "sm_util"), 30, 3.0) << c.blocks << " SMs: " << r.out;
+  }
+}
+
+TEST_F(VgpuTest, TaskPriorityReachesTheRegion) {
+  Result r = Run({"info"}, Env({"CUDA_TASK_PRIORITY=0"}, true, "prio"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  char err[256] = {};
+  std::string path = dir_ + "/prio";
+  hami::vgpu::Region* region = hami::vgpu::Region::Attach(path.c_str(), err, sizeof(err));
+  ASSERT_NE(region, nullptr) << err;
+  EXPECT_EQ(region->header()->priority, 0);
+  EXPECT_EQ(region->header()->proc_count.load(), 0u) << "the exited process released its slot";
+  hami::vgpu::Region::Free(region);
 }
 
 TEST_F(VgpuTest, NoSmLimitMeansFullSpeed) {
