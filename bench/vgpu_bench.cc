@@ -95,9 +95,10 @@ void BenchLaunch() {
   PrepareEngagedRegion("engaged");
   std::vector<double> base, lib, engaged;
   for (int i = 0; i < reps; ++i) {
-    base.push_back(RunValue({"launch-loop", "--count", count}, Env(false, "base"), "ns_per_launch"));
-    lib.push_back(RunValue({"launch-loop", "--count", count}, Env(true, "nolimit"),
-                           "ns_per_launch"));
+    base.push_back(
+        RunValue({"launch-loop", "--count", count}, Env(false, "base"), "ns_per_launch"));
+    lib.push_back(
+        RunValue({"launch-loop", "--count", count}, Env(true, "nolimit"), "ns_per_launch"));
     engaged.push_back(RunValue({"launch-loop", "--count", count},
                                Env(true, "engaged", {"GPU_CORE_UTILIZATION_POLICY=force"}),
                                "ns_per_launch"));
@@ -108,8 +109,9 @@ void BenchLaunch() {
   printf("| configuration | ns per launch | added ns | ratio | goal |\n|---|---|---|---|---|\n");
   printf("| simulated driver alone | %.1f | - | 1.00 | |\n", b);
   printf("| + libvgpu, no SM limit | %.1f | %.1f | %.2f | added <= 25 ns |\n", l, l - b, l / b);
-  printf("| + libvgpu, SM limit engaged, not throttling | %.1f | %.1f | %.2f | added <= 80 ns |\n\n",
-         e, e - b, e / b);
+  printf(
+      "| + libvgpu, SM limit engaged, not throttling | %.1f | %.1f | %.2f | added <= 80 ns |\n\n",
+      e, e - b, e / b);
 }
 
 void BenchAlloc() {
@@ -117,8 +119,8 @@ void BenchAlloc() {
   const int reps = g_quick ? 3 : 7;
   std::vector<double> base, lib;
   for (int i = 0; i < reps; ++i) {
-    base.push_back(RunValue({"alloc-loop", "--count", count, "--bytes", "1Mi"},
-                            Env(false, "abase"), "ns_per_pair"));
+    base.push_back(RunValue({"alloc-loop", "--count", count, "--bytes", "1Mi"}, Env(false, "abase"),
+                            "ns_per_pair"));
     lib.push_back(RunValue({"alloc-loop", "--count", count, "--bytes", "1Mi"},
                            Env(true, "alib", {"CUDA_DEVICE_MEMORY_LIMIT=70Gi"}), "ns_per_pair"));
   }
@@ -138,10 +140,10 @@ std::vector<double> StartTogether(int n, bool preload, const std::string& region
   fclose(f);
   std::vector<std::unique_ptr<Subprocess>> procs;
   for (int i = 0; i < n; ++i) {
-    procs.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{HAMI_PROBE, "startup", "--sync", sync, "--procs",
-                                 std::to_string(n)},
-        Env(preload, region, {"CUDA_DEVICE_MEMORY_LIMIT=8Gi"})));
+    procs.push_back(
+        std::make_unique<Subprocess>(std::vector<std::string>{HAMI_PROBE, "startup", "--sync", sync,
+                                                              "--procs", std::to_string(n)},
+                                     Env(preload, region, {"CUDA_DEVICE_MEMORY_LIMIT=8Gi"})));
   }
   std::vector<double> ms;
   for (auto& p : procs) {
@@ -158,10 +160,12 @@ std::vector<double> StartTogether(int n, bool preload, const std::string& region
 }
 
 void BenchStartup() {
-  printf("## Start-up: first CUDA call (cuInit) with N processes starting together on one "
-         "region\n\n");
-  printf("| N | driver alone: median / p90 / max ms | + libvgpu: median / p90 / max ms | added "
-         "median ms | goal |\n|---|---|---|---|---|\n");
+  printf(
+      "## Start-up: first CUDA call (cuInit) with N processes starting together on one "
+      "region\n\n");
+  printf(
+      "| N | driver alone: median / p90 / max ms | + libvgpu: median / p90 / max ms | added "
+      "median ms | goal |\n|---|---|---|---|---|\n");
   const int reps = g_quick ? 1 : 3;
   for (int n : {1, 16, 64}) {
     std::vector<double> base, lib;
@@ -174,22 +178,22 @@ void BenchStartup() {
     }
     printf("| %d | %.3f / %.3f / %.3f | %.3f / %.3f / %.3f | %.3f | %s |\n", n, Median(base),
            Percentile(base, 0.9), Percentile(base, 1.0), Median(lib), Percentile(lib, 0.9),
-           Percentile(lib, 1.0), Median(lib) - Median(base),
-           n == 64 ? "median <= 1 ms at 64" : "");
+           Percentile(lib, 1.0), Median(lib) - Median(base), n == 64 ? "median <= 1 ms at 64" : "");
   }
   printf("\n");
 }
 
 void BenchAccuracy() {
   const std::string warm = g_quick ? "1500" : "2500", dur = g_quick ? "1500" : "4000";
-  printf("## SM-limit accuracy (108 blocks x 1 ms per launch, saturating; warm-up %s ms, "
-         "measured %s ms through NVML)\n\n",
-         warm.c_str(), dur.c_str());
+  printf(
+      "## SM-limit accuracy (108 blocks x 1 ms per launch, saturating; warm-up %s ms, "
+      "measured %s ms through NVML)\n\n",
+      warm.c_str(), dur.c_str());
   printf("| limit %% | measured %% | error (points) | goal |\n|---|---|---|---|\n");
-  double unlimited = RunValue({"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms",
-                               "500", "--duration-ms", "1000"},
-                              Env(true, "acc-none", {"GPU_CORE_UTILIZATION_POLICY=force"}),
-                              "sm_util");
+  double unlimited =
+      RunValue({"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms", "500",
+                "--duration-ms", "1000"},
+               Env(true, "acc-none", {"GPU_CORE_UTILIZATION_POLICY=force"}), "sm_util");
   printf("| none | %.1f | - | |\n", unlimited);
   for (int limit : {10, 30, 50, 70, 90}) {
     double util = RunValue(

@@ -21,9 +21,9 @@ int UnitShift(const char* u, const char* end) {
     const char* spelling;
     int shift;
   } kUnits[] = {
-      {"b", 0},    {"k", 10},   {"ki", 10}, {"kib", 10}, {"kb", 10}, {"m", 20},
-      {"mi", 20},  {"mib", 20}, {"mb", 20}, {"g", 30},   {"gi", 30}, {"gib", 30},
-      {"gb", 30},  {"t", 40},   {"ti", 40}, {"tib", 40}, {"tb", 40},
+      {"b", 0},   {"k", 10},   {"ki", 10}, {"kib", 10}, {"kb", 10}, {"m", 20},
+      {"mi", 20}, {"mib", 20}, {"mb", 20}, {"g", 30},   {"gi", 30}, {"gib", 30},
+      {"gb", 30}, {"t", 40},   {"ti", 40}, {"tib", 40}, {"tb", 40},
   };
   for (const auto& unit : kUnits) {
     if (EqualsIgnoreCase(u, end, unit.spelling)) return unit.shift;

@@ -20,7 +20,7 @@ enum class CorePolicy : int { kDefault = 0, kForce = 1, kDisable = 2 };
 // Configuration read once from the environment.
 struct Config {
   bool control_disabled = false;  // CUDA_DISABLE_CONTROL
-  RegionInit init;                // CUDA_DEVICE_MEMORY_LIMIT[_i], CUDA_DEVICE_SM_LIMIT[_i], priority
+  RegionInit init;  // CUDA_DEVICE_MEMORY_LIMIT[_i], CUDA_DEVICE_SM_LIMIT[_i], priority
   bool mem_limit_set[kMaxDevices] = {};
   bool sm_limit_set[kMaxDevices] = {};
   CorePolicy policy = CorePolicy::kDefault;  // GPU_CORE_UTILIZATION_POLICY

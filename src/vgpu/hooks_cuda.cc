@@ -21,19 +21,18 @@ namespace hami::vgpu {
 namespace {
 
 // Calls the real function `name` or, if the driver lacks it, fails like a missing driver would.
-#define REAL_OR_FAIL(name)                                                         \
-  ::hami::vgpu::EnterProcess();                                                    \
-  auto real = Rt().cuda.name;                                                      \
-  if (real == nullptr) {                                                           \
-    VGPU_ERROR("%s called but the real driver does not provide it", #name);        \
-    return CUDA_ERROR_NOT_SUPPORTED;                                               \
+#define REAL_OR_FAIL(name)                                                  \
+  ::hami::vgpu::EnterProcess();                                             \
+  auto real = Rt().cuda.name;                                               \
+  if (real == nullptr) {                                                    \
+    VGPU_ERROR("%s called but the real driver does not provide it", #name); \
+    return CUDA_ERROR_NOT_SUPPORTED;                                        \
   }
 
 // Records an accounted allocation; if the record cannot be stored (out of host memory) the
 // allocation is undone so that accounting never drifts.
 template <typename FreeFn>
-CUresult Track(KeySpace space, uint64_t key, int dev, MemKind kind, uint64_t bytes,
-               FreeFn undo) {
+CUresult Track(KeySpace space, uint64_t key, int dev, MemKind kind, uint64_t bytes, FreeFn undo) {
   if (Rt().table.Insert(space, key, dev, kind, bytes)) return CUDA_SUCCESS;
   VGPU_ERROR("cannot record an allocation (host memory exhausted); undoing it");
   undo();
@@ -153,8 +152,8 @@ void RecordGraph(CUresult rc, CUgraphExec* exec, CUgraph graph) {
   if (rc != CUDA_SUCCESS || exec == nullptr || !EnterProcess()) return;
   uint64_t units = GraphUnits(graph);
   if (units > 0) {
-    Rt().table.Insert(KeySpace::kGraphExec, reinterpret_cast<uint64_t>(*exec), -1,
-                      MemKind::kData, units);
+    Rt().table.Insert(KeySpace::kGraphExec, reinterpret_cast<uint64_t>(*exec), -1, MemKind::kData,
+                      units);
   }
 }
 
@@ -168,8 +167,7 @@ void BeforeGraphLaunch(CUgraphExec exec) {
   }
 }
 
-CUresult ProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                     CUresult rc) {
+CUresult ProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags, CUresult rc) {
   if (rc != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr || symbol == nullptr) return rc;
   void* mapped = MapRealToHook(*pfn);
   if (mapped == *pfn) {
@@ -243,8 +241,7 @@ VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_
                                         size_t height, unsigned int elementSizeBytes) {
   REAL_OR_FAIL(cuMemAllocPitch_v2);
   auto call = [&] { return real(dptr, pPitch, widthInBytes, height, elementSizeBytes); };
-  if (!EnterProcess() || dptr == nullptr || pPitch == nullptr || widthInBytes == 0 ||
-      height == 0) {
+  if (!EnterProcess() || dptr == nullptr || pPitch == nullptr || widthInBytes == 0 || height == 0) {
     return call();
   }
   WaitIfPaused();
@@ -289,17 +286,17 @@ VGPU_ASYNC_ALLOC(cuMemAllocAsync, cuMemFreeAsync)
 VGPU_ASYNC_ALLOC(cuMemAllocAsync_ptsz, cuMemFreeAsync_ptsz)
 #undef VGPU_ASYNC_ALLOC
 
-#define VGPU_POOL_ALLOC(name, free_name)                                                  \
-  VGPU_EXPORT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,        \
-                            CUstream hStream) {                                           \
-    REAL_OR_FAIL(name);                                                                   \
-    auto free_fn = Rt().cuda.free_name;                                                   \
-    return AllocateAccounted(                                                             \
-        dptr, bytesize, MemKind::kAsync, #name,                                           \
-        [&] { return real(dptr, bytesize, pool, hStream); },                              \
-        [&](CUdeviceptr p) {                                                              \
-          if (free_fn) free_fn(p, hStream);                                               \
-        });                                                                               \
+#define VGPU_POOL_ALLOC(name, free_name)                                           \
+  VGPU_EXPORT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, \
+                            CUstream hStream) {                                    \
+    REAL_OR_FAIL(name);                                                            \
+    auto free_fn = Rt().cuda.free_name;                                            \
+    return AllocateAccounted(                                                      \
+        dptr, bytesize, MemKind::kAsync, #name,                                    \
+        [&] { return real(dptr, bytesize, pool, hStream); },                       \
+        [&](CUdeviceptr p) {                                                       \
+          if (free_fn) free_fn(p, hStream);                                        \
+        });                                                                        \
   }
 VGPU_POOL_ALLOC(cuMemAllocFromPoolAsync, cuMemFreeAsync)
 VGPU_POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, cuMemFreeAsync_ptsz)
@@ -369,8 +366,9 @@ CUresult CreateArrayAccounted(KeySpace space, void** out, uint64_t bytes, const 
 VGPU_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   REAL_OR_FAIL(cuArrayCreate_v2);
   auto destroy = Rt().cuda.cuArrayDestroy;
-  uint64_t bytes =
-      desc == nullptr ? 0 : ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
+  uint64_t bytes = desc == nullptr
+                       ? 0
+                       : ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
   return CreateArrayAccounted(
       KeySpace::kArray, reinterpret_cast<void**>(pHandle), bytes, "cuArrayCreate",
       [&] { return real(pHandle, desc); },
@@ -451,15 +449,15 @@ VGPU_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 
 // ---- Launches ----
 
-#define VGPU_LAUNCH(name)                                                                        \
-  VGPU_EXPORT CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,          \
+#define VGPU_LAUNCH(name)                                                                          \
+  VGPU_EXPORT CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,            \
                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, \
-                            void** kernelParams, void** extra) {                                 \
-    REAL_OR_FAIL(name);                                                                          \
-    BeforeLaunch(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ);                 \
-    return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, \
-                hStream, kernelParams, extra);                                                   \
+                            void** kernelParams, void** extra) {                                   \
+    REAL_OR_FAIL(name);                                                                            \
+    BeforeLaunch(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ);                   \
+    return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,  \
+                hStream, kernelParams, extra);                                                     \
   }
 VGPU_LAUNCH(cuLaunchKernel)
 VGPU_LAUNCH(cuLaunchKernel_ptsz)
@@ -479,15 +477,15 @@ VGPU_LAUNCH_EX(cuLaunchKernelEx)
 VGPU_LAUNCH_EX(cuLaunchKernelEx_ptsz)
 #undef VGPU_LAUNCH_EX
 
-#define VGPU_LAUNCH_COOP(name)                                                                   \
-  VGPU_EXPORT CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,          \
+#define VGPU_LAUNCH_COOP(name)                                                                     \
+  VGPU_EXPORT CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,            \
                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, \
-                            void** kernelParams) {                                               \
-    REAL_OR_FAIL(name);                                                                          \
-    BeforeLaunch(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ);                 \
-    return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, \
-                hStream, kernelParams);                                                          \
+                            void** kernelParams) {                                                 \
+    REAL_OR_FAIL(name);                                                                            \
+    BeforeLaunch(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ);                   \
+    return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,  \
+                hStream, kernelParams);                                                            \
   }
 VGPU_LAUNCH_COOP(cuLaunchCooperativeKernel)
 VGPU_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz)

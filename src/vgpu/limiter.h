@@ -37,7 +37,7 @@ inline int64_t CostNs(uint64_t cost_q16, uint64_t units) {
   unsigned __int128 v = static_cast<unsigned __int128>(cost_q16) * units;
   v >>= 16;
   return v > static_cast<unsigned __int128>(INT64_MAX / 4) ? INT64_MAX / 4
-                                                            : static_cast<int64_t>(v);
+                                                           : static_cast<int64_t>(v);
 }
 
 struct ControlSample {

@@ -18,11 +18,11 @@ void Log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace hami::vgpu
 
-#define VGPU_LOG(level, ...)                                   \
-  do {                                                         \
-    if ((level) <= ::hami::vgpu::GetLogLevel()) {              \
-      ::hami::vgpu::Log((level), __VA_ARGS__);                 \
-    }                                                          \
+#define VGPU_LOG(level, ...)                      \
+  do {                                            \
+    if ((level) <= ::hami::vgpu::GetLogLevel()) { \
+      ::hami::vgpu::Log((level), __VA_ARGS__);    \
+    }                                             \
   } while (0)
 #define VGPU_ERROR(...) VGPU_LOG(::hami::vgpu::kLogError, __VA_ARGS__)
 #define VGPU_WARN(...) VGPU_LOG(::hami::vgpu::kLogWarn, __VA_ARGS__)

@@ -2,16 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <stdlib.h>
 
 #include <new>
 
@@ -272,9 +271,8 @@ uint64_t Region::Token() {
 void Region::Lock() {
   const uint64_t me = Token();
   uint64_t expected = 0;
-  if (__builtin_expect(h_->lock_owner.compare_exchange_strong(expected, me,
-                                                                std::memory_order_acquire,
-                                                                std::memory_order_relaxed),
+  if (__builtin_expect(h_->lock_owner.compare_exchange_strong(
+                           expected, me, std::memory_order_acquire, std::memory_order_relaxed),
                        1)) {
     return;
   }
@@ -441,8 +439,7 @@ ReserveResult Region::Reserve(int slot, int dev, uint64_t bytes, MemKind kind) {
     d.oom_denials.fetch_add(1, std::memory_order_relaxed);
     return {false, used, limit};
   }
-  s.used[dev].store(s.used[dev].load(std::memory_order_relaxed) + bytes,
-                    std::memory_order_relaxed);
+  s.used[dev].store(s.used[dev].load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   auto& by_kind = s.used_by_kind[dev][static_cast<int>(kind)];
   by_kind.store(by_kind.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   uint64_t now_used = used + bytes;

@@ -55,27 +55,27 @@ enum SlotStatus : uint32_t {
 };
 
 struct alignas(64) RegionDevice {
-  char uuid[kUuidLen];                    // "GPU-..." of the container device at this index
-  std::atomic<uint64_t> mem_limit;        // bytes; 0 = unlimited
-  std::atomic<uint32_t> sm_limit;         // percent; 0 or >= 100 = unlimited
-  std::atomic<uint32_t> util_percent;     // container SM utilisation last measured (x100 = bp)
-  std::atomic<uint64_t> mem_used;         // cached sum of slots' used[] (guarded by Region lock)
-  std::atomic<uint64_t> mem_peak;         // high-water mark of mem_used
-  std::atomic<uint64_t> oom_denials;      // allocations refused by the quota
+  char uuid[kUuidLen];                 // "GPU-..." of the container device at this index
+  std::atomic<uint64_t> mem_limit;     // bytes; 0 = unlimited
+  std::atomic<uint32_t> sm_limit;      // percent; 0 or >= 100 = unlimited
+  std::atomic<uint32_t> util_percent;  // container SM utilisation last measured (x100 = bp)
+  std::atomic<uint64_t> mem_used;      // cached sum of slots' used[] (guarded by Region lock)
+  std::atomic<uint64_t> mem_peak;      // high-water mark of mem_used
+  std::atomic<uint64_t> oom_denials;   // allocations refused by the quota
   // SM limiter (lock-free). See limiter.h for the algorithm.
-  alignas(64) std::atomic<int64_t> tat_ns;         // GCRA theoretical arrival time, monotonic ns
-  std::atomic<uint64_t> ns_per_unit_q16;           // cost of one work unit, ns * 65536; 0 = uncalibrated
-  std::atomic<uint64_t> work_units;                // launched work units (monotone counter)
-  std::atomic<uint64_t> throttled_ns;              // time launches spent waiting (monotone)
-  std::atomic<uint64_t> launches;                  // launches through the SM gate (monotone)
+  alignas(64) std::atomic<int64_t> tat_ns;  // GCRA theoretical arrival time, monotonic ns
+  std::atomic<uint64_t> ns_per_unit_q16;    // cost of one work unit, ns * 65536; 0 = uncalibrated
+  std::atomic<uint64_t> work_units;         // launched work units (monotone counter)
+  std::atomic<uint64_t> throttled_ns;       // time launches spent waiting (monotone)
+  std::atomic<uint64_t> launches;           // launches through the SM gate (monotone)
 };
 
 struct alignas(64) RegionSlot {
-  std::atomic<int32_t> pid;         // 0 = free slot
-  std::atomic<int32_t> host_pid;    // PID as NVML sees it; 0 = unknown
-  std::atomic<uint32_t> status;     // SlotStatus
+  std::atomic<int32_t> pid;       // 0 = free slot
+  std::atomic<int32_t> host_pid;  // PID as NVML sees it; 0 = unknown
+  std::atomic<uint32_t> status;   // SlotStatus
   uint32_t reserved0;
-  uint64_t start_time;              // /proc/<pid>/stat field 22, to detect PID reuse
+  uint64_t start_time;  // /proc/<pid>/stat field 22, to detect PID reuse
   // Bytes this process holds per device, and by kind. Written only under the Region lock;
   // atomics so that lock-free readers (monitor, hamictl) see whole values.
   std::atomic<uint64_t> used[kMaxDevices];
@@ -94,14 +94,14 @@ struct RegionHeader {
   alignas(64) std::atomic<uint64_t> lock_owner;
   // Policy and monitor feedback (upstream-compatible meaning).
   alignas(64) std::atomic<int32_t> utilization_switch;  // 1 = enforce SM limit under "default"
-  std::atomic<int32_t> recent_kernel;     // > 0 recently active; < 0 = launches blocked
-  std::atomic<uint64_t> last_kernel_time;  // epoch seconds of the latest launch
-  std::atomic<uint32_t> suspend_request;   // 1 = launches and allocations wait (hamictl suspend)
-  std::atomic<uint32_t> proc_count;        // number of non-free slots (informational)
-  std::atomic<uint64_t> controller;        // SM controller lease: pid << 32 | generation
-  std::atomic<int64_t> controller_beat_ns; // last heartbeat of the lease holder (monotonic)
-  std::atomic<uint64_t> created_at;        // epoch seconds
-  std::atomic<uint32_t> config_gen;        // bumped by whoever changes limits live
+  std::atomic<int32_t> recent_kernel;       // > 0 recently active; < 0 = launches blocked
+  std::atomic<uint64_t> last_kernel_time;   // epoch seconds of the latest launch
+  std::atomic<uint32_t> suspend_request;    // 1 = launches and allocations wait (hamictl suspend)
+  std::atomic<uint32_t> proc_count;         // number of non-free slots (informational)
+  std::atomic<uint64_t> controller;         // SM controller lease: pid << 32 | generation
+  std::atomic<int64_t> controller_beat_ns;  // last heartbeat of the lease holder (monotonic)
+  std::atomic<uint64_t> created_at;         // epoch seconds
+  std::atomic<uint32_t> config_gen;         // bumped by whoever changes limits live
   // Directory of slot owners: slot_pid[i] mirrors slots[i].pid (both written under the lock).
   // Scans read this 4 KiB array instead of touching every 1 KiB slot, which would fault in
   // the whole table in each newly started process.

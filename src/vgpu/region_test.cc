@@ -124,8 +124,8 @@ TEST_F(RegionTest, ConcurrentThreadsNeverOvershoot) {
 TEST_F(RegionTest, TwoProcessesRacingForTheLastBytesExactlyOneWins) {
   const uint64_t kMiB = 1 << 20;
   Region* r = OpenWithLimit(1024 * kMiB);
-  auto* shared = static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
-                                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* shared = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   // shared[0]: round barrier counter, shared[1+round%2]: winners of the round.
   constexpr int kRounds = 1000;
   auto worker = [&](int id) {

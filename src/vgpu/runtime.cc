@@ -93,10 +93,11 @@ void WarnLimitMismatch(Runtime& r) {
   for (int i = 0; i < kMaxDevices; ++i) {
     uint64_t have = h->devices[i].mem_limit.load(std::memory_order_relaxed);
     if (r.cfg.mem_limit_set[i] && have != r.cfg.init.mem_limit[i]) {
-      VGPU_WARN("device %d: this process asks for a %llu-byte memory limit but the container's "
-                "region (%s) already has %llu; the region's value applies",
-                i, static_cast<unsigned long long>(r.cfg.init.mem_limit[i]), r.cfg.region_path,
-                static_cast<unsigned long long>(have));
+      VGPU_WARN(
+          "device %d: this process asks for a %llu-byte memory limit but the container's "
+          "region (%s) already has %llu; the region's value applies",
+          i, static_cast<unsigned long long>(r.cfg.init.mem_limit[i]), r.cfg.region_path,
+          static_cast<unsigned long long>(have));
     }
     uint32_t sm = h->devices[i].sm_limit.load(std::memory_order_relaxed);
     if (r.cfg.sm_limit_set[i] && sm != r.cfg.init.sm_limit[i]) {
@@ -170,10 +171,9 @@ __attribute__((destructor)) void OnUnload() {
 
 void FormatUuid(const CUuuid& u, char* out, size_t len) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  snprintf(out, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
+  snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+           b[14], b[15]);
 }
 
 bool CudaUuid(CUdevice dev, char* out, size_t len) {
@@ -229,10 +229,11 @@ void FillRegionDevices(Runtime& r) {
   if (n == 0 && !cuda_is_container_order) {
     from_cuda();
     if (n > 0) {
-      VGPU_WARN("NVML is unavailable: container devices were numbered in CUDA order, which "
-                "CUDA_VISIBLE_DEVICES=%s changes; per-device limits may be applied to the wrong "
-                "device",
-                cvd);
+      VGPU_WARN(
+          "NVML is unavailable: container devices were numbered in CUDA order, which "
+          "CUDA_VISIBLE_DEVICES=%s changes; per-device limits may be applied to the wrong "
+          "device",
+          cvd);
     }
   }
   if (n > 0) {
@@ -288,9 +289,10 @@ int MySlot() {
   if (s < 0) {
     s = r.region->RegisterSelf();
     if (s < 0) {
-      VGPU_ERROR("the region %s has no free process slot (%d in use); this process is not "
-                 "accounted",
-                 r.cfg.region_path, kMaxSlots);
+      VGPU_ERROR(
+          "the region %s has no free process slot (%d in use); this process is not "
+          "accounted",
+          r.cfg.region_path, kMaxSlots);
     }
     r.slot.store(s, std::memory_order_release);
   }
@@ -312,9 +314,10 @@ int RegionIndexForOrdinal(CUdevice ordinal) {
       if (r.region->header()->device_count.load(std::memory_order_acquire) == 0) {
         idx = ordinal;  // nothing known about the container's devices: assume identity
       } else {
-        VGPU_WARN("CUDA device %d (%s) is not one of the container's devices; its memory is not "
-                  "accounted",
-                  ordinal, uuid);
+        VGPU_WARN(
+            "CUDA device %d (%s) is not one of the container's devices; its memory is not "
+            "accounted",
+            ordinal, uuid);
       }
     }
   } else {
@@ -398,11 +401,11 @@ bool Charge(int dev, uint64_t bytes, MemKind kind, const char* api) {
   if (slot < 0 || dev < 0) return true;
   ReserveResult res = r.region->Reserve(slot, dev, bytes, kind);
   if (!res.ok) {
-    VGPU_NOTICE("%s: %llu bytes on device %d denied (out of memory): the container uses %llu of "
-                "its %llu-byte limit",
-                api, static_cast<unsigned long long>(bytes), dev,
-                static_cast<unsigned long long>(res.used),
-                static_cast<unsigned long long>(res.limit));
+    VGPU_NOTICE(
+        "%s: %llu bytes on device %d denied (out of memory): the container uses %llu of "
+        "its %llu-byte limit",
+        api, static_cast<unsigned long long>(bytes), dev, static_cast<unsigned long long>(res.used),
+        static_cast<unsigned long long>(res.limit));
     return false;
   }
   VGPU_DEBUG("%s: +%llu bytes on device %d (%llu in use)", api,
@@ -585,7 +588,8 @@ void* WatcherMain(void*) {
       c.have_baseline = true;
       if (lim == 0 || lim >= 100) continue;
       double util = MeasureUtil(r, dev, since_us);
-      if (util >= 0) d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
+      if (util >= 0)
+        d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
       if (!baseline) continue;
       ControlSample s{static_cast<double>(lim), util, du, dt,
                       static_cast<int64_t>((now_us - since_us) * 1000)};
@@ -593,10 +597,11 @@ void* WatcherMain(void*) {
       uint64_t next_cost = NextCost(cost, s);
       if (next_cost != cost) {
         d.ns_per_unit_q16.store(next_cost, std::memory_order_relaxed);
-        VGPU_DEBUG("device %d: util %.1f%% (limit %u%%), %llu units, throttled %.1f ms: cost "
-                   "%.3f -> %.3f ns/unit",
-                   dev, util, lim, static_cast<unsigned long long>(du), dt / 1e6,
-                   cost / 65536.0, next_cost / 65536.0);
+        VGPU_DEBUG(
+            "device %d: util %.1f%% (limit %u%%), %llu units, throttled %.1f ms: cost "
+            "%.3f -> %.3f ns/unit",
+            dev, util, lim, static_cast<unsigned long long>(du), dt / 1e6, cost / 65536.0,
+            next_cost / 65536.0);
       }
     }
     since_us = now_us;

@@ -38,42 +38,42 @@
 namespace {
 
 // name, base name for cuGetProcAddress, CUDA version to request, has a _ptsz variant.
-#define PROBE_CUDA(X)                                       \
-  X(cuInit, "cuInit", 12000, false)                         \
-  X(cuDeviceGet, "cuDeviceGet", 12000, false)               \
-  X(cuDeviceGetCount, "cuDeviceGetCount", 12000, false)     \
-  X(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 12000, false)    \
-  X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 12000, false)  \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, false) \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", 12000, false)       \
-  X(cuMemGetInfo_v2, "cuMemGetInfo", 12000, false)          \
-  X(cuMemAlloc_v2, "cuMemAlloc", 12000, false)              \
-  X(cuMemFree_v2, "cuMemFree", 12000, false)                \
-  X(cuMemAllocPitch_v2, "cuMemAllocPitch", 12000, false)    \
-  X(cuMemAllocManaged, "cuMemAllocManaged", 12000, false)   \
-  X(cuMemAllocAsync, "cuMemAllocAsync", 12000, true)        \
-  X(cuMemFreeAsync, "cuMemFreeAsync", 12000, true)          \
-  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 12000, true) \
+#define PROBE_CUDA(X)                                                     \
+  X(cuInit, "cuInit", 12000, false)                                       \
+  X(cuDeviceGet, "cuDeviceGet", 12000, false)                             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", 12000, false)                   \
+  X(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 12000, false)                  \
+  X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 12000, false)                \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000, false)   \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", 12000, false)                     \
+  X(cuMemGetInfo_v2, "cuMemGetInfo", 12000, false)                        \
+  X(cuMemAlloc_v2, "cuMemAlloc", 12000, false)                            \
+  X(cuMemFree_v2, "cuMemFree", 12000, false)                              \
+  X(cuMemAllocPitch_v2, "cuMemAllocPitch", 12000, false)                  \
+  X(cuMemAllocManaged, "cuMemAllocManaged", 12000, false)                 \
+  X(cuMemAllocAsync, "cuMemAllocAsync", 12000, true)                      \
+  X(cuMemFreeAsync, "cuMemFreeAsync", 12000, true)                        \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 12000, true)      \
   X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 12000, false) \
-  X(cuMemCreate, "cuMemCreate", 12000, false)               \
-  X(cuMemRelease, "cuMemRelease", 12000, false)             \
-  X(cuArrayCreate_v2, "cuArrayCreate", 12000, false)        \
-  X(cuArray3DCreate_v2, "cuArray3DCreate", 12000, false)    \
-  X(cuArrayDestroy, "cuArrayDestroy", 12000, false)         \
-  X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 12000, false) \
-  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 12000, false) \
-  X(cuModuleLoadData, "cuModuleLoadData", 12000, false)     \
-  X(cuModuleGetFunction, "cuModuleGetFunction", 12000, false) \
-  X(cuLaunchKernel, "cuLaunchKernel", 12000, true)          \
-  X(cuLaunchKernelEx, "cuLaunchKernelEx", 12000, true)      \
-  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 12000, true) \
-  X(cuStreamSynchronize, "cuStreamSynchronize", 12000, true) \
-  X(cuCtxSynchronize, "cuCtxSynchronize", 12000, false)     \
-  X(cuGraphCreate, "cuGraphCreate", 12000, false)           \
-  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000, false) \
-  X(cuGraphInstantiateWithFlags, "cuGraphInstantiate", 12000, false) \
-  X(cuGraphLaunch, "cuGraphLaunch", 12000, true)            \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", 12000, false) \
+  X(cuMemCreate, "cuMemCreate", 12000, false)                             \
+  X(cuMemRelease, "cuMemRelease", 12000, false)                           \
+  X(cuArrayCreate_v2, "cuArrayCreate", 12000, false)                      \
+  X(cuArray3DCreate_v2, "cuArray3DCreate", 12000, false)                  \
+  X(cuArrayDestroy, "cuArrayDestroy", 12000, false)                       \
+  X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 12000, false)       \
+  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 12000, false)     \
+  X(cuModuleLoadData, "cuModuleLoadData", 12000, false)                   \
+  X(cuModuleGetFunction, "cuModuleGetFunction", 12000, false)             \
+  X(cuLaunchKernel, "cuLaunchKernel", 12000, true)                        \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", 12000, true)                    \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 12000, true)  \
+  X(cuStreamSynchronize, "cuStreamSynchronize", 12000, true)              \
+  X(cuCtxSynchronize, "cuCtxSynchronize", 12000, false)                   \
+  X(cuGraphCreate, "cuGraphCreate", 12000, false)                         \
+  X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000, false)        \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiate", 12000, false)      \
+  X(cuGraphLaunch, "cuGraphLaunch", 12000, true)                          \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 12000, false)               \
   X(cuGraphDestroy, "cuGraphDestroy", 12000, false)
 
 struct Cuda {
@@ -99,10 +99,10 @@ void ResolveDlsym() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW);
   if (h == nullptr) Die("cannot load libcuda.so.1: %s", dlerror());
   const char* suffix = g_ptsz ? "_ptsz" : "";
-#define PROBE_DLSYM(name, base, ver, ptsz)                                             \
-  {                                                                                     \
-    std::string n = std::string(#name) + ((ptsz) ? suffix : "");                        \
-    cu.name = reinterpret_cast<decltype(cu.name)>(dlsym(h, n.c_str()));                 \
+#define PROBE_DLSYM(name, base, ver, ptsz)                              \
+  {                                                                     \
+    std::string n = std::string(#name) + ((ptsz) ? suffix : "");        \
+    cu.name = reinterpret_cast<decltype(cu.name)>(dlsym(h, n.c_str())); \
   }
   PROBE_CUDA(PROBE_DLSYM)
 #undef PROBE_DLSYM
@@ -113,15 +113,15 @@ void ResolveGetProc() {
   if (h == nullptr) Die("cannot load libcuda.so.1: %s", dlerror());
   auto gpa = reinterpret_cast<decltype(&::cuGetProcAddress_v2)>(dlsym(h, "cuGetProcAddress_v2"));
   if (gpa == nullptr) Die("libcuda.so.1 has no cuGetProcAddress_v2");
-  const cuuint64_t flags = g_ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                                  : CU_GET_PROC_ADDRESS_DEFAULT;
-#define PROBE_GPA(name, base, ver, ptsz)                                            \
-  {                                                                                  \
-    void* p = nullptr;                                                               \
-    CUdriverProcAddressQueryResult st;                                               \
-    if (gpa(base, &p, ver, flags, &st) == CUDA_SUCCESS) {                            \
-      cu.name = reinterpret_cast<decltype(cu.name)>(p);                              \
-    }                                                                                \
+  const cuuint64_t flags =
+      g_ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+#define PROBE_GPA(name, base, ver, ptsz)                  \
+  {                                                       \
+    void* p = nullptr;                                    \
+    CUdriverProcAddressQueryResult st;                    \
+    if (gpa(base, &p, ver, flags, &st) == CUDA_SUCCESS) { \
+      cu.name = reinterpret_cast<decltype(cu.name)>(p);   \
+    }                                                     \
   }
   PROBE_CUDA(PROBE_GPA)
 #undef PROBE_GPA
@@ -296,10 +296,11 @@ int CmdInfo() {
     size_t free_b = 0, vis_total = 0;
     Check(cu.cuMemGetInfo_v2(&free_b, &vis_total), "cuMemGetInfo");
     const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-    printf("device=%d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
-           "total=%zu free=%zu visible_total=%zu\n",
-           i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-           b[13], b[14], b[15], total, free_b, vis_total);
+    printf(
+        "device=%d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
+        "total=%zu free=%zu visible_total=%zu\n",
+        i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+        b[14], b[15], total, free_b, vis_total);
   }
   return 0;
 }
@@ -631,9 +632,10 @@ int CmdNvmlMem() {
     nvmlMemory_v2_t m2{};
     m2.version = nvmlMemory_v2;
     nvmlReturn_t r1 = mem1(d, &m1), r2 = mem2(d, &m2);
-    printf("nvml_device=%u rc1=%d total=%llu used=%llu free=%llu rc2=%d total2=%llu used2=%llu "
-           "free2=%llu reserved2=%llu\n",
-           i, r1, m1.total, m1.used, m1.free, r2, m2.total, m2.used, m2.free, m2.reserved);
+    printf(
+        "nvml_device=%u rc1=%d total=%llu used=%llu free=%llu rc2=%d total2=%llu used2=%llu "
+        "free2=%llu reserved2=%llu\n",
+        i, r1, m1.total, m1.used, m1.free, r2, m2.total, m2.used, m2.free, m2.reserved);
   }
   return 0;
 }

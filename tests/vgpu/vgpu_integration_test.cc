@@ -110,8 +110,8 @@ TEST_F(VgpuTest, QuotaIsVisibleThroughEveryResolutionPath) {
     const char* bin = std::string(mode) == "link" ? HAMI_PROBE_LINKED : HAMI_PROBE;
     std::vector<std::string> args = {"info"};
     if (std::string(mode) != "link") args = {"--resolve", mode, "info"};
-    Result r = Run(args, Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"}, true, std::string("r-") + mode),
-                   bin);
+    Result r =
+        Run(args, Env({"CUDA_DEVICE_MEMORY_LIMIT=4Gi"}, true, std::string("r-") + mode), bin);
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
     auto d0 = Line(r.out, "device");
     EXPECT_EQ(U(d0, "total"), 4 * kGiB) << mode << " cuDeviceTotalMem";
@@ -287,11 +287,11 @@ TEST_F(VgpuTest, MissingDriverIsAnErrorNotACrash) {
 // SM limit: a saturating workload runs at the limit (measured by the simulated NVML).
 TEST_F(VgpuTest, SmLimitHoldsUtilisationNearTheLimit) {
   for (int limit : {30, 70}) {
-    Result r = Run({"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms", "1500",
-                    "--duration-ms", "1500"},
-                   Env({"CUDA_DEVICE_SM_LIMIT=" + std::to_string(limit),
-                        "GPU_CORE_UTILIZATION_POLICY=force"},
-                       true, "r-" + std::to_string(limit)));
+    Result r = Run(
+        {"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms", "1500", "--duration-ms",
+         "1500"},
+        Env({"CUDA_DEVICE_SM_LIMIT=" + std::to_string(limit), "GPU_CORE_UTILIZATION_POLICY=force"},
+            true, "r-" + std::to_string(limit)));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     double util = D(Line(r.out, "launches"), "sm_util");
     EXPECT_NEAR(util, limit, 5.0) << r.out;
@@ -312,8 +312,9 @@ TEST_F(VgpuTest, GraphsAndCooperativeLaunchesObeyTheSmLimit) {
 // GPU_CORE_UTILIZATION_POLICY=default follows the region's utilization_switch (which the node
 // monitor turns off when nothing competes for the GPU); disable never limits.
 TEST_F(VgpuTest, DefaultPolicyFollowsTheRegionSwitchAndDisableNeverLimits) {
-  const std::vector<std::string> spin = {"spin", "--blocks", "108", "--block-ns", "1000000",
-                                         "--warmup-ms", "1200", "--duration-ms", "1000"};
+  const std::vector<std::string> spin = {"spin",       "--blocks",      "108",
+                                         "--block-ns", "1000000",       "--warmup-ms",
+                                         "1200",       "--duration-ms", "1000"};
   Result on = Run(spin, Env({"CUDA_DEVICE_SM_LIMIT=30"}, true, "default-on"));
   ASSERT_EQ(on.exit_code, 0) << on.err;
   EXPECT_NEAR(D(Line(on.out, "launches"), "sm_util"), 30, 5.0) << "switch on by default";
@@ -331,8 +332,9 @@ TEST_F(VgpuTest, DefaultPolicyFollowsTheRegionSwitchAndDisableNeverLimits) {
   EXPECT_GT(D(Line(off.out, "launches"), "sm_util"), 90) << "switch off: not limited";
   hami::vgpu::Region::Free(region);
 
-  Result disabled = Run(spin, Env({"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=disable"},
-                                  true, "disabled"));
+  Result disabled = Run(
+      spin,
+      Env({"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=disable"}, true, "disabled"));
   ASSERT_EQ(disabled.exit_code, 0) << disabled.err;
   EXPECT_GT(D(Line(disabled.out, "launches"), "sm_util"), 90);
 }
@@ -343,9 +345,10 @@ TEST_F(VgpuTest, SmLimitIsAccurateWhateverTheSmCount) {
   std::string config = dir_ + "/gpus.conf";
   FILE* f = fopen(config.c_str(), "w");
   ASSERT_NE(f, nullptr);
-  fputs("[device]\nname = Small GPU\nmemory = 8Gi\nsm_count = 16\n"
-        "[device]\nname = Large GPU\nmemory = 96Gi\nsm_count = 188\n",
-        f);
+  fputs(
+      "[device]\nname = Small GPU\nmemory = 8Gi\nsm_count = 16\n"
+      "[device]\nname = Large GPU\nmemory = 96Gi\nsm_count = 188\n",
+      f);
   fclose(f);
   struct Case {
     const char* device;
