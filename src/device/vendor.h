@@ -44,6 +44,13 @@ struct VendorAnnotationKeys {
   std::string node_handshake;  // e.g. hami.io/node-handshake
   std::string to_allocate;     // e.g. hami.io/vgpu-devices-to-allocate (consumed by Allocate)
   std::string allocated;       // e.g. hami.io/vgpu-devices-allocated (immutable after Filter)
+  // Pod annotations that narrow which devices a pod may get; empty when the vendor has none.
+  std::string use_type;     // comma list, case-insensitive substring of the device type
+  std::string nouse_type;   // comma list, case-insensitive substring of the device type
+  std::string use_uuid;     // comma list of exact UUIDs
+  std::string nouse_uuid;   // comma list of exact UUIDs
+  std::string numa_bind;    // bool: all devices of a container on one NUMA node
+  std::string mode_select;  // the device mode must be a substring of this value
 };
 
 // Which of a pod's two device lists.

@@ -14,8 +14,10 @@ class FakeVendor final : public Vendor {
  public:
   FakeVendor() {
     names_.count = "example.com/npu";
-    keys_ = {"hami.io/node-fake-register", "hami.io/node-handshake-fake",
-             "hami.io/fake-devices-to-allocate", "hami.io/fake-devices-allocated"};
+    keys_.node_register = "hami.io/node-fake-register";
+    keys_.node_handshake = "hami.io/node-handshake-fake";
+    keys_.to_allocate = "hami.io/fake-devices-to-allocate";
+    keys_.allocated = "hami.io/fake-devices-allocated";
   }
   std::string_view Key() const override { return "FAKE"; }
   const ResourceNames& resource_names() const override { return names_; }

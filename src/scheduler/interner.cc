@@ -12,6 +12,7 @@ uint32_t StringInterner::Intern(std::string_view s) {
     chunks_.insert(chunks_.begin(), std::make_unique<char[]>(s.size()));
     dst = chunks_.front().get();
     big_bytes_ += s.size();
+    ++big_count_;
   } else {
     if (chunk_used_ + s.size() > kChunkBytes) {
       chunks_.push_back(std::make_unique<char[]>(kChunkBytes));
@@ -34,10 +35,8 @@ uint32_t StringInterner::Find(std::string_view s) const {
 }
 
 size_t StringInterner::MemoryBytes() const {
-  size_t chunk_count = chunks_.size();
-  size_t bytes = big_bytes_ + strings_.capacity() * sizeof(std::string_view);
-  // Every non-oversized chunk is kChunkBytes.
-  bytes += chunk_count * kChunkBytes;
+  size_t bytes = big_bytes_ + (chunks_.size() - big_count_) * kChunkBytes +
+                 strings_.capacity() * sizeof(std::string_view);
   // unordered_map: one node (key, value, next pointer, cached hash) per entry plus buckets.
   bytes += ids_.size() * (sizeof(std::string_view) + sizeof(uint32_t) + 2 * sizeof(void*)) +
            ids_.bucket_count() * sizeof(void*);

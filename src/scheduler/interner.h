@@ -44,6 +44,7 @@ class StringInterner {
   std::vector<std::unique_ptr<char[]>> chunks_;
   size_t chunk_used_ = kChunkBytes;
   size_t big_bytes_ = 0;
+  size_t big_count_ = 0;
   std::vector<std::string_view> strings_;
   std::unordered_map<std::string_view, uint32_t> ids_;
 };

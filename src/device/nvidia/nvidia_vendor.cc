@@ -19,6 +19,12 @@ NvidiaVendor::NvidiaVendor(NvidiaConfig config) : config_(std::move(config)) {
   keys_.node_handshake = std::string(kNvidiaHandshakeAnnotation);
   keys_.to_allocate = std::string(kNvidiaToAllocateAnnotation);
   keys_.allocated = std::string(kNvidiaAllocatedAnnotation);
+  keys_.use_type = std::string(kNvidiaUseGpuType);
+  keys_.nouse_type = std::string(kNvidiaNoUseGpuType);
+  keys_.use_uuid = std::string(kNvidiaUseGpuUuid);
+  keys_.nouse_uuid = std::string(kNvidiaNoUseGpuUuid);
+  keys_.numa_bind = std::string(kNvidiaNumaBind);
+  keys_.mode_select = std::string(kNvidiaVgpuMode);
 }
 
 Result<std::optional<ContainerRequest>> NvidiaVendor::ParseRequest(

@@ -1,0 +1,158 @@
+// scheduler_bench: the scheduling core's three recorded figures (bench/RESULTS.md, "Scheduling
+// core"):
+//   1. one pod's filter + score over 5,000 nodes x 8 GPUs at 50% memory/core usage (median, p90);
+//   2. ledger memory for those nodes and 100,000 pods (RSS delta and counted bytes);
+//   3. full rebuild time of that ledger from the node and pod objects.
+// Single-threaded; pin it to one core with `taskset -c 0`.
+//
+//   scheduler_bench [--nodes N] [--gpus G] [--pods P] [--iterations I]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "device/pod_devices.h"
+#include "scheduler/placement.h"
+#include "scheduler/test_util.h"
+
+namespace {
+
+using hami::scheduler::Decision;
+using hami::scheduler::Ledger;
+using hami::scheduler::NodeObject;
+using hami::scheduler::PodObject;
+using hami::scheduler::PodPhase;
+using hami::scheduler::PodSpec;
+using Clock = std::chrono::steady_clock;
+
+long RssKiB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int nodes = 5000, gpus = 8, pods = 100000, iterations = 200;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--nodes")) nodes = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--gpus")) gpus = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--pods")) pods = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
+  }
+  namespace t = hami::scheduler::testing;
+  t::SchedulerWorld world;
+
+  // Objects: V100 32 GiB, 10 slots. Each pod takes one GPU with 20% memory and 20% cores;
+  // 100,000 pods on 40,000 GPUs = 2.5 per GPU = 50% of memory and cores on average.
+  constexpr int32_t kMem = 32768;
+  const int32_t pod_mem = kMem / 5;
+  std::vector<NodeObject> node_objects;
+  node_objects.reserve(nodes);
+  for (int n = 0; n < nodes; ++n) {
+    std::vector<hami::device::DeviceInfo> list;
+    std::string name = "node-" + std::to_string(n);
+    for (int g = 0; g < gpus; ++g) {
+      char uuid[64];
+      std::snprintf(uuid, sizeof(uuid), "GPU-%08x-%04x-4000-8000-%012x", n, g, n * 31 + g);
+      list.push_back(t::Gpu(uuid, static_cast<uint32_t>(g), kMem, "NVIDIA-Tesla V100-PCIE-32GB",
+                            g < gpus / 2 ? 0 : 1));
+    }
+    node_objects.push_back(t::MakeNode(name, list));
+  }
+  std::vector<PodObject> pod_objects;
+  pod_objects.reserve(pods);
+  for (int p = 0; p < pods; ++p) {
+    int n = p % nodes, g = (p / nodes) % gpus;
+    char uuid[64];
+    std::snprintf(uuid, sizeof(uuid), "GPU-%08x-%04x-4000-8000-%012x", n, g, n * 31 + g);
+    PodObject o;
+    char uid[48];
+    std::snprintf(uid, sizeof(uid), "%08x-1111-4222-8333-%012x", p, p * 7);
+    o.uid = uid;
+    o.name_space = "team-" + std::to_string(p % 50);
+    o.name = "worker-" + std::to_string(p);
+    o.node_name = "node-" + std::to_string(n);
+    o.phase = PodPhase::kRunning;
+    o.annotations["hami.io/vgpu-node"] = o.node_name;
+    o.annotations["hami.io/vgpu-time"] = "1700000000";
+    o.annotations["hami.io/vgpu-devices-allocated"] =
+        std::string(uuid) + ",NVIDIA," + std::to_string(pod_mem) + ",20:;";
+    pod_objects.push_back(std::move(o));
+  }
+
+  // 2 + 3: rebuild time and memory.
+  long rss_before = RssKiB();
+  Clock::time_point t0 = Clock::now();
+  Ledger& ledger = world.ledger();
+  for (const NodeObject& n : node_objects) {
+    if (!ledger.UpsertNode(n).ok()) return 1;
+  }
+  Clock::time_point t1 = Clock::now();
+  for (const PodObject& p : pod_objects) {
+    if (!ledger.UpsertPod(p).ok()) return 1;
+  }
+  Clock::time_point t2 = Clock::now();
+  long rss_after = RssKiB();
+  std::printf("cluster: %d nodes x %d GPUs, %d pods (%.0f%% memory, %.0f%% cores in use)\n", nodes,
+              gpus, pods, 100.0 * pods * pod_mem / (double(nodes) * gpus * kMem),
+              100.0 * pods * 20 / (double(nodes) * gpus * 100));
+  std::printf("rebuild: nodes %.1f ms + pods %.1f ms = %.1f ms\n", Ms(t1 - t0), Ms(t2 - t1),
+              Ms(t2 - t0));
+  std::printf("ledger memory: RSS delta %.1f MiB, counted %.1f MiB\n",
+              (rss_after - rss_before) / 1024.0, ledger.MemoryBytes() / 1048576.0);
+  if (!ledger.CheckConsistency().ok()) return 1;
+
+  // 1: filter + score of one pod over every node.
+  PodSpec pod = world.Pod("bench", {t::Limits({{"nvidia.com/gpu", "1"},
+                                               {"nvidia.com/gpumem", "4096"},
+                                               {"nvidia.com/gpucores", "10"}})});
+  std::vector<std::string> names;
+  for (int n = 0; n < nodes; ++n) names.push_back("node-" + std::to_string(n));
+  std::vector<std::string_view> views(names.begin(), names.end());
+  struct Variant {
+    const char* what;
+    hami::device::Annotations annotations;
+    bool by_name;
+  } variants[] = {
+      {"by node name (extender nodenames), spread", {}, true},
+      {"all registered nodes, spread", {}, false},
+      {"by node name, binpack + numa-bind",
+       {{"hami.io/gpu-scheduler-policy", "binpack"}, {"nvidia.com/numa-bind", "true"}},
+       true},
+  };
+  for (Variant& v : variants) {
+    pod.annotations = v.annotations;
+    std::vector<double> samples;
+    size_t fit = 0;
+    for (int i = 0; i < iterations; ++i) {
+      Clock::time_point a = Clock::now();
+      hami::Result<Decision> d = v.by_name ? world.engine().Place(ledger, pod, views)
+                                           : world.engine().PlaceOnAllNodes(ledger, pod);
+      Clock::time_point b = Clock::now();
+      if (!d.ok() || !d->fit()) return 1;
+      fit = d->verdicts.size();
+      samples.push_back(Ms(b - a));
+    }
+    std::printf(
+        "filter+score (%s): median %.3f ms, p90 %.3f ms, min %.3f ms over %d runs, %zu nodes\n",
+        v.what, Percentile(samples, 0.5), Percentile(samples, 0.9), Percentile(samples, 0.0),
+        iterations, fit);
+  }
+  return 0;
+}

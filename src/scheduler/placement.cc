@@ -1,0 +1,767 @@
+#include "scheduler/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "device/text_util.h"
+
+namespace hami::scheduler {
+namespace {
+
+using device::ContainerRequest;
+
+std::string_view Lookup(const device::Annotations& a, std::string_view key) {
+  if (key.empty()) return {};
+  auto it = a.find(key);
+  return it == a.end() ? std::string_view() : std::string_view(it->second);
+}
+
+std::vector<std::string_view> CommaList(std::string_view v) {
+  std::vector<std::string_view> out;
+  for (std::string_view raw : device::text::Split(v, ',')) {
+    std::string_view t = device::text::TrimSpace(raw);
+    if (!t.empty()) out.push_back(t);
+  }
+  return out;
+}
+
+// One vendor's device selectors on the pod, resolved against the ledger's string tables.
+struct VendorFilter {
+  std::vector<std::string> use_types;    // lowercased
+  std::vector<std::string> nouse_types;  // lowercased
+  bool has_use_uuid = false;
+  std::vector<uint32_t> use_uuids;
+  std::vector<uint32_t> nouse_uuids;
+  bool has_mode = false;
+  std::string mode_value;
+  bool numa_bind = false;
+  bool mig_allowed = true;  // vgpu-mode absent or mentions mig
+  // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
+  mutable std::vector<uint8_t> type_ok;
+  mutable std::vector<uint8_t> mode_ok;
+
+  bool TypeOk(const LedgerStrings& s, const LedgerDevice& d) const {
+    if (!use_types.empty() || !nouse_types.empty()) {
+      uint8_t& t = type_ok[d.type];
+      if (t == 0) {
+        std::string type = device::text::AsciiLower(s.types.Get(d.type));
+        bool ok = use_types.empty();
+        for (const std::string& u : use_types) ok = ok || type.find(u) != std::string::npos;
+        for (const std::string& u : nouse_types) ok = ok && type.find(u) == std::string::npos;
+        t = ok ? 1 : 2;
+      }
+      if (t == 2) return false;
+    }
+    if (has_mode) {
+      uint8_t& m = mode_ok[d.mode_name];
+      if (m == 0) {
+        m = mode_value.find(s.modes.Get(d.mode_name)) != std::string::npos ? 1 : 2;
+      }
+      if (m == 2) return false;
+    }
+    return true;
+  }
+  bool UuidOk(const LedgerDevice& d) const {
+    if (has_use_uuid && std::find(use_uuids.begin(), use_uuids.end(), d.uuid) == use_uuids.end()) {
+      return false;
+    }
+    return std::find(nouse_uuids.begin(), nouse_uuids.end(), d.uuid) == nouse_uuids.end();
+  }
+};
+
+struct Req {
+  uint8_t vendor = 0;
+  ContainerRequest r;
+};
+
+// Everything about the pod that does not depend on the node.
+struct PodContext {
+  const Ledger* ledger = nullptr;
+  std::vector<VendorFilter> filters;  // per vendor index
+  std::vector<std::vector<Req>> containers;
+  size_t init_count = 0;
+  device::ScoringWeights w;
+  bool has_pod_gpu = false;
+  bool has_pod_node = false;
+  GpuPolicy pod_gpu;
+  NodePolicy pod_node = NodePolicy::kBinpack;
+  const GpuPolicy* global_gpu = nullptr;
+  NodePolicy global_node = NodePolicy::kBinpack;
+  TraceLevel trace = TraceLevel::kNodes;
+};
+
+struct Work {
+  int32_t slots;
+  int64_t mem;
+  int64_t cores;
+};
+
+struct MigOcc {
+  uint16_t device;
+  device::MigPlacement placement;
+};
+
+struct Cand {
+  uint16_t dev;
+  bool idle;
+  int32_t numa;
+  uint32_t index;
+  int64_t memreq;
+  int64_t free_after;
+  double score;
+};
+
+// One chosen device while materialising the placement.
+struct Assign {
+  uint16_t container;
+  uint8_t vendor;
+  uint16_t dev;
+  int32_t mem;
+  int32_t cores;
+  int32_t mig_profile;  // index into the node's profile list for the device, -1 if none
+  device::MigPlacement placement;
+};
+
+struct Scratch {
+  std::vector<Work> base, work, peak;
+  std::vector<MigOcc> occ;
+  std::vector<Cand> cands;
+  std::vector<uint16_t> order, pick, group;
+  std::vector<uint8_t> reason;  // per device: CardReason, kCount = passed
+  bool record = false;
+  std::vector<Assign> assigns;
+  Decision* decision = nullptr;
+  uint32_t verdict = 0;
+};
+
+double DeviceScore(const LedgerDevice& d, const Work& u, int64_t memreq, int64_t cores,
+                   const device::ScoringWeights& w) {
+  if (d.count == 0 || d.devcore == 0 || d.devmem == 0) return 0;
+  return 10.0 * (w.slot * static_cast<double>(u.slots + 1) / d.count +
+                 w.core * static_cast<double>(u.cores + cores) / d.devcore +
+                 w.memory * static_cast<double>(u.mem + memreq) / d.devmem);
+}
+
+// First profile (memory, then slices ascending) at least `memreq` big with a free placement.
+bool FindMigSlot(const LedgerNode& node, uint16_t dev, int64_t memreq, const Scratch& s,
+                 int32_t* profile_out, device::MigPlacement* placement_out) {
+  if (!node.mig) return false;
+  const std::vector<device::MigProfile>& profiles = node.mig->profiles[dev];
+  for (size_t pi = 0; pi < profiles.size(); ++pi) {
+    const device::MigProfile& p = profiles[pi];
+    if (p.memory_mib < memreq) continue;
+    bool descending = p.name.starts_with("1g.") || p.name.starts_with("3g.");
+    size_t n = p.placements.size();
+    for (size_t k = 0; k < n; ++k) {
+      const device::MigPlacement& pl = p.placements[descending ? n - 1 - k : k];
+      bool busy = false;
+      for (const MigOcc& o : s.occ) {
+        if (o.device == dev && o.placement.Overlaps(pl)) {
+          busy = true;
+          break;
+        }
+      }
+      if (!busy) {
+        *profile_out = static_cast<int32_t>(pi);
+        *placement_out = pl;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Upstream's per-device checks, in upstream's order. kCount = the device passes.
+CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16_t i,
+                       const LedgerDevice& d, const Work& u, const VendorFilter& f,
+                       const GpuPolicy& policy, int64_t memreq, int64_t cores, const Scratch& s) {
+  if (!d.Healthy()) return CardReason::kCardNotHealth;
+  if (d.cordoned) return CardReason::kCardCordoned;
+  if (!f.TypeOk(strs, d)) return CardReason::kCardTypeMismatch;
+  if (!f.UuidOk(d)) return CardReason::kCardUuidMismatch;
+  if (d.count <= u.slots) return CardReason::kCardTimeSlicingExhausted;
+  if (policy.mutex && u.slots > 0) return CardReason::kExclusiveDeviceAllocateConflict;
+  if (d.devmem - u.mem < memreq) return CardReason::kCardInsufficientMemory;
+  if (d.devcore - u.cores < cores) return CardReason::kCardInsufficientCore;
+  if (d.devcore == device::kExclusiveCores && cores == device::kExclusiveCores && u.slots > 0) {
+    return CardReason::kExclusiveDeviceAllocateConflict;
+  }
+  if (d.devcore != 0 && u.cores >= d.devcore && cores == 0) {
+    return CardReason::kCardComputeUnitsExhausted;
+  }
+  if (d.mode == DeviceMode::kMig) {
+    int32_t p;
+    device::MigPlacement pl;
+    if (!f.mig_allowed || !FindMigSlot(node, i, memreq, s, &p, &pl)) {
+      return CardReason::kCardMigTopologyInfeasible;
+    }
+  }
+  return CardReason::kCount;
+}
+
+bool Before(const GpuPolicy& p, const Cand& a, const Cand& b) {
+  for (uint8_t k = 0; k < p.key_count; ++k) {
+    switch (p.keys[k]) {
+      case DeviceSortKey::kBinpack:
+        if (a.score != b.score) return a.score > b.score;
+        break;
+      case DeviceSortKey::kSpread:
+        if (a.score != b.score) return a.score < b.score;
+        break;
+      case DeviceSortKey::kNuma:
+        if (a.numa != b.numa) return a.numa < b.numa;
+        break;
+      case DeviceSortKey::kBestFit:
+        if (a.free_after != b.free_after) return a.free_after < b.free_after;
+        break;
+      case DeviceSortKey::kIdleFirst:
+        if (a.idle != b.idle) return a.idle;
+        break;
+    }
+  }
+  if (a.numa != b.numa) return a.numa < b.numa;
+  return a.index < b.index;
+}
+
+// Chooses the combination of `k` devices from `pool` (in preference order) with the highest sum
+// of pair scores; the first maximum in lexicographic order wins.
+void BestCombination(const LedgerNode& node, const std::vector<uint16_t>& pool,
+                     const std::vector<Cand>& cands, size_t k, std::vector<uint16_t>* out) {
+  size_t n = std::min<size_t>(pool.size(), 20);  // bound the search: C(20,10) = 184756
+  std::vector<size_t> idx(k);
+  for (size_t i = 0; i < k; ++i) idx[i] = i;
+  int64_t best = -1;
+  std::vector<size_t> best_idx;
+  while (true) {
+    int64_t sum = 0;
+    for (size_t a = 0; a < k; ++a) {
+      for (size_t b = a + 1; b < k; ++b) {
+        sum += node.PairScore(cands[pool[idx[a]]].dev, cands[pool[idx[b]]].dev);
+      }
+    }
+    if (sum > best) {
+      best = sum;
+      best_idx = idx;
+    }
+    // Next combination.
+    size_t i = k;
+    while (i > 0 && idx[i - 1] == n - k + i - 1) --i;
+    if (i == 0) break;
+    ++idx[i - 1];
+    for (size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+  }
+  out->clear();
+  for (size_t i : best_idx) out->push_back(pool[i]);
+}
+
+class NodeEvaluator {
+ public:
+  NodeEvaluator(const PodContext& ctx, Scratch& s) : ctx_(ctx), s_(s) {}
+
+  // Fits the whole pod on node `slot`; fills `v` (fit, score, failure).
+  void Evaluate(uint32_t slot, NodeVerdict* v) {
+    const Ledger& l = *ctx_.ledger;
+    const LedgerNode& node = l.nodes()[slot];
+    node_ = &node;
+    if (!node.registered) {
+      v->failure.kind = NodeFailure::Kind::kNodeUnregistered;
+      return;
+    }
+    policy_ = ctx_.has_pod_gpu      ? &ctx_.pod_gpu
+              : node.has_gpu_policy ? &node.gpu_policy
+                                    : ctx_.global_gpu;
+    v->policy = ctx_.has_pod_node      ? ctx_.pod_node
+                : node.has_node_policy ? node.node_policy
+                                       : ctx_.global_node;
+    size_t n = node.devices.size();
+    s_.base.resize(n);
+    s_.reason.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const LedgerDevice& d = node.devices[i];
+      s_.base[i] = Work{d.used_slots, d.used_mem, d.used_cores};
+    }
+    s_.occ.clear();
+    if (node.mig) {
+      for (size_t i = 0; i < n; ++i) {
+        for (const MigInUse& m : node.mig->in_use[i]) {
+          s_.occ.push_back(MigOcc{static_cast<uint16_t>(i), m.placement});
+        }
+      }
+    }
+    s_.peak = s_.base;
+    for (size_t c = 0; c < ctx_.containers.size(); ++c) {
+      bool init = c < ctx_.init_count;
+      if (init || c == ctx_.init_count) s_.work = s_.base;
+      for (const Req& req : ctx_.containers[c]) {
+        if (!FitRequest(static_cast<uint16_t>(c), req, &v->failure)) {
+          v->failure.container = static_cast<int16_t>(c);
+          return;
+        }
+      }
+      if (init) {
+        for (size_t i = 0; i < n; ++i) {
+          s_.peak[i].slots = std::max(s_.peak[i].slots, s_.work[i].slots);
+          s_.peak[i].mem = std::max(s_.peak[i].mem, s_.work[i].mem);
+          s_.peak[i].cores = std::max(s_.peak[i].cores, s_.work[i].cores);
+        }
+      }
+    }
+    if (ctx_.containers.size() == ctx_.init_count) s_.work = s_.base;
+    // Node score with the pod placed: usage = max(init peak, app) per field.
+    int64_t slots = 0, count = 0, mem = 0, devmem = 0, cores = 0, devcore = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const LedgerDevice& d = node.devices[i];
+      slots += std::max(s_.peak[i].slots, s_.work[i].slots);
+      mem += std::max(s_.peak[i].mem, s_.work[i].mem);
+      cores += std::max(s_.peak[i].cores, s_.work[i].cores);
+      count += d.count;
+      devmem += d.devmem;
+      devcore += d.devcore;
+    }
+    v->fit = true;
+    v->failure.kind = NodeFailure::Kind::kNone;
+    if (count == 0 || devmem == 0 || devcore == 0) {
+      v->score = 0;
+    } else {
+      v->score = 10.0 * (static_cast<double>(slots) / count + static_cast<double>(cores) / devcore +
+                         static_cast<double>(mem) / devmem);
+    }
+  }
+
+ private:
+  bool FitRequest(uint16_t container, const Req& req, NodeFailure* failure) {
+    const Ledger& l = *ctx_.ledger;
+    const LedgerStrings& strs = l.strings();
+    const LedgerNode& node = *node_;
+    const VendorFilter& f = ctx_.filters[req.vendor];
+    const GpuPolicy& policy = *policy_;
+    const ContainerRequest& r = req.r;
+    int64_t cores = std::min<int64_t>(r.cores, device::kExclusiveCores);
+    int32_t need = r.count;
+
+    s_.cands.clear();
+    uint16_t total = 0;
+    uint16_t n = static_cast<uint16_t>(node.devices.size());
+    bool has_mig = false;
+    for (uint16_t i = 0; i < n; ++i) {
+      const LedgerDevice& d = node.devices[i];
+      if (d.vendor != req.vendor) continue;
+      ++total;
+      has_mig = has_mig || d.mode == DeviceMode::kMig;
+    }
+    bool mig_request = has_mig && f.mig_allowed;
+    if (total == 0 || (!mig_request && need > total)) {
+      failure->kind = NodeFailure::Kind::kNodeInsufficientDevice;
+      return false;
+    }
+    NodeFailure fails;
+    fails.kind = NodeFailure::Kind::kCards;
+    fails.total = total;
+    for (uint16_t i = 0; i < n; ++i) {
+      const LedgerDevice& d = node.devices[i];
+      if (d.vendor != req.vendor) continue;
+      const Work& u = s_.work[i];
+      int64_t memreq = r.MemOn(d.devmem);
+      CardReason why = CheckDevice(strs, node, i, d, u, f, policy, memreq, cores, s_);
+      double score = DeviceScore(d, u, memreq, cores, ctx_.w);
+      if (s_.decision != nullptr) {
+        s_.decision->device_verdicts.push_back(
+            DeviceVerdict{s_.verdict, i, static_cast<int16_t>(container), false,
+                          why == CardReason::kCount, why, score});
+      }
+      if (why != CardReason::kCount) {
+        fails.Add(why);
+        continue;
+      }
+      s_.cands.push_back(
+          Cand{i, u.slots == 0, d.numa, d.index, memreq, d.devmem - u.mem - memreq, score});
+    }
+    // Preference order over passing devices.
+    s_.order.resize(s_.cands.size());
+    for (uint16_t k = 0; k < s_.order.size(); ++k) s_.order[k] = k;
+    std::sort(s_.order.begin(), s_.order.end(),
+              [&](uint16_t a, uint16_t b) { return Before(policy, s_.cands[a], s_.cands[b]); });
+
+    // Restrict to one NUMA node when bound (hard) or preferred (numa-first, soft).
+    const std::vector<uint16_t>* pool = &s_.order;
+    if (f.numa_bind || (policy.numa_first && need > 1)) {
+      bool found = false;
+      for (size_t gi = 0; gi < s_.order.size() && !found; ++gi) {
+        int32_t numa = s_.cands[s_.order[gi]].numa;
+        // Each NUMA node is tried once, at its most preferred device.
+        bool seen = false;
+        for (size_t k = 0; k < gi; ++k) seen = seen || s_.cands[s_.order[k]].numa == numa;
+        if (seen) continue;
+        s_.group.clear();
+        for (uint16_t k : s_.order) {
+          if (s_.cands[k].numa == numa) s_.group.push_back(k);
+        }
+        if (static_cast<int32_t>(s_.group.size()) >= need ||
+            (mig_request && !s_.group.empty() && Capacity(s_.group, need) >= need)) {
+          found = true;
+        }
+      }
+      if (found) {
+        pool = &s_.group;
+      } else if (f.numa_bind) {
+        if (!s_.order.empty())
+          fails.Add(CardReason::kNumaNotFit, static_cast<uint16_t>(s_.order.size()));
+        *failure = fails;
+        return false;
+      }
+    }
+
+    s_.pick.clear();
+    if (policy.topology && !mig_request) {
+      if (static_cast<int32_t>(pool->size()) < need) {
+        if (!pool->empty()) {
+          fails.Add(CardReason::kAllocatedCardsInsufficientRequest,
+                    static_cast<uint16_t>(pool->size()));
+        }
+        *failure = fails;
+        return false;
+      }
+      if (static_cast<int32_t>(pool->size()) == need) {
+        s_.pick = *pool;
+      } else if (need == 1) {
+        // Keep well-connected GPUs free: take the one least linked to the others.
+        int64_t best = -1;
+        uint16_t best_k = (*pool)[0];
+        for (uint16_t a : *pool) {
+          int64_t sum = 0;
+          for (uint16_t b : *pool) {
+            if (a != b) sum += node.PairScore(s_.cands[a].dev, s_.cands[b].dev);
+          }
+          if (best < 0 || sum < best) {
+            best = sum;
+            best_k = a;
+          }
+        }
+        s_.pick.push_back(best_k);
+      } else {
+        std::vector<uint16_t> chosen;
+        BestCombination(node, *pool, s_.cands, static_cast<size_t>(need), &chosen);
+        s_.pick = std::move(chosen);
+      }
+      for (uint16_t k : s_.pick) Take(container, req, s_.cands[k].dev, s_.cands[k].memreq, cores);
+      return true;
+    }
+
+    // Walk the preference order; a MIG device may host several instances of this request.
+    int32_t remaining = need;
+    uint16_t taken_devices = 0;
+    for (uint16_t k : *pool) {
+      if (remaining == 0) break;
+      uint16_t dev = s_.cands[k].dev;
+      const LedgerDevice& d = node.devices[dev];
+      Take(container, req, dev, s_.cands[k].memreq, cores);
+      --remaining;
+      ++taken_devices;
+      while (remaining > 0 && d.mode == DeviceMode::kMig &&
+             CheckDevice(strs, node, dev, d, s_.work[dev], f, policy, s_.cands[k].memreq, cores,
+                         s_) == CardReason::kCount) {
+        Take(container, req, dev, s_.cands[k].memreq, cores);
+        --remaining;
+      }
+    }
+    if (remaining > 0) {
+      if (taken_devices > 0)
+        fails.Add(CardReason::kAllocatedCardsInsufficientRequest, taken_devices);
+      *failure = fails;
+      return false;
+    }
+    return true;
+  }
+
+  // How many instances a group of MIG-capable candidates could host (each non-MIG device: one).
+  int32_t Capacity(const std::vector<uint16_t>& group, int32_t need) const {
+    int32_t c = 0;
+    for (uint16_t k : group) {
+      c += node_->devices[s_.cands[k].dev].mode == DeviceMode::kMig ? need : 1;
+    }
+    return c;
+  }
+
+  void Take(uint16_t container, const Req& req, uint16_t dev, int64_t memreq, int64_t cores) {
+    const LedgerDevice& d = node_->devices[dev];
+    int32_t profile = -1;
+    device::MigPlacement pl;
+    if (d.mode == DeviceMode::kMig && FindMigSlot(*node_, dev, memreq, s_, &profile, &pl)) {
+      const device::MigProfile& p = node_->mig->profiles[dev][profile];
+      memreq = p.memory_mib;
+      cores = p.core;
+      s_.occ.push_back(MigOcc{dev, pl});
+    }
+    Work& u = s_.work[dev];
+    u.slots += 1;
+    u.mem += memreq;
+    u.cores += cores;
+    if (s_.decision != nullptr) {
+      for (auto it = s_.decision->device_verdicts.rbegin();
+           it != s_.decision->device_verdicts.rend() && it->verdict == s_.verdict; ++it) {
+        if (it->device == dev && it->container == container) {
+          it->chosen = true;
+          break;
+        }
+      }
+    }
+    if (s_.record) {
+      s_.assigns.push_back(Assign{container, req.vendor, dev, static_cast<int32_t>(memreq),
+                                  static_cast<int32_t>(cores), profile, pl});
+    }
+  }
+
+  const PodContext& ctx_;
+  Scratch& s_;
+  const LedgerNode* node_ = nullptr;
+  const GpuPolicy* policy_ = nullptr;
+};
+
+Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
+                                const EngineOptions& options, const GpuPolicy& global_gpu,
+                                ResolvedPolicies* resolved) {
+  PodContext ctx;
+  ctx.ledger = &ledger;
+  ctx.global_gpu = &global_gpu;
+  ctx.global_node = options.node_policy;
+  const device::VendorRegistry& vendors = ledger.vendors();
+  const LedgerStrings& strs = ledger.strings();
+
+  if (std::string_view w = Lookup(pod.annotations, device::kDeviceScoringWeightsAnnotation);
+      !device::text::TrimSpace(w).empty()) {
+    Result<device::ScoringWeights> parsed = device::DecodeScoringWeights(w);
+    if (!parsed.ok()) {
+      return parsed.status().WithContext(std::string(device::kDeviceScoringWeightsAnnotation));
+    }
+    ctx.w = *parsed;
+  }
+
+  resolved->node = options.node_policy;
+  resolved->gpu = global_gpu;
+  if (std::string_view v = Lookup(pod.annotations, kNodeSchedulerPolicyAnnotation);
+      ParseNodePolicy(v, &ctx.pod_node)) {
+    ctx.has_pod_node = true;
+    resolved->node = ctx.pod_node;
+    resolved->node_source = PolicySource::kPod;
+  }
+  if (std::string_view v = Lookup(pod.annotations, kGpuSchedulerPolicyAnnotation); !v.empty()) {
+    GpuPolicy p;
+    if (ParseGpuPolicy(v, &p)) {
+      ctx.has_pod_gpu = true;
+      resolved->gpu = p;
+      resolved->gpu_source = PolicySource::kPod;
+      ctx.pod_gpu = std::move(p);
+    }
+    resolved->ignored =
+        resolved->gpu_source == PolicySource::kPod ? ctx.pod_gpu.ignored : p.ignored;
+  }
+
+  ctx.filters.resize(vendors.vendors().size());
+  for (size_t vi = 0; vi < vendors.vendors().size(); ++vi) {
+    const device::VendorAnnotationKeys& k = vendors.vendors()[vi]->annotation_keys();
+    VendorFilter& f = ctx.filters[vi];
+    for (std::string_view t : CommaList(Lookup(pod.annotations, k.use_type))) {
+      f.use_types.push_back(device::text::AsciiLower(t));
+    }
+    for (std::string_view t : CommaList(Lookup(pod.annotations, k.nouse_type))) {
+      f.nouse_types.push_back(device::text::AsciiLower(t));
+    }
+    std::vector<std::string_view> use = CommaList(Lookup(pod.annotations, k.use_uuid));
+    f.has_use_uuid = !use.empty();
+    for (std::string_view u : use) f.use_uuids.push_back(strs.uuids.Find(u));
+    for (std::string_view u : CommaList(Lookup(pod.annotations, k.nouse_uuid))) {
+      uint32_t id = strs.uuids.Find(u);
+      if (id != StringInterner::kNotFound) f.nouse_uuids.push_back(id);
+    }
+    if (!k.mode_select.empty() && pod.annotations.find(k.mode_select) != pod.annotations.end()) {
+      f.has_mode = true;
+      f.mode_value = std::string(Lookup(pod.annotations, k.mode_select));
+      f.mig_allowed = f.mode_value.find(device::kModeMig) != std::string::npos;
+    }
+    bool bind = false;
+    std::string_view nb = device::text::TrimSpace(Lookup(pod.annotations, k.numa_bind));
+    f.numa_bind = !nb.empty() && device::text::ParseBool(nb, &bind) && bind;
+    f.type_ok.assign(strs.types.size(), 0);
+    f.mode_ok.assign(strs.modes.size(), 0);
+  }
+
+  ctx.init_count = pod.requests.init_count;
+  ctx.containers.resize(pod.requests.containers.size());
+  for (size_t c = 0; c < pod.requests.containers.size(); ++c) {
+    for (const ContainerRequest& r : pod.requests.containers[c]) {
+      int found = -1;
+      for (size_t vi = 0; vi < vendors.vendors().size(); ++vi) {
+        if (vendors.vendors()[vi]->Key() == r.vendor) found = static_cast<int>(vi);
+      }
+      if (found < 0) return InvalidArgumentError("request for unknown vendor " + r.vendor);
+      if (r.count <= 0) continue;
+      ctx.containers[c].push_back(Req{static_cast<uint8_t>(found), r});
+    }
+  }
+  return ctx;
+}
+
+std::string FormatScore(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", s);
+  return buf;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> Decision::FailedNodes() const {
+  std::map<std::string, std::string> out;
+  for (const NodeVerdict& v : verdicts) {
+    if (!v.fit) out.emplace(std::string(v.node), v.failure.ToString());
+  }
+  return out;
+}
+
+std::string Decision::SucceedMessage() const {
+  size_t fit_count = 0;
+  std::string fits;
+  for (const NodeVerdict& v : verdicts) {
+    if (!v.fit) continue;
+    ++fit_count;
+    if (!fits.empty()) fits += ",";
+    fits += std::string(v.node) + ":" + FormatScore(v.score);
+  }
+  return "find fit node(" + node + "), " + std::to_string(verdicts.size() - fit_count) +
+         " nodes not fit, " + std::to_string(fit_count) + " nodes fit(" + fits + ")";
+}
+
+std::string Decision::FailedMessage() const {
+  size_t unfit = 0;
+  for (const NodeVerdict& v : verdicts) unfit += v.fit ? 0 : 1;
+  return "no available node, " + std::to_string(unfit) + " nodes do not meet";
+}
+
+Reservation Decision::ToReservation(const PodSpec& pod) const {
+  Reservation r;
+  r.uid = pod.uid;
+  r.name_space = pod.name_space;
+  r.name = pod.name;
+  r.node = node;
+  r.devices = devices;
+  r.init_container_count = init_container_count;
+  r.mig = mig;
+  return r;
+}
+
+PlacementEngine::PlacementEngine(EngineOptions options) : options_(std::move(options)) {
+  if (!ParseGpuPolicy(options_.gpu_policy, &global_gpu_)) global_gpu_ = GpuPolicy::Default();
+}
+
+Result<Decision> PlacementEngine::Place(const Ledger& ledger, const PodSpec& pod,
+                                        std::span<const std::string_view> node_names,
+                                        TraceLevel trace) const {
+  std::vector<int32_t> slots(node_names.size());
+  for (size_t i = 0; i < node_names.size(); ++i) slots[i] = ledger.FindNode(node_names[i]);
+  return PlaceSlots(ledger, pod, node_names, slots, trace);
+}
+
+Result<Decision> PlacementEngine::PlaceOnAllNodes(const Ledger& ledger, const PodSpec& pod,
+                                                  TraceLevel trace) const {
+  std::vector<std::string_view> names;
+  std::vector<int32_t> slots;
+  for (size_t i = 0; i < ledger.nodes().size(); ++i) {
+    const LedgerNode& n = ledger.nodes()[i];
+    if (!n.registered) continue;
+    names.push_back(ledger.strings().nodes.Get(n.name));
+    slots.push_back(static_cast<int32_t>(i));
+  }
+  return PlaceSlots(ledger, pod, names, slots, trace);
+}
+
+Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec& pod,
+                                             std::span<const std::string_view> names,
+                                             std::span<const int32_t> slots,
+                                             TraceLevel trace) const {
+  Decision d;
+  HAMI_ASSIGN_OR_RETURN(PodContext ctx,
+                        BuildContext(ledger, pod, options_, global_gpu_, &d.policies));
+  ctx.trace = trace;
+  d.weights = ctx.w;
+  d.container_count = pod.requests.containers.size();
+  d.init_container_count = pod.requests.init_count;
+  d.requests_devices = !pod.requests.Empty();
+  if (!d.requests_devices) return d;
+
+  Scratch s;
+  if (trace == TraceLevel::kDevices) s.decision = &d;
+  NodeEvaluator eval(ctx, s);
+  d.verdicts.resize(names.size());
+  double best = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    NodeVerdict& v = d.verdicts[i];
+    v.node = names[i];
+    v.slot = slots[i];
+    if (slots[i] < 0) {
+      v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
+      continue;
+    }
+    v.node = ledger.strings().nodes.Get(ledger.nodes()[slots[i]].name);
+    s.verdict = static_cast<uint32_t>(i);
+    eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
+    if (!v.fit) continue;
+    double pref = v.policy == NodePolicy::kSpread ? -v.score : v.score;
+    if (d.chosen < 0 || pref > best) {
+      best = pref;
+      d.chosen = static_cast<int32_t>(i);
+    }
+  }
+  if (d.chosen < 0) return d;
+
+  // Materialise the chosen node's assignment (the evaluation is deterministic).
+  const NodeVerdict& win = d.verdicts[d.chosen];
+  const LedgerNode& node = ledger.nodes()[win.slot];
+  d.node = std::string(win.node);
+  Scratch rec;
+  rec.record = true;
+  NodeEvaluator again(ctx, rec);
+  NodeVerdict check;
+  again.Evaluate(static_cast<uint32_t>(win.slot), &check);
+  if (!check.fit) return InternalError("placement on " + d.node + " did not reproduce");
+  const device::VendorRegistry& vendors = ledger.vendors();
+  for (const std::vector<Req>& c : ctx.containers) {
+    for (const Req& r : c) {
+      d.devices[std::string(vendors.vendors()[r.vendor]->Key())].resize(d.container_count);
+    }
+  }
+  for (const Assign& a : rec.assigns) {
+    const LedgerDevice& dev = node.devices[a.dev];
+    std::string key(vendors.vendors()[a.vendor]->Key());
+    device::ContainerDevices& list = d.devices[key][a.container];
+    if (a.mig_profile >= 0) {
+      device::MigAllocation m;
+      m.container_index = a.container;
+      m.device_index = static_cast<int32_t>(list.size());
+      m.gpu_uuid = std::string(ledger.strings().uuids.Get(dev.uuid));
+      m.profile = node.mig->profiles[a.dev][a.mig_profile].name;
+      m.placement = a.placement;
+      d.mig.push_back(std::move(m));
+    }
+    device::ContainerDevice cd;
+    cd.uuid = std::string(ledger.strings().uuids.Get(dev.uuid));
+    cd.type = key;
+    cd.mem_mib = a.mem;
+    cd.cores = a.cores;
+    cd.index = static_cast<int32_t>(dev.index);
+    list.push_back(std::move(cd));
+  }
+  return d;
+}
+
+Result<Decision> PlaceAndReserve(Ledger& ledger, const PlacementEngine& engine, const PodSpec& pod,
+                                 std::span<const std::string_view> node_names, TraceLevel trace) {
+  if (const LedgerPod* old = ledger.FindPod(pod.uid);
+      old != nullptr && old->state == PodState::kReserved) {
+    ledger.RemovePod(pod.uid);
+  }
+  HAMI_ASSIGN_OR_RETURN(Decision d, engine.Place(ledger, pod, node_names, trace));
+  if (d.fit()) HAMI_RETURN_IF_ERROR(ledger.Reserve(d.ToReservation(pod)));
+  return d;
+}
+
+}  // namespace hami::scheduler
