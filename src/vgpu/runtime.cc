@@ -495,6 +495,8 @@ struct DevControl {
   uint64_t prev_units = 0;
   uint64_t prev_throttled = 0;
   bool have_baseline = false;
+  int blind_ticks = 0;  // consecutive ticks with launches but no utilisation attributed to us
+  bool warned_blind = false;
 };
 
 // Sums the SM utilisation of the container's processes on container device `dev` since
@@ -591,6 +593,17 @@ void* WatcherMain(void*) {
       if (util >= 0)
         d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
       if (!baseline) continue;
+      // Launches happen but NVML attributes no utilisation to any of the container's processes:
+      // NVML reports PIDs of another namespace (an ordinary container) and no host PID is
+      // known yet. The limit cannot be measured; say so once instead of failing silently.
+      c.blind_ticks = (du > 0 && util == 0) ? c.blind_ticks + 1 : 0;
+      if (c.blind_ticks >= 30 && !c.warned_blind) {
+        c.warned_blind = true;
+        VGPU_WARN("device %d: kernels are launched but NVML reports no SM utilisation for this "
+                  "container's processes (host PIDs unknown?); the %u%% SM limit cannot be "
+                  "enforced until host PIDs are recorded in the region",
+                  dev, lim);
+      }
       ControlSample s{static_cast<double>(lim), util, du, dt,
                       static_cast<int64_t>((now_us - since_us) * 1000)};
       uint64_t cost = d.ns_per_unit_q16.load(std::memory_order_relaxed);
