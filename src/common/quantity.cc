@@ -14,6 +14,17 @@ bool EqualsIgnoreCase(const char* a, const char* a_end, const char* b) {
   return *b == '\0';
 }
 
+// Sets [*begin, *end) to `text` without leading and trailing whitespace.
+void Trim(const char* text, const char** begin, const char** end) {
+  const char* p = text;
+  while (IsSpace(*p)) ++p;
+  const char* e = p;
+  while (*e != '\0') ++e;
+  while (e > p && IsSpace(e[-1])) --e;
+  *begin = p;
+  *end = e;
+}
+
 // Returns the shift (log2 of the multiplier) for a unit, or -1 if the unit is unknown.
 int UnitShift(const char* u, const char* end) {
   if (u == end) return 0;
@@ -35,11 +46,8 @@ int UnitShift(const char* u, const char* end) {
 
 const char* ParseByteSize(const char* text, uint64_t* bytes) {
   if (text == nullptr) return "no value";
-  const char* p = text;
-  while (IsSpace(*p)) ++p;
-  const char* end = p;
-  while (*end != '\0') ++end;
-  while (end > p && IsSpace(end[-1])) --end;
+  const char *p, *end;
+  Trim(text, &p, &end);
   if (p == end) return "empty value";
   if (*p == '-') return "negative sizes are not allowed";
   if (*p == '+') ++p;
@@ -85,11 +93,8 @@ const char* ParseByteSize(const char* text, uint64_t* bytes) {
 
 const char* ParsePercent(const char* text, int* percent) {
   if (text == nullptr) return "no value";
-  const char* p = text;
-  while (IsSpace(*p)) ++p;
-  const char* end = p;
-  while (*end != '\0') ++end;
-  while (end > p && IsSpace(end[-1])) --end;
+  const char *p, *end;
+  Trim(text, &p, &end);
   if (p < end && end[-1] == '%') --end;
   if (p == end) return "empty value";
   if (*p == '-') return "negative percentages are not allowed";
@@ -105,11 +110,8 @@ const char* ParsePercent(const char* text, int* percent) {
 
 const char* ParseBool(const char* text, bool* value) {
   if (text == nullptr) return "no value";
-  const char* p = text;
-  while (IsSpace(*p)) ++p;
-  const char* end = p;
-  while (*end != '\0') ++end;
-  while (end > p && IsSpace(end[-1])) --end;
+  const char *p, *end;
+  Trim(text, &p, &end);
   static const char* kTrue[] = {"true", "1", "yes", "on"};
   static const char* kFalse[] = {"false", "0", "no", "off"};
   for (const char* t : kTrue) {
