@@ -7,8 +7,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 HAMI_DEPS_EXTRA=1 bash "$root/scripts/deps.sh"
 build=${BUILD_DIR:-$root/build-fuzz}
+mkdir -p "$build"
 CC=clang-19 CXX=clang++-19 cmake -S "$root" -B "$build" -G Ninja -DHAMI_FUZZ=ON \
-  -DHAMI_BUILD_TESTS=OFF -DHAMI_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DHAMI_BUILD_TESTS=OFF -DHAMI_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   targets=($(ls "$root/tests/fuzz"/fuzz_*.cc "$root"/src/*/fuzz_*.cc "$root"/src/*/*/fuzz_*.cc \
