@@ -13,8 +13,8 @@ CC=clang-19 CXX=clang++-19 cmake -S "$root" -B "$build" -G Ninja -DHAMI_FUZZ=ON 
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=($(ls "$root/tests/fuzz"/fuzz_*.cc "$root"/src/*/fuzz_*.cc "$root"/src/*/*/fuzz_*.cc \
-              2>/dev/null | xargs -n1 basename | sed 's/\.cc$//' | sort -u))
+  mapfile -t targets < <(find "$root/tests/fuzz" -name 'fuzz_*.cc' -printf '%f\n' |
+                           sed 's/\.cc$//' | sort)
 fi
 cmake --build "$build" --target "${targets[@]}"
 mkdir -p "$build/artifacts"
