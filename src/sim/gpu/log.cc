@@ -11,7 +11,7 @@
 namespace hami::sim {
 namespace {
 
-void Emit(const char* level, const char* fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) void Emit(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
   int n = snprintf(buf, sizeof(buf), "[hami-sim %d] %s: ", static_cast<int>(getpid()), level);
   if (n < 0) return;
