@@ -501,23 +501,18 @@ VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgra
   return rc;
 }
 
-VGPU_EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph,
-                                        CUgraphNode* phErrorNode, char* logBuffer,
-                                        size_t bufferSize) {
-  REAL_OR_FAIL(cuGraphInstantiate);
-  CUresult rc = real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  RecordGraph(rc, phGraphExec, hGraph);
-  return rc;
-}
-
-VGPU_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
-                                           CUgraphNode* phErrorNode, char* logBuffer,
-                                           size_t bufferSize) {
-  REAL_OR_FAIL(cuGraphInstantiate_v2);
-  CUresult rc = real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-  RecordGraph(rc, phGraphExec, hGraph);
-  return rc;
-}
+// The legacy five-argument forms (CUDA 10-11 headers), still exported by the driver.
+#define VGPU_GRAPH_INSTANTIATE_LEGACY(name)                                                     \
+  VGPU_EXPORT CUresult name(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, \
+                            char* logBuffer, size_t bufferSize) {                               \
+    REAL_OR_FAIL(name);                                                                         \
+    CUresult rc = real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);                \
+    RecordGraph(rc, phGraphExec, hGraph);                                                       \
+    return rc;                                                                                  \
+  }
+VGPU_GRAPH_INSTANTIATE_LEGACY(cuGraphInstantiate)
+VGPU_GRAPH_INSTANTIATE_LEGACY(cuGraphInstantiate_v2)
+#undef VGPU_GRAPH_INSTANTIATE_LEGACY
 
 VGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   REAL_OR_FAIL(cuGraphLaunch);

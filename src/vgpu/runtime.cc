@@ -599,10 +599,11 @@ void* WatcherMain(void*) {
       c.blind_ticks = (du > 0 && util == 0) ? c.blind_ticks + 1 : 0;
       if (c.blind_ticks >= 30 && !c.warned_blind) {
         c.warned_blind = true;
-        VGPU_WARN("device %d: kernels are launched but NVML reports no SM utilisation for this "
-                  "container's processes (host PIDs unknown?); the %u%% SM limit cannot be "
-                  "enforced until host PIDs are recorded in the region",
-                  dev, lim);
+        VGPU_WARN(
+            "device %d: kernels are launched but NVML reports no SM utilisation for this "
+            "container's processes (host PIDs unknown?); the %u%% SM limit cannot be "
+            "enforced until host PIDs are recorded in the region",
+            dev, lim);
       }
       ControlSample s{static_cast<double>(lim), util, du, dt,
                       static_cast<int64_t>((now_us - since_us) * 1000)};
