@@ -1,0 +1,68 @@
+#include "k8s/clock.h"
+
+#include <thread>
+
+namespace hami::k8s {
+
+void Cancellation::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Cancellation::WaitFor(Duration d) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, d, [this] { return cancelled(); });
+}
+
+bool RealClock::Sleep(Duration d, const Cancellation* cancel) {
+  if (cancel != nullptr) return cancel->WaitFor(d);
+  std::this_thread::sleep_for(d);
+  return false;
+}
+
+FakeClock::FakeClock()
+    // A fixed, recognisable epoch: 2024-01-01T00:00:00Z.
+    : mono_(MonoTime(std::chrono::hours(1000))),
+      wall_(WallTime(std::chrono::seconds(1704067200))) {}
+
+MonoTime FakeClock::Now() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mono_;
+}
+
+WallTime FakeClock::WallNow() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wall_;
+}
+
+bool FakeClock::Sleep(Duration d, const Cancellation* cancel) {
+  if (cancel != nullptr && cancel->cancelled()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  sleeps_.push_back(d);
+  mono_ += d;
+  wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+  return false;
+}
+
+void FakeClock::Advance(Duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mono_ += d;
+  wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+}
+
+std::vector<Duration> FakeClock::sleeps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sleeps_;
+}
+
+Duration FakeClock::total_slept() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Duration total{0};
+  for (Duration d : sleeps_) total += d;
+  return total;
+}
+
+}  // namespace hami::k8s

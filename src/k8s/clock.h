@@ -1,0 +1,84 @@
+// Clock and Cancellation: the API client's only sources of time and of "stop now".
+//
+// Everything in hami_k8s that waits (rate limiting, retry backoff, informer and leader-election
+// loops) waits through Clock::Sleep, so tests inject a FakeClock whose Sleep advances virtual time
+// at once and records what was asked; nothing in the tests depends on wall-clock speed.
+//
+//   RealClock clock;
+//   Cancellation stop;
+//   if (clock.Sleep(std::chrono::seconds(2), &stop)) return;  // cancelled while waiting
+//
+// Thread safety: RealClock and FakeClock are safe to share between threads. Cancellation is safe
+// to Cancel() from any thread while others wait on it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+namespace hami::k8s {
+
+using Duration = std::chrono::nanoseconds;
+using MonoTime = std::chrono::steady_clock::time_point;
+using WallTime = std::chrono::system_clock::time_point;
+
+// A one-shot stop signal shared between a controller and the loops it runs.
+class Cancellation {
+ public:
+  Cancellation() = default;
+  Cancellation(const Cancellation&) = delete;
+  Cancellation& operator=(const Cancellation&) = delete;
+
+  void Cancel();
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Waits up to `d` of real time; true when cancelled (before or during the wait).
+  bool WaitFor(Duration d) const;
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+};
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic time for intervals (rate limits, expiry observed locally).
+  virtual MonoTime Now() const = 0;
+  // Calendar time for timestamps written into objects (Lease renewTime, Event timestamps).
+  virtual WallTime WallNow() const = 0;
+  // Waits `d`; returns true when `cancel` (may be null) fired first.
+  virtual bool Sleep(Duration d, const Cancellation* cancel) = 0;
+};
+
+class RealClock final : public Clock {
+ public:
+  MonoTime Now() const override { return std::chrono::steady_clock::now(); }
+  WallTime WallNow() const override { return std::chrono::system_clock::now(); }
+  bool Sleep(Duration d, const Cancellation* cancel) override;
+};
+
+// Virtual time. Sleep advances both clocks by the requested amount immediately (unless already
+// cancelled) and records it, so code under test runs at full speed.
+class FakeClock final : public Clock {
+ public:
+  FakeClock();
+  MonoTime Now() const override;
+  WallTime WallNow() const override;
+  bool Sleep(Duration d, const Cancellation* cancel) override;
+
+  void Advance(Duration d);
+  // Every duration passed to Sleep, in order.
+  std::vector<Duration> sleeps() const;
+  Duration total_slept() const;
+
+ private:
+  mutable std::mutex mu_;
+  MonoTime mono_;                 // guarded by mu_
+  WallTime wall_;                 // guarded by mu_
+  std::vector<Duration> sleeps_;  // guarded by mu_
+};
+
+}  // namespace hami::k8s

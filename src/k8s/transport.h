@@ -1,0 +1,62 @@
+// Transport: one HTTP exchange with the API server. The seam between the REST client and the
+// network: CurlTransport (curl_transport.h) in production, FakeTransport (fake_transport.h) in
+// tests.
+//
+// Error contract of Do() (the REST client's retry policy depends on it):
+//   Unavailable       the request was certainly not delivered (connect/resolve/TLS handshake
+//                     failure): safe to retry for any method.
+//   Unknown           the connection failed after the request may have been sent.
+//   DeadlineExceeded  the request timed out (possibly processed).
+//   Cancelled         HttpRequest::cancel fired.
+//   FailedPrecondition  TLS verification failed or the TLS material is unusable (never retried).
+// Any HTTP status, including 4xx/5xx, is a successful Do() with that status in the response.
+//
+// Thread safety: implementations must allow concurrent Do() calls from many threads.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "k8s/clock.h"
+
+namespace hami::k8s {
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;  // absolute
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::chrono::milliseconds timeout{0};  // whole exchange; 0 = none (watches)
+  // When set, the body of a 2xx response is streamed here chunk by chunk instead of being
+  // collected; returning false ends the exchange early (Do() then succeeds). Non-2xx bodies are
+  // always collected into HttpResponse::body.
+  std::function<bool(std::string_view)> on_body;
+  const Cancellation* cancel = nullptr;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
+  std::string body;
+
+  // The first header with this (lower-case) name, or "".
+  std::string Header(std::string_view lower_name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == lower_name) return v;
+    }
+    return std::string();
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual Result<HttpResponse> Do(const HttpRequest& request) = 0;
+};
+
+}  // namespace hami::k8s

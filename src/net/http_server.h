@@ -1,0 +1,155 @@
+// HttpServer: the project's HTTP(S) server (scheduler extender, admission webhook, metrics, the
+// simulated API server). A thin, tuned wrapper over cpp-httplib 0.11 that keeps httplib and
+// OpenSSL out of every other header:
+//
+//   net::HttpServerOptions opts;                // port 0 = pick a free port
+//   opts.tls = net::TlsOptions{cert_file, key_file};
+//   auto server = net::HttpServer::Create(opts).value();
+//   server->Handle("POST", "/filter", [](const net::HttpRequest& req, net::HttpResponse& res) {
+//     res.SetJson(200, Filter(req.body));
+//   });
+//   server->AddReadinessCheck("informers-synced", [&] { return synced.load(); });
+//   server->SetMetricsHandler([&] { return registry.Serialize(); });   // GET /metrics
+//   int port = server->Start().value();
+//   ...
+//   server->Stop();
+//
+// Tuning applied to every server (see dependencies-and-style.md 2.2): TCP_NODELAY, a large worker
+// pool (one thread per connection), high keep-alive count, listen backlog raised past the .so's
+// built-in 5, SO_REUSEADDR instead of SO_REUSEPORT (a second server on a port fails instead of
+// stealing half the connections), a request body limit (413 beyond it). TLS is 1.2 or newer and
+// the certificate files are re-read when they change (no restart needed).
+//
+// Routing: exact (method, path) routes win over prefix routes; among prefix routes the longest
+// prefix wins. "GET" routes also answer HEAD. Unmatched requests get 404 (405 when the path is
+// known for another method). A handler that throws yields 500; the server keeps running.
+//
+// Thread safety: Handle*/Set*/Add* must be called before Start(). Handlers run concurrently on the
+// worker threads. Start and Stop are called from one owning thread; Stop is idempotent and also
+// run by the destructor.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hami::net {
+
+class CertificateSource;
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // decoded path without the query string
+  std::string body;
+  std::string remote_addr;
+  // Header names are matched case-insensitively by Header().
+  std::multimap<std::string, std::string> headers;
+  std::multimap<std::string, std::string> params;  // decoded query parameters
+
+  // First value of the header, or "" when absent.
+  std::string Header(std::string_view name) const;
+  bool HasParam(std::string_view name) const { return params.count(std::string(name)) > 0; }
+  // First value of the query parameter, or `fallback` when absent.
+  std::string Param(std::string_view name, std::string fallback = "") const;
+};
+
+// Passed to a streaming response; Write() sends one HTTP chunk.
+class ChunkWriter {
+ public:
+  virtual ~ChunkWriter() = default;
+  // False once the peer is gone or the server is stopping; the stream should then return.
+  virtual bool Write(std::string_view data) = 0;
+  // True while the server is running (a cheap check for loops that wait between writes).
+  virtual bool ServerRunning() const = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::vector<std::pair<std::string, std::string>> headers;
+  // When set, `body` is ignored and the response is sent with chunked transfer encoding: the
+  // function runs on the worker thread after the headers and writes chunks until it returns.
+  std::function<void(ChunkWriter&)> stream;
+
+  void SetJson(int code, std::string json) {
+    status = code;
+    body = std::move(json);
+    content_type = "application/json";
+  }
+  void SetText(int code, std::string text) {
+    status = code;
+    body = std::move(text);
+    content_type = "text/plain; charset=utf-8";
+  }
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
+struct TlsOptions {
+  std::string cert_file;  // PEM chain; re-read when it changes
+  std::string key_file;   // PEM private key
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;             // 0 = any free port; Start() returns the bound one
+  int worker_threads = 64;  // >= expected concurrent connections (each pins a worker)
+  size_t keep_alive_max_requests = 100000;
+  std::chrono::seconds keep_alive_timeout{5};
+  std::chrono::seconds read_timeout{10};
+  std::chrono::seconds write_timeout{10};
+  size_t max_body_bytes = 64u << 20;
+  int listen_backlog = 4096;
+  std::optional<TlsOptions> tls;
+  // Alternative to `tls`: an already built certificate source (e.g. a generated pair).
+  std::shared_ptr<CertificateSource> certificate;
+};
+
+class HttpServer {
+ public:
+  // Validates the options and loads the TLS material; nothing listens until Start().
+  static Result<std::unique_ptr<HttpServer>> Create(HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Exact path route.
+  void Handle(std::string method, std::string path, HttpHandler handler);
+  // Every path starting with `prefix` (e.g. "/api/").
+  void HandlePrefix(std::string method, std::string prefix, HttpHandler handler);
+
+  // GET /healthz and /livez answer 200 "ok" while running. GET /readyz answers 200 "ok" when
+  // every readiness check passes, else 503 naming the failing checks.
+  void AddReadinessCheck(std::string name, std::function<bool()> check);
+  // GET /metrics answers with the returned Prometheus text exposition.
+  void SetMetricsHandler(std::function<std::string()> render);
+
+  // Binds, starts serving on a background thread and returns the bound port.
+  Result<int> Start();
+  // Stops accepting, waits for in-flight requests and joins. Open streams see Write() and
+  // ServerRunning() turn false; a stream that blocks between writes must also be woken by its
+  // owner (as ApiServer does by closing its store first), or Stop waits for it.
+  void Stop();
+
+  bool tls() const;
+  int port() const;
+  // For TLS servers: the certificate source (to force a reload check or read its generation).
+  std::shared_ptr<CertificateSource> certificate() const;
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::net

@@ -1,0 +1,300 @@
+#include "net/http_server.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "gtest/gtest.h"
+#include "net/tls.h"
+
+namespace hami::net {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hami_net_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<HttpServer> MakeServer(HttpServerOptions opts = {}) {
+  opts.worker_threads = 8;
+  opts.keep_alive_timeout = std::chrono::seconds(1);
+  auto server = HttpServer::Create(std::move(opts));
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return std::move(server).value();
+}
+
+void WriteCert(const TempDir& dir, const std::string& cn) {
+  auto pem = GenerateSelfSignedCertificate(cn, {"localhost"}, {"127.0.0.1"});
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  ASSERT_TRUE(WriteFileAtomically(dir.File("tls.crt"), pem->cert_pem).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.File("tls.key"), pem->key_pem).ok());
+}
+
+std::string ReadAll(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (f && (n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  if (f) std::fclose(f);
+  return out;
+}
+
+int Connect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends raw bytes and returns the first line of the reply ("" if the server just closed).
+std::string RawExchange(int port, const std::string& bytes) {
+  int fd = Connect(port);
+  if (fd < 0) return "connect failed";
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+  std::string reply;
+  char buf[1024];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) reply.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return reply.substr(0, reply.find("\r\n"));
+}
+
+// Handshakes with the server (no verification) and returns the peer certificate's CN; "" on a
+// failed handshake. `max_version` 0 = library default.
+std::string PeerCommonName(int port, int max_version = 0) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (max_version) {
+    SSL_CTX_set_min_proto_version(ctx, 0);
+    SSL_CTX_set_max_proto_version(ctx, max_version);
+    SSL_CTX_set_security_level(ctx, 0);
+  }
+  int fd = Connect(port);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  std::string cn;
+  if (SSL_connect(ssl) == 1) {
+    X509* peer = SSL_get1_peer_certificate(ssl);
+    char buf[256] = {0};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, buf, sizeof buf);
+    cn = buf;
+    X509_free(peer);
+    SSL_shutdown(ssl);
+  }
+  SSL_free(ssl);
+  ::close(fd);
+  SSL_CTX_free(ctx);
+  return cn;
+}
+
+TEST(HttpServerTest, PlainRoundTripAndRouting) {
+  auto server = MakeServer();
+  server->Handle("POST", "/echo", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetJson(200, req.body + "|" + req.Param("q") + "|" + req.Header("x-test"));
+  });
+  server->HandlePrefix("GET", "/api/", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, "short:" + req.path);
+  });
+  server->HandlePrefix("GET", "/api/v1/", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, "long:" + req.path);
+  });
+  server->Handle("GET", "/throw",
+                 [](const HttpRequest&, HttpResponse&) { throw std::runtime_error("boom"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  ASSERT_GT(*port, 0);
+  {
+    httplib::Client cli("127.0.0.1", *port);
+    auto r = cli.Post("/echo?q=1", httplib::Headers{{"X-Test", "hdr"}}, "hello", "text/plain");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "hello|1|hdr");
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    EXPECT_EQ(cli.Get("/api/v1/pods")->body, "long:/api/v1/pods");
+    EXPECT_EQ(cli.Get("/api/other")->body, "short:/api/other");
+    EXPECT_EQ(cli.Get("/nope")->status, 404);
+    EXPECT_EQ(cli.Get("/echo")->status, 405);
+    EXPECT_EQ(cli.Get("/throw")->status, 500);
+    EXPECT_EQ(cli.Get("/healthz")->body, "ok");
+    EXPECT_EQ(cli.Head("/healthz")->status, 200);
+    // A very long path must not upset the router.
+    EXPECT_EQ(cli.Get("/" + std::string(7000, 'a'))->status, 404);
+  }
+  server->Stop();
+  server->Stop();  // idempotent
+}
+
+TEST(HttpServerTest, ReadinessAndMetrics) {
+  auto server = MakeServer();
+  std::atomic<bool> ready{false};
+  server->AddReadinessCheck("informers", [&] { return ready.load(); });
+  server->SetMetricsHandler([] { return std::string("hami_up 1\n"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  httplib::Client cli("127.0.0.1", *port);
+  auto r = cli.Get("/readyz");
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("informers"), std::string::npos);
+  ready = true;
+  EXPECT_EQ(cli.Get("/readyz")->status, 200);
+  r = cli.Get("/metrics");
+  EXPECT_EQ(r->body, "hami_up 1\n");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+TEST(HttpServerTest, StreamingResponseIsChunked) {
+  auto server = MakeServer();
+  server->Handle("GET", "/stream", [](const HttpRequest&, HttpResponse& res) {
+    res.content_type = "application/json";
+    res.stream = [](ChunkWriter& w) {
+      for (int i = 0; i < 3; ++i) {
+        if (!w.Write("{\"n\":" + std::to_string(i) + "}\n")) return;
+      }
+    };
+  });
+  server->Handle("GET", "/plain", [](const HttpRequest&, HttpResponse& res) {
+    res.SetJson(200, std::string(4096, ' ') + "{}");
+  });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  httplib::Client cli("127.0.0.1", *port);
+  auto r = cli.Get("/stream");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Transfer-Encoding"), "chunked");
+  EXPECT_EQ(r->body, "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n");
+  // Streams are never compressed (a deflate stream would hold chunks back); plain bodies may be.
+  r = cli.Get("/stream", httplib::Headers{{"Accept-Encoding", "gzip, deflate"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  r = cli.Get("/plain", httplib::Headers{{"Accept-Encoding", "gzip, deflate"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "gzip");
+}
+
+TEST(HttpServerTest, BadInputGets4xxAndServerKeepsRunning) {
+  HttpServerOptions opts;
+  opts.max_body_bytes = 1024;
+  auto server = MakeServer(opts);
+  server->Handle("POST", "/in", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, std::to_string(req.body.size()));
+  });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  {
+    httplib::Client cli("127.0.0.1", *port);
+    auto r = cli.Post("/in", std::string(4096, 'x'), "application/octet-stream");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 413);
+  }
+  // A malformed request line is answered with a 4xx or the connection is simply closed.
+  std::string reply = RawExchange(*port, "GARBAGE\r\n\r\n");
+  EXPECT_TRUE(reply.empty() || reply.find(" 4") != std::string::npos) << reply;
+  // httplib reads an unparsable Content-Length as 0; whatever it answers, it is not a 5xx.
+  reply = RawExchange(*port, "POST /in HTTP/1.1\r\nContent-Length: zz\r\n\r\nabc");
+  EXPECT_EQ(reply.find(" 5"), std::string::npos) << reply;
+  reply = RawExchange(*port, "POST /in HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n");
+  EXPECT_EQ(reply.find(" 5"), std::string::npos) << reply;
+  (void)RawExchange(*port, std::string(100000, '\x01'));
+  httplib::Client cli("127.0.0.1", *port);
+  auto r = cli.Post("/in", "abc", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "3");
+}
+
+TEST(HttpServerTest, SecondServerOnSamePortFails) {
+  auto first = MakeServer();
+  auto port = first->Start();
+  ASSERT_TRUE(port.ok());
+  HttpServerOptions opts;
+  opts.port = *port;
+  auto second = MakeServer(opts);
+  EXPECT_FALSE(second->Start().ok());
+}
+
+TEST(HttpServerTest, TlsRoundTripWithVerification) {
+  TempDir dir;
+  WriteCert(dir, "server-a");
+  HttpServerOptions opts;
+  opts.tls = TlsOptions{dir.File("tls.crt"), dir.File("tls.key")};
+  auto server = MakeServer(opts);
+  server->Handle("GET", "/hello",
+                 [](const HttpRequest&, HttpResponse& res) { res.SetText(200, "secure"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  EXPECT_TRUE(server->tls());
+
+  httplib::SSLClient cli("127.0.0.1", *port);
+  std::string ca = ReadAll(dir.File("tls.crt"));
+  BIO* bio = BIO_new_mem_buf(ca.data(), static_cast<int>(ca.size()));
+  X509* ca_cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  X509_STORE* store = X509_STORE_new();
+  X509_STORE_add_cert(store, ca_cert);
+  X509_free(ca_cert);
+  cli.set_ca_cert_store(store);  // the client takes ownership
+  cli.enable_server_certificate_verification(true);
+  auto r = cli.Get("/hello");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->body, "secure");
+
+  // TLS 1.1 and older are refused.
+  EXPECT_EQ(PeerCommonName(*port, TLS1_1_VERSION), "");
+  EXPECT_EQ(PeerCommonName(*port), "server-a");
+  // Plain HTTP on a TLS port does not take the server down.
+  (void)RawExchange(*port, "GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(PeerCommonName(*port), "server-a");
+}
+
+TEST(HttpServerTest, TlsCertificateReloadWithoutRestart) {
+  TempDir dir;
+  WriteCert(dir, "before-rotation");
+  HttpServerOptions opts;
+  opts.tls = TlsOptions{dir.File("tls.crt"), dir.File("tls.key")};
+  auto server = MakeServer(opts);
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(PeerCommonName(*port), "before-rotation");
+  WriteCert(dir, "after-rotation");
+  EXPECT_EQ(PeerCommonName(*port), "after-rotation");
+  EXPECT_EQ(server->certificate()->generation(), 2);
+
+  // A broken rotation keeps the last good pair.
+  ASSERT_TRUE(WriteFileAtomically(dir.File("tls.crt"), "not a certificate").ok());
+  EXPECT_EQ(PeerCommonName(*port), "after-rotation");
+  EXPECT_FALSE(server->certificate()->ReloadIfChanged().ok() &&
+               server->certificate()->generation() != 2);
+}
+
+TEST(HttpServerTest, CreateFailsOnMissingCertificate) {
+  HttpServerOptions opts;
+  opts.tls = TlsOptions{"/nonexistent/tls.crt", "/nonexistent/tls.key"};
+  EXPECT_FALSE(HttpServer::Create(opts).ok());
+}
+
+}  // namespace
+}  // namespace hami::net

@@ -1,0 +1,1015 @@
+#include "sim/apiserver/api_server.h"
+
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "net/http_server.h"
+#include "net/tls.h"
+#include "sim/apiserver/admission.h"
+#include "sim/apiserver/resources.h"
+#include "sim/apiserver/selectors.h"
+#include "sim/apiserver/store.h"
+
+namespace hami::sim {
+namespace {
+
+using net::HttpRequest;
+using net::HttpResponse;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// ---- small helpers -------------------------------------------------------------------------
+
+std::string Str(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string NowRfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::time_t ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  if (!strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+  return timegm(&tm);
+}
+
+std::string Age(const std::string& created) {
+  std::time_t c = ParseRfc3339(created);
+  if (c == 0) return "<unknown>";
+  long s = static_cast<long>(std::time(nullptr) - c);  // NOLINT(runtime/int)
+  if (s < 0) s = 0;
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  if (s < 172800) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+std::string RandomSuffix(size_t n) {
+  static const char kChars[] = "bcdfghjklmnpqrstvwxz2456789";
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += kChars[rng() % (sizeof kChars - 1)];
+  return out;
+}
+
+std::string NewUid() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));  // NOLINT(runtime/int)
+  return buf;
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 253 || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (c == '/' || c == '%' || static_cast<unsigned char>(c) < 0x21) return false;
+  }
+  return true;
+}
+
+// Removes strategic-merge-patch directives ("$patch", "$setElementOrder/...", ...) so the rest
+// can be applied as an RFC 7386 merge patch.
+void StripDirectives(json& j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end();) {
+      if (!it.key().empty() && it.key()[0] == '$') {
+        it = j.erase(it);
+      } else {
+        StripDirectives(*it);
+        ++it;
+      }
+    }
+  } else if (j.is_array()) {
+    for (json& e : j) StripDirectives(e);
+  }
+}
+
+// ---- errors in the shape of metav1.Status --------------------------------------------------
+
+struct HttpError {
+  int code;
+  const char* reason;
+};
+
+HttpError Classify(StatusCode code) {
+  switch (code) {
+    case StatusCode::kNotFound:
+      return {404, "NotFound"};
+    case StatusCode::kAlreadyExists:
+      return {409, "AlreadyExists"};
+    case StatusCode::kAborted:
+      return {409, "Conflict"};
+    case StatusCode::kInvalidArgument:
+      return {400, "BadRequest"};
+    case StatusCode::kFailedPrecondition:
+      return {422, "Invalid"};
+    case StatusCode::kOutOfRange:
+      return {410, "Expired"};
+    case StatusCode::kUnimplemented:
+      return {405, "MethodNotAllowed"};
+    case StatusCode::kPermissionDenied:
+      return {403, "Forbidden"};
+    case StatusCode::kUnavailable:
+      return {503, "ServiceUnavailable"};
+    case StatusCode::kDeadlineExceeded:
+      return {504, "Timeout"};
+    default:
+      return {500, "InternalError"};
+  }
+}
+
+json StatusObject(int code, const std::string& reason, const std::string& message,
+                  const json& details = json()) {
+  json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason},
+            {"code", code}};
+  if (!details.is_null()) s["details"] = details;
+  return s;
+}
+
+void WriteStatus(HttpResponse& res, int code, const std::string& reason, const std::string& message,
+                 const json& details = json()) {
+  res.SetJson(code, StatusObject(code, reason, message, details).dump());
+}
+
+void WriteError(HttpResponse& res, const Status& status, const json& details = json()) {
+  HttpError e = Classify(status.code());
+  WriteStatus(res, e.code, e.reason, status.message(), details);
+}
+
+void WriteObject(HttpResponse& res, int code, const json& object) {
+  res.SetJson(code, object.dump());
+}
+
+// ---- request targets -----------------------------------------------------------------------
+
+struct Target {
+  std::string group, version;
+  const ResourceInfo* resource = nullptr;
+  std::string ns;
+  std::string name;
+  std::string sub;
+  bool discovery = false;  // /api/v1 or /apis/<g>[/<v>] itself
+};
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> out;
+  std::stringstream ss(path);
+  std::string seg;
+  while (std::getline(ss, seg, '/')) {
+    if (!seg.empty()) out.push_back(seg);
+  }
+  return out;
+}
+
+Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& path) {
+  std::vector<std::string> seg = Split(path);
+  Target t;
+  size_t i;
+  if (!seg.empty() && seg[0] == "api" && seg.size() >= 2) {
+    t.version = seg[1];
+    i = 2;
+  } else if (!seg.empty() && seg[0] == "apis" && seg.size() >= 2) {
+    t.group = seg[1];
+    if (seg.size() == 2) {
+      t.discovery = true;
+      return t;
+    }
+    t.version = seg[2];
+    i = 3;
+  } else {
+    return NotFoundError("the server could not find the requested resource");
+  }
+  std::vector<std::string> rest(seg.begin() + static_cast<long>(i), seg.end());  // NOLINT
+  if (rest.empty()) {
+    t.discovery = true;
+    return t;
+  }
+  if (rest[0] == "namespaces" && rest.size() >= 3) {
+    const ResourceInfo* r = registry.Find(t.group, t.version, rest[2]);
+    if (r && r->namespaced) {
+      t.ns = rest[1];
+      rest.erase(rest.begin(), rest.begin() + 2);
+    }
+  }
+  if (rest.size() > 3) return NotFoundError("the server could not find the requested resource");
+  t.resource = registry.Find(t.group, t.version, rest[0]);
+  if (!t.resource) return NotFoundError("the server could not find the requested resource");
+  if (rest.size() >= 2) t.name = rest[1];
+  if (rest.size() == 3) t.sub = rest[2];
+  if (t.resource->namespaced && t.ns.empty() && !t.name.empty()) {
+    return NotFoundError("the server could not find the requested resource");
+  }
+  if (!t.sub.empty() && !((t.sub == "status" && t.resource->has_status) ||
+                          (t.sub == "binding" && t.resource->has_binding))) {
+    return NotFoundError("the server could not find the requested resource");
+  }
+  return t;
+}
+
+// ---- kubectl's Table output ----------------------------------------------------------------
+
+bool WantsTable(const HttpRequest& req) {
+  return req.Header("Accept").find("as=Table") != std::string::npos;
+}
+
+json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& objects, int64_t revision) {
+  auto column = [](const char* name, const char* type, const char* format) {
+    return json{
+        {"name", name}, {"type", type}, {"format", format}, {"description", ""}, {"priority", 0}};
+  };
+  json columns = json::array({column("Name", "string", "name")});
+  if (r.kind == "Pod") {
+    columns.push_back(column("Status", "string", ""));
+    columns.push_back(column("Node", "string", ""));
+  } else if (r.kind == "Node" || r.kind == "Namespace") {
+    columns.push_back(column("Status", "string", ""));
+  }
+  columns.push_back(column("Age", "string", ""));
+  json rows = json::array();
+  for (const ObjectPtr& o : objects) {
+    const json& md = (*o)["metadata"];
+    json cells = json::array({Str(md, "name")});
+    if (r.kind == "Pod") {
+      cells.push_back(FieldValue(*o, "status.phase"));
+      std::string node = FieldValue(*o, "spec.nodeName");
+      cells.push_back(node.empty() ? "<none>" : node);
+    } else if (r.kind == "Node") {
+      std::string ready = "Unknown";
+      const json& conds =
+          o->contains("status") ? (*o)["status"].value("conditions", json()) : json();
+      if (conds.is_array()) {
+        for (const json& c : conds) {
+          if (Str(c, "type") == "Ready") ready = Str(c, "status") == "True" ? "Ready" : "NotReady";
+        }
+      }
+      cells.push_back(ready);
+    } else if (r.kind == "Namespace") {
+      cells.push_back(FieldValue(*o, "status.phase"));
+    }
+    cells.push_back(Age(Str(md, "creationTimestamp")));
+    json partial = {
+        {"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", md}};
+    rows.push_back({{"cells", cells}, {"object", partial}});
+  }
+  return {{"kind", "Table"},
+          {"apiVersion", "meta.k8s.io/v1"},
+          {"metadata", {{"resourceVersion", std::to_string(revision)}}},
+          {"columnDefinitions", columns},
+          {"rows", rows}};
+}
+
+}  // namespace
+
+// ---- the server ----------------------------------------------------------------------------
+
+class ApiServer::Impl {
+ public:
+  explicit Impl(ApiServerOptions o) : options(std::move(o)), store(options.history_window) {}
+
+  ApiServerOptions options;
+  ResourceRegistry registry;
+  Store store;
+  std::unique_ptr<net::HttpServer> http;
+  std::string ca_pem;
+  std::string url;
+  int port = 0;
+
+  const ResourceInfo& Res(const char* group, const char* resource) const {
+    return *registry.Find(group, "v1", resource);
+  }
+
+  bool Authorized(const HttpRequest& req, HttpResponse& res) const {
+    if (options.token.empty() || req.Header("Authorization") == "Bearer " + options.token) {
+      return true;
+    }
+    WriteStatus(res, 401, "Unauthorized", "Unauthorized");
+    return false;
+  }
+
+  void SeedNamespaces() {
+    for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+      json obj = {{"kind", "Namespace"}, {"apiVersion", "v1"}, {"metadata", {{"name", ns}}}};
+      (void)Create(Res("", "namespaces"), "", std::move(obj), "system:apiserver");
+    }
+  }
+
+  // --- verbs ---
+
+  Result<ObjectPtr> Create(const ResourceInfo& r, const std::string& path_ns, json obj,
+                           const std::string& user) {
+    if (!obj.is_object()) return InvalidArgumentError("the request body must be a JSON object");
+    if (obj.contains("kind") && Str(obj, "kind") != r.kind) {
+      return InvalidArgumentError("the kind \"" + Str(obj, "kind") + "\" does not match the " +
+                                  r.kind + " expected by " + r.qualified());
+    }
+    if (obj.contains("apiVersion") && Str(obj, "apiVersion") != r.api_version()) {
+      return InvalidArgumentError("the apiVersion \"" + Str(obj, "apiVersion") +
+                                  "\" does not match " + r.api_version());
+    }
+    obj["kind"] = r.kind;
+    obj["apiVersion"] = r.api_version();
+    if (!obj.contains("metadata")) obj["metadata"] = json::object();
+    json& md = obj["metadata"];
+    if (!md.is_object()) return InvalidArgumentError("metadata must be an object");
+    if (Str(md, "name").empty() && !Str(md, "generateName").empty()) {
+      md["name"] = Str(md, "generateName") + RandomSuffix(5);
+    }
+    std::string name = Str(md, "name");
+    if (name.empty()) {
+      return FailedPreconditionError(r.kind +
+                                     " is invalid: metadata.name: Required value: name "
+                                     "or generateName is required");
+    }
+    if (!ValidName(name)) {
+      return FailedPreconditionError(r.kind + " \"" + name + "\" is invalid: metadata.name");
+    }
+    json ns_object;
+    if (r.namespaced) {
+      std::string body_ns = Str(md, "namespace");
+      if (!body_ns.empty() && body_ns != path_ns) {
+        return InvalidArgumentError(
+            "the namespace of the provided object does not match the namespace sent on the "
+            "request");
+      }
+      md["namespace"] = path_ns;
+      Result<ObjectPtr> ns = store.Get(Res("", "namespaces"), "", path_ns);
+      if (!ns.ok()) return NotFoundError("namespaces \"" + path_ns + "\" not found");
+      ns_object = **ns;
+    } else {
+      md.erase("namespace");
+    }
+    md["uid"] = NewUid();
+    md["creationTimestamp"] = NowRfc3339();
+    md["generation"] = 1;
+    md.erase("resourceVersion");
+    md.erase("deletionTimestamp");
+    ApplyCreateDefaults(r, obj);
+    if (r.kind == "Pod" && r.group.empty()) {
+      int64_t unused;
+      std::vector<ObjectPtr> configs = store.List(
+          Res("admissionregistration.k8s.io", "mutatingwebhookconfigurations"), "", &unused);
+      if (!configs.empty()) {
+        json before = md;
+        HAMI_ASSIGN_OR_RETURN(obj, AdmitCreate(configs, r, ns_object, std::move(obj), user));
+        if (!obj.is_object() || !obj["metadata"].is_object()) {
+          return InternalError("a mutating webhook removed the object's metadata");
+        }
+        // Identity fields are not the webhook's to change.
+        for (const char* k : {"name", "namespace", "uid", "creationTimestamp"}) {
+          obj["metadata"][k] = before[k];
+        }
+        obj["kind"] = r.kind;
+        obj["apiVersion"] = r.api_version();
+      }
+    }
+    return store.Create(r, path_ns, std::move(obj));
+  }
+
+  static void ApplyCreateDefaults(const ResourceInfo& r, json& obj) {
+    if (r.group.empty() && r.kind == "Pod") {
+      if (!obj["spec"].is_object()) obj["spec"] = json::object();
+      json& spec = obj["spec"];
+      if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
+      if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
+      if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
+      if (!spec.contains("terminationGracePeriodSeconds")) {
+        spec["terminationGracePeriodSeconds"] = 30;
+      }
+      // As the real server: a new pod's status is reset to Pending.
+      obj["status"] = {{"phase", "Pending"}};
+    } else if (r.group.empty() && r.kind == "Namespace") {
+      obj["spec"] = {{"finalizers", {"kubernetes"}}};
+      obj["status"] = {{"phase", "Active"}};
+    }
+  }
+
+  // Carries over what a client may not change with PUT/PATCH and bumps generation when the spec
+  // part changed. `sub` is "" or "status".
+  static Status FinishUpdate(const ResourceInfo& r, const std::string& sub, const json& current,
+                             json& next) {
+    if (!next.is_object()) return InvalidArgumentError("the object must be a JSON object");
+    if (!next.contains("metadata") || !next["metadata"].is_object()) {
+      next["metadata"] = json::object();
+    }
+    if (sub == "status") {
+      json merged = current;
+      if (next.contains("status")) {
+        merged["status"] = next["status"];
+      } else {
+        merged.erase("status");
+      }
+      // Labels and annotations may change through /status on the real server too.
+      for (const char* k : {"labels", "annotations"}) {
+        if (next["metadata"].contains(k)) merged["metadata"][k] = next["metadata"][k];
+      }
+      next = std::move(merged);
+    } else if (r.has_status) {
+      if (current.contains("status")) {
+        next["status"] = current["status"];
+      } else {
+        next.erase("status");
+      }
+    }
+    next["kind"] = r.kind;
+    next["apiVersion"] = r.api_version();
+    json& md = next["metadata"];
+    const json& cur_md = current["metadata"];
+    for (const char* k :
+         {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"}) {
+      if (cur_md.contains(k)) {
+        md[k] = cur_md[k];
+      } else {
+        md.erase(k);
+      }
+    }
+    json a = current, b = next;
+    for (json* j : {&a, &b}) {
+      j->erase("metadata");
+      j->erase("status");
+    }
+    if (a != b && cur_md.contains("generation") && cur_md["generation"].is_number_integer()) {
+      md["generation"] = cur_md["generation"].get<int64_t>() + 1;
+    }
+    return OkStatus();
+  }
+
+  static Status CheckResourceVersion(const ResourceInfo& r, const std::string& name,
+                                     const std::string& wanted, const json& current) {
+    if (wanted.empty() || wanted == Str(current["metadata"], "resourceVersion")) return OkStatus();
+    return AbortedError("Operation cannot be fulfilled on " + r.qualified() + " \"" + name +
+                        "\": the object has been modified; please apply your changes to the "
+                        "latest version and try again");
+  }
+
+  // --- HTTP handlers ---
+
+  void HandleResource(const HttpRequest& req, HttpResponse& res) {
+    if (!Authorized(req, res)) return;
+    Result<Target> target = ParseTarget(registry, req.path);
+    if (!target.ok()) return WriteError(res, target.status());
+    const Target& t = *target;
+    if (t.discovery) {
+      if (req.method != "GET")
+        return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+      return ServeDiscovery(t, res);
+    }
+    const ResourceInfo& r = *t.resource;
+    json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
+    try {
+      if (req.method == "GET" || req.method == "HEAD") {
+        if (t.name.empty()) {
+          std::string w = req.Param("watch");
+          if (w == "true" || w == "1") return Watch(req, t, res);
+          return List(req, t, res);
+        }
+        Result<ObjectPtr> obj = store.Get(r, t.ns, t.name);
+        if (!obj.ok()) return WriteError(res, obj.status(), details);
+        if (WantsTable(req)) return WriteObject(res, 200, TableOf(r, {*obj}, store.revision()));
+        return WriteObject(res, 200, **obj);
+      }
+      if (req.method == "POST") {
+        if (t.sub == "binding") return Bind(req, t, res);
+        if (!t.name.empty()) return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+        json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+        if (body.is_discarded()) return BadBody(res);
+        Result<ObjectPtr> created = Create(r, t.ns, std::move(body), User(req));
+        if (!created.ok()) return WriteError(res, created.status(), details);
+        return WriteObject(res, 201, **created);
+      }
+      if (req.method == "PUT") return Update(req, t, res);
+      if (req.method == "PATCH") return Patch(req, t, res);
+      if (req.method == "DELETE") {
+        if (t.name.empty()) return DeleteCollection(req, t, res);
+        return Delete(req, t, res);
+      }
+      WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+    } catch (const json::exception& e) {
+      // A field of an untrusted body had an unexpected JSON type.
+      WriteStatus(res, 400, "BadRequest", std::string("malformed object: ") + e.what());
+    }
+  }
+
+  static std::string User(const HttpRequest& req) {
+    return req.Header("Authorization").empty() ? "system:anonymous" : "hami-sim-user";
+  }
+
+  static void BadBody(HttpResponse& res) {
+    WriteStatus(res, 400, "BadRequest",
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json");
+  }
+
+  void ServeDiscovery(const Target& t, HttpResponse& res) {
+    if (t.version.empty()) {  // /apis/<group>
+      std::string groups = registry.Groups();
+      json all = json::parse(groups);
+      for (const json& g : all["groups"]) {
+        if (g["name"] == t.group) {
+          json doc = g;
+          doc["kind"] = "APIGroup";
+          doc["apiVersion"] = "v1";
+          return WriteObject(res, 200, doc);
+        }
+      }
+      return WriteStatus(res, 404, "NotFound", "the server could not find the requested resource");
+    }
+    std::string doc = registry.ResourceList(t.group, t.version);
+    if (doc.empty()) {
+      return WriteStatus(res, 404, "NotFound", "the server could not find the requested resource");
+    }
+    res.SetJson(200, doc);
+  }
+
+  struct Selectors {
+    LabelSelector labels;
+    FieldSelector fields;
+    bool Matches(const json& o) const { return labels.MatchesObject(o) && fields.Matches(o); }
+  };
+
+  static Result<Selectors> ParseSelectors(const HttpRequest& req) {
+    Selectors s;
+    HAMI_ASSIGN_OR_RETURN(s.labels, LabelSelector::Parse(req.Param("labelSelector")));
+    HAMI_ASSIGN_OR_RETURN(s.fields, FieldSelector::Parse(req.Param("fieldSelector")));
+    return s;
+  }
+
+  void List(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    Result<Selectors> sel = ParseSelectors(req);
+    if (!sel.ok()) return WriteError(res, sel.status());
+    int64_t revision = 0;
+    std::vector<ObjectPtr> all = store.List(*t.resource, t.ns, &revision);
+    std::vector<ObjectPtr> matched;
+    for (ObjectPtr& o : all) {
+      if (sel->Matches(*o)) matched.push_back(std::move(o));
+    }
+    if (WantsTable(req)) return WriteObject(res, 200, TableOf(*t.resource, matched, revision));
+    std::string body = "{\"kind\":\"" + t.resource->list_kind() + "\",\"apiVersion\":\"" +
+                       t.resource->api_version() + "\",\"metadata\":{\"resourceVersion\":\"" +
+                       std::to_string(revision) + "\"},\"items\":[";
+    for (size_t i = 0; i < matched.size(); ++i) {
+      if (i) body += ',';
+      body += matched[i]->dump();
+    }
+    body += "]}";
+    res.SetJson(200, std::move(body));
+  }
+
+  void Watch(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    Result<Selectors> sel = ParseSelectors(req);
+    if (!sel.ok()) return WriteError(res, sel.status());
+    std::string rv_param = req.Param("resourceVersion");
+    auto deadline = Clock::now() + options.max_watch_duration;
+    if (req.HasParam("timeoutSeconds")) {
+      char* end = nullptr;
+      std::string ts = req.Param("timeoutSeconds");
+      long secs = std::strtol(ts.c_str(), &end, 10);  // NOLINT(runtime/int)
+      if (ts.empty() || *end != '\0' || secs < 0) {
+        return WriteStatus(res, 400, "BadRequest", "invalid timeoutSeconds: " + ts);
+      }
+      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(secs));
+    }
+    bool bookmarks = req.Param("allowWatchBookmarks") == "true";
+    bool table = WantsTable(req);  // kubectl get -w: every event object is a one-row Table
+    const ResourceInfo* r = t.resource;
+    std::vector<WatchEvent> initial;
+    int64_t start = 0;
+    if (rv_param.empty() || rv_param == "0") {
+      // No resourceVersion: the current state as ADDED events, then changes.
+      for (ObjectPtr& o : store.List(*r, t.ns, &start)) {
+        initial.push_back({start, "ADDED", r, t.ns, std::move(o), nullptr});
+      }
+    } else {
+      char* end = nullptr;
+      long long v = std::strtoll(rv_param.c_str(), &end, 10);  // NOLINT(runtime/int)
+      if (*end != '\0' || v < 0) {
+        return WriteStatus(res, 400, "BadRequest", "invalid resourceVersion: " + rv_param);
+      }
+      // Non-blocking check (deadline = now): a compacted revision is answered with 410 Gone.
+      int64_t now = v;
+      Status s = store.WaitForEvents(*r, v, Clock::now(), &initial, &now);
+      if (s.code() == StatusCode::kOutOfRange) {
+        if (!options.expired_watch_as_error_event) return WriteError(res, s);
+        std::string line =
+            json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", s.message())}}.dump() +
+            "\n";
+        res.status = 200;
+        res.content_type = "application/json";
+        res.stream = [line](net::ChunkWriter& w) { (void)w.Write(line); };
+        return;
+      }
+      if (!s.ok()) return WriteStatus(res, 503, "ServiceUnavailable", s.message());
+      start = now;
+    }
+    res.status = 200;
+    res.content_type = "application/json";
+    Store* st = &store;
+    std::chrono::milliseconds bookmark_every = options.bookmark_interval;
+    std::string ns = t.ns;
+    Selectors selectors = std::move(sel).value();
+    res.stream = [st, r, ns, selectors, initial = std::move(initial), start, deadline, bookmarks,
+                  bookmark_every, table](net::ChunkWriter& w) {
+      auto emit = [&](const WatchEvent& e) {
+        if (!ns.empty() && e.ns != ns) return true;
+        bool now_match = selectors.Matches(*e.object);
+        bool was_match = e.previous && selectors.Matches(*e.previous);
+        std::string type = e.type;
+        if (e.type == "MODIFIED") {
+          if (now_match && !was_match) type = "ADDED";
+          if (!now_match && was_match) type = "DELETED";
+          if (!now_match && !was_match) return true;
+        } else if (!now_match) {
+          return true;
+        }
+        std::string object = table ? TableOf(*r, {e.object}, e.revision).dump() : e.object->dump();
+        return w.Write("{\"type\":\"" + type + "\",\"object\":" + object + "}\n");
+      };
+      for (const WatchEvent& e : initial) {
+        if (!emit(e)) return;
+      }
+      int64_t last = start;
+      auto next_bookmark = Clock::now() + bookmark_every;
+      std::vector<WatchEvent> batch;
+      while (w.ServerRunning()) {
+        auto now = Clock::now();
+        if (now >= deadline) return;
+        if (bookmarks && now >= next_bookmark) {
+          json bm = {{"type", "BOOKMARK"},
+                     {"object",
+                      {{"kind", r->kind},
+                       {"apiVersion", r->api_version()},
+                       {"metadata", {{"resourceVersion", std::to_string(last)}}}}}};
+          if (!w.Write(bm.dump() + "\n")) return;
+          next_bookmark = now + bookmark_every;
+        }
+        auto wake = bookmarks ? std::min(deadline, next_bookmark) : deadline;
+        batch.clear();
+        Status s = st->WaitForEvents(*r, last, wake, &batch, &last);
+        if (s.code() == StatusCode::kOutOfRange) {
+          // This watcher fell behind the history window.
+          json err = {{"type", "ERROR"}, {"object", StatusObject(410, "Expired", s.message())}};
+          (void)w.Write(err.dump() + "\n");
+          return;
+        }
+        if (!s.ok()) return;  // shutting down
+        for (const WatchEvent& e : batch) {
+          if (!emit(e)) return;
+        }
+      }
+    };
+  }
+
+  void Update(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    const ResourceInfo& r = *t.resource;
+    json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
+    if (t.name.empty() || t.sub == "binding") {
+      return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+    }
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return BadBody(res);
+    if (!body.is_object()) return WriteStatus(res, 400, "BadRequest", "the body must be an object");
+    if (body.contains("kind") && Str(body, "kind") != r.kind) {
+      return WriteStatus(res, 400, "BadRequest",
+                         "the kind \"" + Str(body, "kind") + "\" does not match " + r.kind);
+    }
+    std::string body_name = body.contains("metadata") ? Str(body["metadata"], "name") : "";
+    if (body_name != t.name) {
+      return WriteStatus(res, 400, "BadRequest",
+                         "the name of the object (" + body_name +
+                             ") does not match the name on the URL (" + t.name + ")");
+    }
+    std::string wanted_rv = Str(body["metadata"], "resourceVersion");
+    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](json& current) {
+      HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
+      json next = body;
+      HAMI_RETURN_IF_ERROR(FinishUpdate(r, t.sub, current, next));
+      current = std::move(next);
+      return OkStatus();
+    });
+    if (!updated.ok()) return WriteError(res, updated.status(), details);
+    WriteObject(res, 200, **updated);
+  }
+
+  void Patch(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    const ResourceInfo& r = *t.resource;
+    json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
+    if (t.name.empty() || t.sub == "binding") {
+      return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+    }
+    std::string ct = req.Header("Content-Type");
+    ct = ct.substr(0, ct.find(';'));
+    enum { kMerge, kJsonPatch } kind;
+    if (ct == "application/merge-patch+json" || ct == "application/strategic-merge-patch+json") {
+      kind = kMerge;
+    } else if (ct == "application/json-patch+json") {
+      kind = kJsonPatch;
+    } else {
+      return WriteStatus(res, 415, "UnsupportedMediaType",
+                         "the body of the request was in an unknown format - accepted media "
+                         "types include: application/json-patch+json, "
+                         "application/merge-patch+json, application/strategic-merge-patch+json");
+    }
+    json patch = json::parse(req.body, nullptr, false);
+    if (patch.is_discarded()) return BadBody(res);
+    if (kind == kMerge && !patch.is_object()) {
+      return WriteStatus(res, 400, "BadRequest", "a merge patch must be a JSON object");
+    }
+    if (kind == kJsonPatch && !patch.is_array()) {
+      return WriteStatus(res, 400, "BadRequest", "a JSON patch must be a JSON array");
+    }
+    if (ct == "application/strategic-merge-patch+json") StripDirectives(patch);
+    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](json& current) {
+      json next;
+      if (kind == kMerge) {
+        next = current;
+        next.merge_patch(patch);
+      } else {
+        try {
+          next = current.patch(patch);
+        } catch (const json::exception& e) {
+          return FailedPreconditionError(std::string("the JSON patch cannot be applied: ") +
+                                         e.what());
+        }
+      }
+      if (!next.is_object() || !next.contains("metadata") || !next["metadata"].is_object()) {
+        return FailedPreconditionError("the patch removed the object's metadata");
+      }
+      // A resourceVersion in the patched object is a precondition, as on the real server.
+      std::string wanted_rv = Str(next["metadata"], "resourceVersion");
+      HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
+      HAMI_RETURN_IF_ERROR(FinishUpdate(r, t.sub, current, next));
+      current = std::move(next);
+      return OkStatus();
+    });
+    if (!updated.ok()) return WriteError(res, updated.status(), details);
+    WriteObject(res, 200, **updated);
+  }
+
+  void Bind(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    json details = {{"name", t.name}, {"kind", "pods"}};
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return BadBody(res);
+    if (body.contains("kind") && Str(body, "kind") != "Binding") {
+      return WriteStatus(res, 400, "BadRequest", "expected a Binding object");
+    }
+    std::string node = body.contains("target") ? Str(body["target"], "name") : "";
+    if (node.empty()) {
+      return WriteStatus(res, 422, "Invalid",
+                         "Binding \"" + t.name + "\" is invalid: target.name: Required value");
+    }
+    json annotations = body.contains("metadata") && body["metadata"].is_object()
+                           ? body["metadata"].value("annotations", json())
+                           : json();
+    Result<ObjectPtr> bound = store.Update(*t.resource, t.ns, t.name, [&](json& pod) {
+      std::string current = FieldValue(pod, "spec.nodeName");
+      if (!current.empty()) {
+        return AbortedError("Operation cannot be fulfilled on pods/binding \"" + t.name +
+                            "\": pod " + t.name + " is already assigned to node \"" + current +
+                            "\"");
+      }
+      if (!pod["spec"].is_object()) pod["spec"] = json::object();
+      pod["spec"]["nodeName"] = node;
+      if (annotations.is_object()) {
+        for (const auto& [k, v] : annotations.items()) {
+          if (v.is_string()) pod["metadata"]["annotations"][k] = v;
+        }
+      }
+      if (!pod["status"].is_object()) pod["status"] = json::object();
+      json& conds = pod["status"]["conditions"];
+      if (!conds.is_array()) conds = json::array();
+      json cond = {{"type", "PodScheduled"},
+                   {"status", "True"},
+                   {"lastProbeTime", nullptr},
+                   {"lastTransitionTime", NowRfc3339()}};
+      bool replaced = false;
+      for (json& c : conds) {
+        if (Str(c, "type") == "PodScheduled") {
+          c = cond;
+          replaced = true;
+        }
+      }
+      if (!replaced) conds.push_back(cond);
+      return OkStatus();
+    });
+    if (!bound.ok()) return WriteError(res, bound.status(), details);
+    json ok = {{"kind", "Status"},
+               {"apiVersion", "v1"},
+               {"metadata", json::object()},
+               {"status", "Success"},
+               {"code", 201}};
+    WriteObject(res, 201, ok);
+  }
+
+  void Delete(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    const ResourceInfo& r = *t.resource;
+    json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
+    if (!t.sub.empty()) return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+    std::string want_uid, want_rv;
+    if (!req.body.empty()) {
+      json opts = json::parse(req.body, nullptr, false);
+      if (opts.is_discarded() || !opts.is_object()) return BadBody(res);
+      if (opts.contains("preconditions") && opts["preconditions"].is_object()) {
+        want_uid = Str(opts["preconditions"], "uid");
+        want_rv = Str(opts["preconditions"], "resourceVersion");
+      }
+    }
+    Result<ObjectPtr> gone = store.Delete(r, t.ns, t.name, [&](const json& current) {
+      if (!want_uid.empty() && want_uid != Str(current["metadata"], "uid")) {
+        return AbortedError("Operation cannot be fulfilled on " + r.qualified() + " \"" + t.name +
+                            "\": Precondition failed: UID in precondition: " + want_uid +
+                            ", UID in object meta: " + Str(current["metadata"], "uid"));
+      }
+      return CheckResourceVersion(r, t.name, want_rv, current);
+    });
+    if (!gone.ok()) return WriteError(res, gone.status(), details);
+    if (r.group.empty() && r.kind == "Namespace") DeleteNamespaceContents(t.name);
+    if (r.group.empty() && r.kind == "Pod") {
+      json last = **gone;
+      last["metadata"]["deletionTimestamp"] = NowRfc3339();
+      last["metadata"]["deletionGracePeriodSeconds"] = 0;
+      return WriteObject(res, 200, last);
+    }
+    details["uid"] = Str((**gone)["metadata"], "uid");
+    json ok = {{"kind", "Status"},
+               {"apiVersion", "v1"},
+               {"metadata", json::object()},
+               {"status", "Success"},
+               {"details", details}};
+    WriteObject(res, 200, ok);
+  }
+
+  void DeleteCollection(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    Result<Selectors> sel = ParseSelectors(req);
+    if (!sel.ok()) return WriteError(res, sel.status());
+    int64_t revision = 0;
+    json items = json::array();
+    for (const ObjectPtr& o : store.List(*t.resource, t.ns, &revision)) {
+      if (!sel->Matches(*o)) continue;
+      const json& md = (*o)["metadata"];
+      Result<ObjectPtr> gone =
+          store.Delete(*t.resource, Str(md, "namespace"), Str(md, "name"), nullptr);
+      if (gone.ok()) items.push_back(**gone);
+    }
+    json list = {{"kind", t.resource->list_kind()},
+                 {"apiVersion", t.resource->api_version()},
+                 {"metadata", {{"resourceVersion", std::to_string(store.revision())}}},
+                 {"items", items}};
+    WriteObject(res, 200, list);
+  }
+
+  void DeleteNamespaceContents(const std::string& ns) {
+    for (const ResourceInfo& r : registry.all()) {
+      if (!r.namespaced) continue;
+      int64_t revision = 0;
+      for (const ObjectPtr& o : store.List(r, ns, &revision)) {
+        (void)store.Delete(r, ns, Str((*o)["metadata"], "name"), nullptr);
+      }
+    }
+  }
+};
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ApiServer::~ApiServer() { Stop(); }
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  const ApiServerOptions& o = impl->options;
+  net::HttpServerOptions http;
+  http.host = o.host;
+  http.port = o.port;
+  http.worker_threads = o.worker_threads;
+  http.keep_alive_timeout = std::chrono::seconds(10);
+  if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
+    if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+      return InvalidArgumentError("--tls-cert and --tls-key go together");
+    }
+    http.tls = net::TlsOptions{o.tls_cert_file, o.tls_key_file};
+    std::ifstream in(o.tls_cert_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    impl->ca_pem = ss.str();
+  } else if (o.self_signed) {
+    HAMI_ASSIGN_OR_RETURN(
+        net::CertificatePem pem,
+        net::GenerateSelfSignedCertificate("hami-sim-apiserver", {"localhost"}, {"127.0.0.1"}));
+    HAMI_ASSIGN_OR_RETURN(http.certificate, net::CertificateSource::FromPem(pem));
+    impl->ca_pem = pem.cert_pem;
+  }
+  HAMI_ASSIGN_OR_RETURN(impl->http, net::HttpServer::Create(std::move(http)));
+  impl->SeedNamespaces();
+
+  Impl* self = impl.get();
+  net::HttpServer& s = *impl->http;
+  s.Handle("GET", "/version", [self](const HttpRequest& req, HttpResponse& res) {
+    if (!self->Authorized(req, res)) return;
+    json v = {{"major", "1"},
+              {"minor", "32"},
+              {"gitVersion", "v1.32.0-hami-sim"},
+              {"gitCommit", "0000000000000000000000000000000000000000"},
+              {"gitTreeState", "clean"},
+              {"buildDate", "2026-01-01T00:00:00Z"},
+              {"goVersion", "go1.23"},
+              {"compiler", "gc"},
+              {"platform", "linux/amd64"}};
+    WriteObject(res, 200, v);
+  });
+  s.Handle("GET", "/api", [self](const HttpRequest& req, HttpResponse& res) {
+    if (!self->Authorized(req, res)) return;
+    res.SetJson(200,
+                self->registry.CoreVersions(self->options.host + ":" + std::to_string(self->port)));
+  });
+  s.Handle("GET", "/apis", [self](const HttpRequest& req, HttpResponse& res) {
+    if (!self->Authorized(req, res)) return;
+    res.SetJson(200, self->registry.Groups());
+  });
+  s.Handle("GET", "/openapi/v3", [self](const HttpRequest& req, HttpResponse& res) {
+    if (!self->Authorized(req, res)) return;
+    res.SetJson(200, self->registry.OpenApiV3Index());
+  });
+  s.HandlePrefix("GET", "/openapi/v3/", [self](const HttpRequest& req, HttpResponse& res) {
+    if (!self->Authorized(req, res)) return;
+    std::vector<std::string> seg = Split(req.path);  // openapi v3 api v1 | openapi v3 apis g v
+    std::string doc;
+    if (seg.size() == 4 && seg[2] == "api") {
+      doc = self->registry.OpenApiV3GroupVersion("", seg[3]);
+    } else if (seg.size() == 5 && seg[2] == "apis") {
+      doc = self->registry.OpenApiV3GroupVersion(seg[3], seg[4]);
+    }
+    if (doc.empty()) {
+      return WriteStatus(res, 404, "NotFound", "the server could not find the requested resource");
+    }
+    res.SetJson(200, std::move(doc));
+  });
+  auto resource = [self](const HttpRequest& req, HttpResponse& res) {
+    self->HandleResource(req, res);
+  };
+  for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+    s.HandlePrefix(method, "/api/", resource);
+    s.HandlePrefix(method, "/apis/", resource);
+  }
+  HAMI_ASSIGN_OR_RETURN(impl->port, s.Start());
+  // A wildcard bind address is reached through loopback (which the generated cert names too).
+  std::string host = o.host == "0.0.0.0" || o.host.empty() ? "127.0.0.1" : o.host;
+  impl->url =
+      std::string(s.tls() ? "https://" : "http://") + host + ":" + std::to_string(impl->port);
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+void ApiServer::Stop() {
+  if (!impl_->http) return;
+  impl_->store.Close();  // ends every watch stream
+  impl_->http->Stop();
+  impl_->http.reset();
+}
+
+int ApiServer::port() const { return impl_->port; }
+std::string ApiServer::url() const { return impl_->url; }
+bool ApiServer::tls() const { return !impl_->ca_pem.empty(); }
+const std::string& ApiServer::ca_pem() const { return impl_->ca_pem; }
+int64_t ApiServer::revision() const { return impl_->store.revision(); }
+
+std::string ApiServer::Kubeconfig() const {
+  std::string out =
+      "apiVersion: v1\n"
+      "kind: Config\n"
+      "clusters:\n"
+      "- name: hami-sim\n"
+      "  cluster:\n"
+      "    server: " +
+      impl_->url + "\n";
+  if (!impl_->ca_pem.empty()) {
+    out += "    certificate-authority-data: " + Base64Encode(impl_->ca_pem) + "\n";
+  }
+  out += "users:\n- name: hami-sim\n  user:";
+  out += impl_->options.token.empty() ? " {}\n" : "\n    token: " + impl_->options.token + "\n";
+  out +=
+      "contexts:\n"
+      "- name: hami-sim\n"
+      "  context:\n"
+      "    cluster: hami-sim\n"
+      "    user: hami-sim\n"
+      "    namespace: default\n"
+      "current-context: hami-sim\n";
+  return out;
+}
+
+Status ApiServer::WriteKubeconfig(const std::string& path) const {
+  return net::WriteFileAtomically(path, Kubeconfig());
+}
+
+}  // namespace hami::sim

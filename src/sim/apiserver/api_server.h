@@ -1,0 +1,92 @@
+// ApiServer: the simulated Kubernetes API server (DESIGN section 5). An in-memory control plane
+// that speaks enough of the real REST API for kubectl, our API client and the scheduler:
+//
+//   sim::ApiServerOptions opts;            // port 0, plain HTTP, no auth
+//   opts.self_signed = true;               // HTTPS with a generated certificate
+//   opts.token = "secret";                 // require "Authorization: Bearer secret"
+//   auto server = sim::ApiServer::Start(opts).value();
+//   server->WriteKubeconfig(dir + "/kubeconfig");   // for kubectl and clients
+//   ... server->url() ...
+//
+// Served: discovery (/api, /api/v1, /apis, /apis/<group>[/<version>], /version), /healthz,
+// /readyz, /livez; core/v1 namespaces, nodes, pods (+status, +binding), events, configmaps,
+// resourcequotas; events.k8s.io/v1 events; coordination.k8s.io/v1 leases;
+// admissionregistration.k8s.io/v1 mutatingwebhookconfigurations. Verbs: get, list (label and
+// field selectors, Table output for kubectl), watch (?watch=1: JSON lines over chunked HTTP,
+// bookmarks, resumption, 410 Gone past the history window), create, update (resourceVersion
+// precondition -> 409), patch (merge, JSON patch; strategic merge treated as merge patch: lists
+// are replaced wholesale and "$"-directives are dropped), delete, deletecollection. Pod CREATE
+// runs the registered mutating webhooks (see admission.h).
+//
+// Simplifications (documented, deliberate): deletions are immediate (no graceful termination or
+// finalizers; a deleted namespace takes its objects with it at once); list ignores limit/continue
+// and resourceVersion (always the latest state); no server-side apply; no validation beyond
+// names, namespaces and kinds.
+//
+// Thread safety: Start/Stop/WriteKubeconfig from the owning thread; the accessors are safe from
+// any thread. Requests are served concurrently by the HTTP worker pool.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace hami::sim {
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 = pick a free port
+  // HTTPS with these PEM files (re-read on change), or with a generated certificate for
+  // 127.0.0.1/localhost when self_signed is set. Neither: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool self_signed = false;
+  // Non-empty: every request except /healthz, /livez and /readyz needs this bearer token.
+  std::string token;
+  // Watch events retained for resumption; older resourceVersions get 410 Gone.
+  size_t history_window = 10000;
+  // How a watch from a compacted resourceVersion is refused. false: HTTP 410 with a Status body
+  // (reason Expired). true: HTTP 200 and a single {"type":"ERROR","object":<that Status>} event,
+  // which is what the real server's watch cache usually does. Clients must handle both.
+  bool expired_watch_as_error_event = false;
+  // How often a watch with allowWatchBookmarks=true gets a BOOKMARK.
+  std::chrono::milliseconds bookmark_interval{std::chrono::seconds(10)};
+  // Upper bound of one watch request (a smaller ?timeoutSeconds= wins).
+  std::chrono::seconds max_watch_duration{std::chrono::minutes(30)};
+  int worker_threads = 256;  // each connection (and each open watch) holds one
+};
+
+class ApiServer {
+ public:
+  static Result<std::unique_ptr<ApiServer>> Start(ApiServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Ends open watches, stops serving. Idempotent.
+  void Stop();
+
+  int port() const;
+  // "http://127.0.0.1:<port>" or "https://127.0.0.1:<port>".
+  std::string url() const;
+  bool tls() const;
+  // PEM clients should trust for url() ("" for plain HTTP).
+  const std::string& ca_pem() const;
+  // The current cluster-wide resourceVersion.
+  int64_t revision() const;
+
+  // A kubeconfig (YAML) with one cluster/user/context "hami-sim" (namespace default).
+  std::string Kubeconfig() const;
+  Status WriteKubeconfig(const std::string& path) const;
+
+  class Impl;
+
+ private:
+  explicit ApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hami::sim

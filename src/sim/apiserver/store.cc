@@ -1,0 +1,143 @@
+#include "sim/apiserver/store.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hami::sim {
+namespace {
+
+using nlohmann::json;
+
+std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+std::string NotFoundMessage(const ResourceInfo& r, const std::string& name) {
+  return r.qualified() + " \"" + name + "\" not found";
+}
+
+}  // namespace
+
+Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
+
+void Store::AppendLocked(WatchEvent event) {
+  history_.push_back(std::move(event));
+  while (history_.size() > history_window_) {
+    compacted_ = history_.front().revision;
+    history_.pop_front();
+  }
+  changed_.notify_all();
+}
+
+Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object) {
+  std::string name = object["metadata"].value("name", "");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& bucket = objects_[&resource];
+  std::string key = Key(ns, name);
+  if (bucket.count(key)) {
+    return AlreadyExistsError(resource.qualified() + " \"" + name + "\" already exists");
+  }
+  object["metadata"]["resourceVersion"] = std::to_string(++revision_);
+  auto ptr = std::make_shared<const json>(std::move(object));
+  bucket[key] = ptr;
+  AppendLocked({revision_, "ADDED", &resource, ns, ptr, nullptr});
+  return ObjectPtr(ptr);
+}
+
+Result<ObjectPtr> Store::Get(const ResourceInfo& resource, const std::string& ns,
+                             const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto b = objects_.find(&resource);
+  if (b != objects_.end()) {
+    auto it = b->second.find(Key(ns, name));
+    if (it != b->second.end()) return it->second;
+  }
+  return NotFoundError(NotFoundMessage(resource, name));
+}
+
+std::vector<ObjectPtr> Store::List(const ResourceInfo& resource, const std::string& ns,
+                                   int64_t* revision) const {
+  std::vector<ObjectPtr> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  *revision = revision_;
+  auto b = objects_.find(&resource);
+  if (b == objects_.end()) return out;
+  auto it = ns.empty() ? b->second.begin() : b->second.lower_bound(ns + "/");
+  for (; it != b->second.end(); ++it) {
+    if (!ns.empty() && it->first.compare(0, ns.size() + 1, ns + "/") != 0) break;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Result<ObjectPtr> Store::Update(const ResourceInfo& resource, const std::string& ns,
+                                const std::string& name,
+                                const std::function<Status(json&)>& mutate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& bucket = objects_[&resource];
+  auto it = bucket.find(Key(ns, name));
+  if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
+  json next = *it->second;
+  HAMI_RETURN_IF_ERROR(mutate(next));
+  if (!next.is_object() || !next["metadata"].is_object()) {
+    return InvalidArgumentError("the update removed the object's metadata");
+  }
+  next["metadata"]["name"] = name;
+  next["metadata"]["resourceVersion"] = std::to_string(++revision_);
+  auto ptr = std::make_shared<const json>(std::move(next));
+  ObjectPtr previous = it->second;
+  it->second = ptr;
+  AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, previous});
+  return ObjectPtr(ptr);
+}
+
+Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string& ns,
+                                const std::string& name,
+                                const std::function<Status(const json&)>& precondition) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& bucket = objects_[&resource];
+  auto it = bucket.find(Key(ns, name));
+  if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
+  if (precondition) HAMI_RETURN_IF_ERROR(precondition(*it->second));
+  // The DELETED event carries the last state with the deletion's revision, as the real server.
+  json last = *it->second;
+  last["metadata"]["resourceVersion"] = std::to_string(++revision_);
+  auto ptr = std::make_shared<const json>(std::move(last));
+  ObjectPtr previous = it->second;
+  bucket.erase(it);
+  AppendLocked({revision_, "DELETED", &resource, ns, ptr, previous});
+  return ObjectPtr(ptr);
+}
+
+int64_t Store::revision() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return revision_;
+}
+
+Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
+                            std::chrono::steady_clock::time_point deadline,
+                            std::vector<WatchEvent>* out, int64_t* now) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_until(lock, deadline, [&] { return closed_ || revision_ > after; });
+  if (closed_) return Status(StatusCode::kCancelled, "server shutting down");
+  if (after < compacted_) {
+    return OutOfRangeError("too old resource version: " + std::to_string(after) + " (" +
+                           std::to_string(compacted_ + 1) + ")");
+  }
+  // history_ is ordered by revision: skip to the first event newer than `after`.
+  auto it = history_.begin();
+  if (!history_.empty() && after >= history_.front().revision) {
+    it += std::min<int64_t>(after - history_.front().revision + 1,
+                            static_cast<int64_t>(history_.size()));
+  }
+  for (; it != history_.end(); ++it) {
+    if (it->revision > after && it->resource == &resource) out->push_back(*it);
+  }
+  *now = std::max(after, revision_);
+  return OkStatus();
+}
+
+void Store::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace hami::sim

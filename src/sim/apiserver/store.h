@@ -1,0 +1,95 @@
+// Store: the simulated API server's in-memory object database. Objects are immutable JSON values
+// behind shared pointers, keyed by resource type and "<namespace>/<name>"; every write takes the
+// next value of one cluster-wide resourceVersion counter (like etcd's revision) and appends a
+// watch event to a bounded history. Watchers resume from any revision still in the history; older
+// revisions are reported as OutOfRange (the HTTP layer turns that into 410 Gone).
+//
+// Thread safety: all methods are safe to call concurrently. Mutation callbacks run under the
+// store's lock: keep them short and never call back into the store from them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sim/apiserver/resources.h"
+
+namespace hami::sim {
+
+using ObjectPtr = std::shared_ptr<const nlohmann::json>;
+
+struct WatchEvent {
+  int64_t revision = 0;
+  std::string type;  // ADDED, MODIFIED, DELETED
+  const ResourceInfo* resource = nullptr;
+  std::string ns;
+  ObjectPtr object;    // the new state (the last state for DELETED)
+  ObjectPtr previous;  // the state before a MODIFIED/DELETED; null for ADDED
+};
+
+class Store {
+ public:
+  // `history_window`: how many events are kept for watch resumption.
+  explicit Store(size_t history_window);
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Stores `object` (metadata.name must be set) and stamps metadata.resourceVersion.
+  // AlreadyExists when the name is taken.
+  Result<ObjectPtr> Create(const ResourceInfo& resource, const std::string& ns,
+                           nlohmann::json object);
+  // NotFound when absent.
+  Result<ObjectPtr> Get(const ResourceInfo& resource, const std::string& ns,
+                        const std::string& name) const;
+  // Objects of `resource` in `ns` ("" = every namespace) in (namespace, name) order, and the
+  // revision the snapshot was taken at.
+  std::vector<ObjectPtr> List(const ResourceInfo& resource, const std::string& ns,
+                              int64_t* revision) const;
+  // Read-modify-write: `mutate` edits a copy of the current object (an error aborts the update
+  // and is returned). The name cannot change. A mutation that changes nothing still counts as an
+  // update (new resourceVersion), as on the real server for PUT.
+  Result<ObjectPtr> Update(const ResourceInfo& resource, const std::string& ns,
+                           const std::string& name,
+                           const std::function<Status(nlohmann::json&)>& mutate);
+  // Deletes after `precondition` (may be null) accepts the current object; returns the last state.
+  Result<ObjectPtr> Delete(const ResourceInfo& resource, const std::string& ns,
+                           const std::string& name,
+                           const std::function<Status(const nlohmann::json&)>& precondition);
+
+  int64_t revision() const;
+
+  // Blocks until the store has a revision newer than `after`, `deadline` passes or Close() is
+  // called. Appends the events of `resource` newer than `after` to *out and sets *now to the
+  // revision they are complete up to. OutOfRange when `after` fell out of the history window;
+  // Cancelled after Close().
+  Status WaitForEvents(const ResourceInfo& resource, int64_t after,
+                       std::chrono::steady_clock::time_point deadline, std::vector<WatchEvent>* out,
+                       int64_t* now);
+
+  // Wakes every watcher; later WaitForEvents calls return Cancelled at once.
+  void Close();
+
+ private:
+  void AppendLocked(WatchEvent event);
+
+  const size_t history_window_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  int64_t revision_ = 0;  // guarded by mu_
+  // guarded by mu_
+  std::map<const ResourceInfo*, std::map<std::string, ObjectPtr>> objects_;
+  std::deque<WatchEvent> history_;  // guarded by mu_
+  int64_t compacted_ = 0;           // guarded by mu_: highest revision dropped from history_
+  bool closed_ = false;             // guarded by mu_
+};
+
+}  // namespace hami::sim
