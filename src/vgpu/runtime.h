@@ -31,12 +31,13 @@ namespace hami::vgpu {
 #define VGPU_REAL_CUDA(X)                                                                         \
   X(cuInit)                                                                                       \
   X(cuGetProcAddress)                                                                             \
-  X(cuGetProcAddress_v2) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetUuid)                    \
-      X(cuDeviceGetUuid_v2) X(cuDeviceTotalMem_v2) X(cuCtxGetDevice) X(cuMemAlloc_v2)             \
-          X(cuMemFree_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync)           \
-              X(cuMemAllocAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)                    \
-                  X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate)       \
-                      X(cuMemRelease) X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuArrayDestroy) \
+  X(cuGetProcAddress_v2)                                                                          \
+  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)                     \
+      X(cuDeviceTotalMem_v2) X(cuCtxGetDevice) X(cuMemAlloc_v2) X(cuMemFree_v2)                   \
+          X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)   \
+              X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemAllocFromPoolAsync)                 \
+                  X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemRelease)                  \
+                      X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuArrayDestroy)                 \
                           X(cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy) X(cuMemGetInfo_v2) \
                               X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)        \
                                   X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)           \
@@ -48,11 +49,12 @@ namespace hami::vgpu {
                                                           X(cuGraphKernelNodeGetParams)           \
                                                               X(cuGraphKernelNodeGetParams_v2)
 
-#define VGPU_REAL_NVML(X)                                                            \
-  X(nvmlInit_v2)                                                                     \
-  X(nvmlDeviceGetCount_v2)                                                           \
-  X(nvmlDeviceGetHandleByIndex_v2) X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID) \
-      X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetProcessUtilization)
+#define VGPU_REAL_NVML(X)                                                      \
+  X(nvmlInit_v2)                                                               \
+  X(nvmlDeviceGetCount_v2)                                                     \
+  X(nvmlDeviceGetHandleByIndex_v2)                                             \
+  X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID) X(nvmlDeviceGetMemoryInfo) \
+      X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetProcessUtilization)
 
 struct RealCuda {
 #define VGPU_FIELD(name) decltype(&::name) name;
