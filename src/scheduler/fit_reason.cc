@@ -45,6 +45,8 @@ std::string NodeFailure::ToString() const {
       return std::string(kNodeInsufficientDeviceText);
     case Kind::kNodeUnregistered:
       return std::string(kNodeUnregisteredText);
+    case Kind::kResourceQuota:
+      return std::string(kResourceQuotaNotFitText);
     case Kind::kCards:
       break;
   }

@@ -38,6 +38,7 @@ std::string_view CardReasonName(CardReason r);
 
 inline constexpr std::string_view kNodeInsufficientDeviceText = "NodeInsufficientDevice";
 inline constexpr std::string_view kNodeUnregisteredText = "node unregistered";
+inline constexpr std::string_view kResourceQuotaNotFitText = "ResourceQuotaNotFit";
 
 struct NodeFailure {
   enum class Kind : uint8_t {
@@ -45,6 +46,7 @@ struct NodeFailure {
     kCards,                   // per-device reasons in `counts`, out of `total` candidates
     kNodeInsufficientDevice,  // fewer devices of the vendor than requested
     kNodeUnregistered,        // no registration known for the node
+    kResourceQuota,           // the placement here would exceed the namespace's quota
   };
   Kind kind = Kind::kNone;
   uint16_t total = 0;

@@ -209,6 +209,10 @@ class Ledger {
   // Node slot by name, or -1.
   int32_t FindNode(std::string_view name) const;
   const LedgerPod* FindPod(std::string_view uid) const;
+  // The live pod in a slot (LedgerNode::pods), or nullptr.
+  const LedgerPod* FindPodSlot(uint32_t slot) const {
+    return slot < pods_.size() && pods_[slot].live ? &pods_[slot] : nullptr;
+  }
   size_t pod_count() const { return pod_by_uid_.size(); }
   const Clock& clock() const { return clock_; }
   const LedgerOptions& options() const { return options_; }

@@ -89,6 +89,9 @@ struct PodContext {
   const GpuPolicy* global_gpu = nullptr;
   NodePolicy global_node = NodePolicy::kBinpack;
   TraceLevel trace = TraceLevel::kNodes;
+  // Per vendor index: quota room (-1 = unlimited).
+  std::vector<int64_t> quota_mem, quota_cores;
+  bool has_quota = false;
 };
 
 struct Work {
@@ -308,6 +311,10 @@ class NodeEvaluator {
       }
     }
     if (ctx_.containers.size() == ctx_.init_count) s_.work = s_.base;
+    if (ctx_.has_quota && !QuotaFits()) {
+      v->failure.kind = NodeFailure::Kind::kResourceQuota;
+      return;
+    }
     // Node score with the pod placed: usage = max(init peak, app) per field.
     int64_t slots = 0, count = 0, mem = 0, devmem = 0, cores = 0, devcore = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -474,6 +481,24 @@ class NodeEvaluator {
     return true;
   }
 
+  // The pod's charge here (per device max(init peak, app) minus what was there) within the room.
+  bool QuotaFits() const {
+    const LedgerNode& node = *node_;
+    size_t vendors = ctx_.quota_mem.size();
+    std::vector<int64_t> mem(vendors, 0), cores(vendors, 0);
+    for (size_t i = 0; i < node.devices.size(); ++i) {
+      uint8_t v = node.devices[i].vendor;
+      if (v >= vendors) continue;
+      mem[v] += std::max(s_.peak[i].mem, s_.work[i].mem) - s_.base[i].mem;
+      cores[v] += std::max(s_.peak[i].cores, s_.work[i].cores) - s_.base[i].cores;
+    }
+    for (size_t v = 0; v < vendors; ++v) {
+      if (ctx_.quota_mem[v] >= 0 && mem[v] > ctx_.quota_mem[v]) return false;
+      if (ctx_.quota_cores[v] >= 0 && cores[v] > ctx_.quota_cores[v]) return false;
+    }
+    return true;
+  }
+
   // How many instances a group of MIG-capable candidates could host (each non-MIG device: one).
   int32_t Capacity(const std::vector<uint16_t>& group, int32_t need) const {
     int32_t c = 0;
@@ -584,6 +609,17 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.numa_bind = !nb.empty() && device::text::ParseBool(nb, &bind) && bind;
     f.type_ok.assign(strs.types.size(), 0);
     f.mode_ok.assign(strs.modes.size(), 0);
+  }
+
+  ctx.quota_mem.assign(vendors.vendors().size(), -1);
+  ctx.quota_cores.assign(vendors.vendors().size(), -1);
+  for (const QuotaRoom& q : pod.quota) {
+    for (size_t vi = 0; vi < vendors.vendors().size(); ++vi) {
+      if (vendors.vendors()[vi]->Key() != q.vendor) continue;
+      if (q.mem_mib) ctx.quota_mem[vi] = std::max<int64_t>(0, *q.mem_mib);
+      if (q.cores) ctx.quota_cores[vi] = std::max<int64_t>(0, *q.cores);
+      ctx.has_quota = ctx.has_quota || q.mem_mib || q.cores;
+    }
   }
 
   ctx.init_count = pod.requests.init_count;

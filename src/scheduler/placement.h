@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +39,14 @@
 
 namespace hami::scheduler {
 
+// Room left under the pod namespace's ResourceQuota for one vendor (`limits.<memory resource>`,
+// `limits.<core resource>`); an absent field means no limit.
+struct QuotaRoom {
+  std::string vendor;
+  std::optional<int64_t> mem_mib;
+  std::optional<int64_t> cores;
+};
+
 // The pod being placed.
 struct PodSpec {
   std::string uid;
@@ -45,6 +54,8 @@ struct PodSpec {
   std::string name;
   device::Annotations annotations;
   device::PodRequests requests;  // from device::ParsePodRequests
+  // Namespace quota room; a node whose placement would take more fails with ResourceQuotaNotFit.
+  std::vector<QuotaRoom> quota;
 };
 
 struct EngineOptions {

@@ -1,0 +1,282 @@
+// hami-scheduler: scheduler extender (/filter, /bind), mutating admission webhook (/webhook) and
+// the scheduler's metrics (:9395). Flags follow upstream HAMi's scheduler so existing Helm values
+// and manifests keep working; Go-style single-dash long flags (-v=4, -leader-elect) are accepted.
+//
+//   hami-scheduler --http_bind=0.0.0.0:443 --cert_file=/tls/tls.crt --key_file=/tls/tls.key
+//       --scheduler-name=hami-scheduler --metrics-bind-address=:9395
+//       --device-config-file=/device-config.yaml --leader-elect=true
+//       --leader-elect-resource-name=hami-scheduler --leader-elect-resource-namespace=kube-system
+//
+// The API server comes from --kubeconfig, else $KUBECONFIG, else the in-cluster service account.
+// Prints "listening on <url>" once the extender serves (scripts wait for that line).
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "device/config.h"
+#include "k8s/config.h"
+#include "k8s/rest_client.h"
+#include "net/http_server.h"
+#include "scheduler/policy.h"
+#include "scheduler/service.h"
+
+namespace {
+
+using hami::Result;
+using hami::Status;
+
+// Go time.ParseDuration subset: a sequence of <number><unit>, units ns us ms s m h.
+Result<std::chrono::milliseconds> ParseGoDuration(const std::string& text) {
+  if (text.empty()) return hami::InvalidArgumentError("empty duration");
+  double total_ms = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+      ++i;
+    }
+    if (start == i) return hami::InvalidArgumentError("duration \"" + text + "\": expected number");
+    double v = std::strtod(text.substr(start, i - start).c_str(), nullptr);
+    size_t u = i;
+    while (i < text.size() && isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::string unit = text.substr(u, i - u);
+    double scale;
+    if (unit == "ns") {
+      scale = 1e-6;
+    } else if (unit == "us" || unit == "µs") {
+      scale = 1e-3;
+    } else if (unit == "ms") {
+      scale = 1;
+    } else if (unit == "s") {
+      scale = 1000;
+    } else if (unit == "m") {
+      scale = 60000;
+    } else if (unit == "h") {
+      scale = 3600000;
+    } else {
+      return hami::InvalidArgumentError("duration \"" + text + "\": unknown unit \"" + unit +
+                                        "\" (use ms, s, m or h)");
+    }
+    total_ms += v * scale;
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(total_ms));
+}
+
+// "host:port" or ":port" -> (host, port); host "" or "0.0.0.0" listens everywhere.
+Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos) return hami::InvalidArgumentError("\"" + addr + "\": no port");
+  *host = addr.substr(0, colon);
+  if (host->empty()) *host = "0.0.0.0";
+  char* end = nullptr;
+  long p = std::strtol(addr.c_str() + colon + 1, &end, 10);  // NOLINT(runtime/int)
+  if (end == addr.c_str() + colon + 1 || *end != '\0' || p < 0 || p > 65535) {
+    return hami::InvalidArgumentError("\"" + addr + "\": bad port");
+  }
+  *port = static_cast<int>(p);
+  return hami::OkStatus();
+}
+
+// Go's flag package accepts -name and --name alike; CLI11 wants --name for long flags.
+std::vector<std::string> NormaliseArgs(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
+      std::string body = a.substr(1);
+      if (body.rfind("v=", 0) == 0 || body.size() > 1) a = "--" + body;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "hami-scheduler";
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hami-scheduler: HAMi-compatible scheduler extender, webhook and metrics"};
+  std::string http_bind = "127.0.0.1:8080", cert_file, key_file, metrics_bind = ":9395";
+  std::string scheduler_name = "hami-scheduler", node_policy = "binpack", gpu_policy = "spread";
+  std::string device_config_file, node_label_selector, kubeconfig, context;
+  std::string lease_name = "hami-scheduler", lease_ns, node_lock_timeout = "5m",
+              node_lock_retry = "28s", kube_timeout = "30s";
+  bool force_overwrite = true, leader_elect = false, legacy_metrics = false, debug = false,
+       profiling = false, enable_ascend = false, enable_iluvatar = false;
+  float kube_qps = 50;
+  int kube_burst = 100, verbosity = 0;
+  app.add_option("--http_bind", http_bind, "extender/webhook listen address")
+      ->capture_default_str();
+  app.add_option("--cert_file", cert_file, "TLS certificate (with --key_file: HTTPS)");
+  app.add_option("--key_file", key_file, "TLS private key");
+  app.add_option("--metrics-bind-address", metrics_bind, "metrics listen address")
+      ->capture_default_str();
+  app.add_option("--scheduler-name", scheduler_name, "schedulerName the webhook sets")
+      ->capture_default_str();
+  app.add_option("--node-scheduler-policy", node_policy, "binpack or spread")
+      ->capture_default_str();
+  app.add_option("--gpu-scheduler-policy", gpu_policy,
+                 "binpack, spread, topology-aware, mutex, numa or a comma chain")
+      ->capture_default_str();
+  app.add_option("--force-overwrite-default-scheduler", force_overwrite,
+                 "take pods that name default-scheduler")
+      ->capture_default_str();
+  app.add_option("--device-config-file", device_config_file,
+                 "device-config.yaml (default: the chart's built-in NVIDIA defaults)");
+  app.add_option("--node-label-selector", node_label_selector, "only nodes with these labels");
+  app.add_option("--leader-elect", leader_elect, "follow the kube-scheduler's Lease")
+      ->capture_default_str();
+  app.add_option("--leader-elect-resource-name", lease_name)->capture_default_str();
+  app.add_option("--leader-elect-resource-namespace", lease_ns,
+                 "default: $POD_NAMESPACE, else kube-system");
+  app.add_option("--legacy-metrics", legacy_metrics, "also emit pre-2.6 metric names")
+      ->capture_default_str();
+  app.add_option("--node-lock-timeout", node_lock_timeout, "node lock expiry")
+      ->capture_default_str();
+  app.add_option("--node-lock-retry-timeout", node_lock_retry,
+                 "how long a bind waits for another allocation on the node")
+      ->capture_default_str();
+  app.add_option("--kube-qps", kube_qps)->capture_default_str();
+  app.add_option("--kube-burst", kube_burst)->capture_default_str();
+  app.add_option("--kube-timeout", kube_timeout)->capture_default_str();
+  app.add_option("--kubeconfig", kubeconfig, "kubeconfig file (default $KUBECONFIG, in-cluster)");
+  app.add_option("--context", context, "kubeconfig context");
+  app.add_option("--debug", debug, "verbose logging (-v=4)");
+  app.add_option("--profiling", profiling, "accepted for compatibility; no pprof in this build");
+  app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
+  app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
+  app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
+  std::vector<std::string> args = NormaliseArgs(argc, argv);
+  std::reverse(args.begin(), args.end());
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  hami::log::SetVerbosity(debug ? std::max(verbosity, 4) : verbosity);
+  if (profiling) HAMI_LOG(Warning) << "--profiling: no profiling endpoints in this build";
+  if (enable_ascend || enable_iluvatar) {
+    HAMI_LOG(Warning) << "--enable-ascend/--enable-iluvatar: vendor not supported yet, ignored";
+  }
+
+  auto die = [](const std::string& what) {
+    HAMI_LOG(Error) << what;
+    return 2;
+  };
+  hami::scheduler::SchedulerOptions opts;
+  opts.scheduler_name = scheduler_name;
+  if (!hami::scheduler::ParseNodePolicy(node_policy, &opts.node_policy)) {
+    return die("--node-scheduler-policy \"" + node_policy + "\": use binpack or spread");
+  }
+  opts.gpu_policy = gpu_policy;
+  opts.force_overwrite_default_scheduler = force_overwrite;
+  opts.node_label_selector = node_label_selector;
+  opts.legacy_metrics = legacy_metrics;
+  opts.leader_elect = leader_elect;
+  opts.lease_name = lease_name;
+  const char* pod_ns = std::getenv("POD_NAMESPACE");
+  const char* pod_name = std::getenv("POD_NAME");
+  opts.lease_namespace = !lease_ns.empty() ? lease_ns : (pod_ns ? pod_ns : "kube-system");
+  opts.identity = Hostname();
+  if (pod_ns) opts.pod_namespace = pod_ns;
+  if (pod_name) opts.pod_name = pod_name;
+  Result<std::chrono::milliseconds> lock_timeout = ParseGoDuration(node_lock_timeout);
+  if (!lock_timeout.ok()) return die("--node-lock-timeout: " + lock_timeout.status().message());
+  opts.node_lock_timeout_seconds = std::max<int64_t>(1, lock_timeout->count() / 1000);
+  Result<std::chrono::milliseconds> lock_retry = ParseGoDuration(node_lock_retry);
+  if (!lock_retry.ok()) return die("--node-lock-retry-timeout: " + lock_retry.status().message());
+  opts.node_lock_wait = *lock_retry;
+  Result<std::chrono::milliseconds> api_timeout = ParseGoDuration(kube_timeout);
+  if (!api_timeout.ok()) return die("--kube-timeout: " + api_timeout.status().message());
+
+  hami::device::DeviceConfig device_config = hami::device::DefaultDeviceConfig();
+  if (!device_config_file.empty()) {
+    Result<std::string> text = hami::k8s::ReadFileToString(device_config_file);
+    if (!text.ok()) return die("--device-config-file: " + text.status().ToString());
+    Result<hami::device::DeviceConfig> parsed = hami::device::ParseDeviceConfigYaml(*text);
+    if (!parsed.ok()) return die(device_config_file + ": " + parsed.status().message());
+    device_config = std::move(*parsed);
+    for (const std::string& w : device_config.warnings) {
+      HAMI_LOG(Warning) << device_config_file << ": " << w;
+    }
+  }
+
+  if (kubeconfig.empty()) {
+    if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig = env;
+  }
+  Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
+                                           ? hami::k8s::LoadInClusterConfig()
+                                           : hami::k8s::LoadKubeconfigFile(kubeconfig, context);
+  if (!rest.ok()) return die("API server config: " + rest.status().ToString());
+  rest->qps = kube_qps;
+  rest->burst = kube_burst;
+  rest->timeout = *api_timeout;
+  rest->user_agent = "hami-scheduler";
+  Result<std::unique_ptr<hami::k8s::RestClient>> client = hami::k8s::RestClient::Create(*rest);
+  if (!client.ok()) return die("API client: " + client.status().ToString());
+
+  Result<std::unique_ptr<hami::scheduler::SchedulerService>> svc =
+      hami::scheduler::SchedulerService::Create(**client, device_config, opts);
+  if (!svc.ok()) return die(svc.status().ToString());
+
+  hami::net::HttpServerOptions http;
+  if (Status s = SplitHostPort(http_bind, &http.host, &http.port); !s.ok()) {
+    return die("--http_bind: " + s.message());
+  }
+  if (!cert_file.empty() || !key_file.empty()) {
+    if (cert_file.empty() || key_file.empty()) return die("--cert_file and --key_file go together");
+    http.tls = hami::net::TlsOptions{cert_file, key_file};
+  }
+  http.max_body_bytes = 64u << 20;
+  Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
+  if (!server.ok()) return die("extender server: " + server.status().ToString());
+  (*svc)->RegisterRoutes(**server);
+
+  hami::net::HttpServerOptions mhttp;
+  if (Status s = SplitHostPort(metrics_bind, &mhttp.host, &mhttp.port); !s.ok()) {
+    return die("--metrics-bind-address: " + s.message());
+  }
+  mhttp.worker_threads = 4;
+  Result<std::unique_ptr<hami::net::HttpServer>> metrics = hami::net::HttpServer::Create(mhttp);
+  if (!metrics.ok()) return die("metrics server: " + metrics.status().ToString());
+  hami::scheduler::SchedulerService* service = svc->get();
+  (*metrics)->SetMetricsHandler([service] { return service->Metrics(); });
+  (*metrics)->AddReadinessCheck("scheduler", [service] { return service->Ready(); });
+
+  // Signals are taken synchronously by this thread.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  if (Status s = (*svc)->Start(); !s.ok()) return die("start: " + s.ToString());
+  Result<int> port = (*server)->Start();
+  if (!port.ok()) return die("extender server: " + port.status().ToString());
+  Result<int> mport = (*metrics)->Start();
+  if (!mport.ok()) return die("metrics server: " + mport.status().ToString());
+  std::printf("listening on %s://%s:%d (metrics on :%d)\n", http.tls ? "https" : "http",
+              http.host.c_str(), *port, *mport);
+  std::fflush(stdout);
+  HAMI_LOG(Info) << "extender on " << http.host << ":" << *port << (http.tls ? " (TLS)" : "")
+                 << ", metrics on " << mhttp.host << ":" << *mport;
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  HAMI_LOG(Info) << "signal " << sig << ": shutting down";
+  (*server)->Stop();
+  (*metrics)->Stop();
+  (*svc)->Stop();
+  return 0;
+}

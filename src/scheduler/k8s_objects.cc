@@ -1,0 +1,159 @@
+#include "scheduler/k8s_objects.h"
+
+#include <charconv>
+
+#include "device/resource_quantity.h"
+#include "k8s/object.h"
+
+namespace hami::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+device::Annotations StringMap(const k8s::Object& obj, const char* pointer) {
+  device::Annotations out;
+  const Json* m = nullptr;
+  Json::json_pointer ptr(pointer);
+  if (obj.is_object() && obj.contains(ptr)) m = &obj.at(ptr);
+  if (m == nullptr || !m->is_object()) return out;
+  for (auto it = m->begin(); it != m->end(); ++it) {
+    if (it.value().is_string()) out.emplace(it.key(), it.value().get<std::string>());
+  }
+  return out;
+}
+
+// A quantity as text: strings as they are, integers printed, other numbers printed by nlohmann.
+bool QuantityText(const Json& v, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return true;
+  }
+  if (v.is_number_integer() || v.is_number_unsigned() || v.is_number_float()) {
+    *out = v.dump();
+    return true;
+  }
+  return false;
+}
+
+void ReadQuantities(const Json& resources, const char* key,
+                    std::map<std::string, std::string, std::less<>>* out) {
+  if (!resources.is_object()) return;
+  auto it = resources.find(key);
+  if (it == resources.end() || !it->is_object()) return;
+  for (auto q = it->begin(); q != it->end(); ++q) {
+    std::string text;
+    if (QuantityText(q.value(), &text)) out->emplace(q.key(), std::move(text));
+  }
+}
+
+void ReadContainers(const Json& spec, const char* key,
+                    std::vector<device::ContainerResources>* out) {
+  auto it = spec.find(key);
+  if (it == spec.end() || !it->is_array()) return;
+  for (const Json& c : *it) {
+    device::ContainerResources r;
+    if (c.is_object()) {
+      if (auto n = c.find("name"); n != c.end() && n->is_string()) r.name = n->get<std::string>();
+      if (auto res = c.find("resources"); res != c.end()) {
+        ReadQuantities(*res, "limits", &r.limits);
+        ReadQuantities(*res, "requests", &r.requests);
+      }
+    }
+    out->push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+device::Annotations AnnotationsOf(const k8s::Object& obj) {
+  return StringMap(obj, "/metadata/annotations");
+}
+device::Annotations LabelsOf(const k8s::Object& obj) { return StringMap(obj, "/metadata/labels"); }
+
+device::PodResources PodResourcesOf(const k8s::Object& pod) {
+  device::PodResources out;
+  if (!pod.is_object()) return out;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return out;
+  ReadContainers(*spec, "initContainers", &out.init_containers);
+  ReadContainers(*spec, "containers", &out.containers);
+  return out;
+}
+
+PodObject PodObjectOf(const k8s::Object& pod) {
+  PodObject p;
+  p.uid = k8s::Uid(pod);
+  p.name_space = k8s::Namespace(pod);
+  p.name = k8s::Name(pod);
+  p.node_name = k8s::GetString(pod, "/spec/nodeName");
+  p.annotations = AnnotationsOf(pod);
+  std::string phase = k8s::GetString(pod, "/status/phase");
+  if (phase == "Running") {
+    p.phase = PodPhase::kRunning;
+  } else if (phase == "Succeeded") {
+    p.phase = PodPhase::kSucceeded;
+  } else if (phase == "Failed") {
+    p.phase = PodPhase::kFailed;
+  } else if (phase == "Pending" || phase.empty()) {
+    p.phase = PodPhase::kPending;
+  } else {
+    p.phase = PodPhase::kUnknown;
+  }
+  p.deleting = !k8s::GetString(pod, "/metadata/deletionTimestamp").empty();
+  size_t init = 0;
+  if (pod.is_object() && pod.contains("spec") && pod["spec"].is_object()) {
+    auto it = pod["spec"].find("initContainers");
+    if (it != pod["spec"].end() && it->is_array()) init = it->size();
+  }
+  p.init_container_count = init;
+  // Every init container terminated with exit code 0.
+  if (init > 0 && pod.is_object() && pod.contains("status") && pod["status"].is_object()) {
+    auto st = pod["status"].find("initContainerStatuses");
+    if (st != pod["status"].end() && st->is_array() && st->size() == init) {
+      bool done = true;
+      for (const Json& s : *st) {
+        const Json* term = nullptr;
+        if (s.is_object() && s.contains("state") && s["state"].is_object() &&
+            s["state"].contains("terminated")) {
+          term = &s["state"]["terminated"];
+        }
+        if (term == nullptr || !term->is_object() || !term->contains("exitCode") ||
+            !(*term)["exitCode"].is_number_integer() || (*term)["exitCode"].get<int64_t>() != 0) {
+          done = false;
+          break;
+        }
+      }
+      p.init_containers_done = done;
+    }
+  }
+  return p;
+}
+
+NodeObject NodeObjectOf(const k8s::Object& node) {
+  NodeObject n;
+  n.name = k8s::Name(node);
+  n.annotations = AnnotationsOf(node);
+  return n;
+}
+
+int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource) {
+  if (!node.is_object() || !node.contains("status") || !node["status"].is_object()) return 0;
+  auto alloc = node["status"].find("allocatable");
+  if (alloc == node["status"].end() || !alloc->is_object()) return 0;
+  auto it = alloc->find(std::string(resource));
+  if (it == alloc->end()) return 0;
+  std::string text;
+  if (!QuantityText(*it, &text)) return 0;
+  Result<int64_t> v = device::ParseIntegerQuantity(text);
+  return v.ok() ? *v : 0;
+}
+
+int64_t ResourceVersionNumber(const k8s::Object& obj) {
+  std::string rv = k8s::ResourceVersion(obj);
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  if (ec != std::errc() || ptr != rv.data() + rv.size() || rv.empty()) return -1;
+  return v;
+}
+
+}  // namespace hami::scheduler

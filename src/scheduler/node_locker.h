@@ -1,0 +1,70 @@
+// NodeLocker: HAMi's per-node allocation lock, the `hami.io/mutex.lock` node annotation
+// ("<RFC3339 time>,<pod namespace>,<pod name>"), compatible with upstream device plugins, which
+// read the holder to find the pod a kubelet Allocate call is for and clear the lock when done.
+//
+// Protocol (every write is a merge patch carrying the node's resourceVersion, so two schedulers
+// can never both believe they set it; a 409 re-reads and tries again):
+//   - absent                        -> set it for the pod
+//   - held by the same pod          -> already ours
+//   - unreadable, or older than the expiry (--node-lock-timeout, 5 min) -> taken over
+//   - its holder pod is gone, or finished allocating (`hami.io/bind-phase` not `allocating`)
+//                                   -> taken over (the holder will never release it)
+//   - otherwise                     -> Unavailable "node lock contention"
+// Release clears the annotation only when this pod holds it (owner check).
+//
+// The first read may come from the caller's informer cache (saves a GET on the bind path); a
+// stale copy only costs a 409 and a re-read.
+//
+// Thread safety: all methods may be called concurrently (state lives in the API server).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "k8s/object_fwd.h"
+#include "k8s/rest_client.h"
+#include "scheduler/clock.h"
+
+namespace hami::scheduler {
+
+inline constexpr std::string_view kBindPhaseAnnotation = "hami.io/bind-phase";
+inline constexpr std::string_view kBindTimeAnnotation = "hami.io/bind-time";
+inline constexpr std::string_view kBindPhaseAllocating = "allocating";
+inline constexpr std::string_view kBindPhaseSuccess = "success";
+inline constexpr std::string_view kBindPhaseFailed = "failed";
+
+struct NodeLockOptions {
+  int64_t expire_seconds = 300;
+  int max_attempts = 5;  // conflicts re-read and retry up to this many writes
+};
+
+class NodeLocker {
+ public:
+  // `client` and `clock` must outlive the locker.
+  NodeLocker(k8s::RestClient& client, const Clock& clock, NodeLockOptions options = {});
+  NodeLocker(const NodeLocker&) = delete;
+  NodeLocker& operator=(const NodeLocker&) = delete;
+
+  // OK when the pod holds the lock afterwards; Unavailable (message names the holder) on
+  // contention.
+  // `cached_node` may be null.
+  Status Acquire(std::string_view node, std::string_view ns, std::string_view pod,
+                 const k8s::Object* cached_node);
+  // Clears the lock if `ns/pod` holds it; OK when it is absent or someone else's.
+  Status Release(std::string_view node, std::string_view ns, std::string_view pod);
+
+  const NodeLockOptions& options() const { return options_; }
+
+ private:
+  // Whether the current lock value may be replaced; `why` says for the log.
+  bool Stale(std::string_view value, std::string* why, std::string* holder);
+  Status Write(std::string_view node, const std::string& rv, const std::string* value);
+
+  k8s::RestClient& client_;
+  const Clock& clock_;
+  const NodeLockOptions options_;
+};
+
+}  // namespace hami::scheduler

@@ -1,0 +1,952 @@
+#include "scheduler/service.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "device/handshake.h"
+#include "device/mig_allocation.h"
+#include "device/node_lock.h"
+#include "device/nvidia/nvidia_vendor.h"
+#include "k8s/api_error.h"
+#include "k8s/object.h"
+#include "k8s/typed.h"
+#include "net/http_server.h"
+#include "scheduler/k8s_objects.h"
+#include "scheduler/metrics/scheduler_metrics.h"
+#include "scheduler/webhook/admission.h"
+
+namespace hami::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+const k8s::Resource kResourceQuotas{"v1", "resourcequotas", true};
+
+std::string ErrorReply(std::string_view message) {
+  Json j;
+  j["error"] = std::string(message);
+  return j.dump();
+}
+
+int32_t LocalOffsetSeconds(int64_t unix_seconds) {
+  time_t t = static_cast<time_t>(unix_seconds);
+  tm local{};
+  localtime_r(&t, &local);
+  return static_cast<int32_t>(local.tm_gmtoff);
+}
+
+std::string PodKey(std::string_view ns, std::string_view name) {
+  std::string k(ns);
+  k.push_back('/');
+  k.append(name);
+  return k;
+}
+
+// The summary of a failed filter, grouped by reason: "no available node, 3 nodes do not meet:
+// 2 CardInsufficientMemory (node-a, node-b); 1 NodeInsufficientDevice (node-c)".
+std::string FailureSummary(const Decision& d) {
+  std::map<std::string, std::vector<std::string>> by_reason;
+  for (const auto& [node, reason] : d.FailedNodes()) by_reason[reason].push_back(node);
+  std::string out = d.FailedMessage();
+  if (by_reason.empty()) return out;
+  out += ":";
+  bool first = true;
+  for (const auto& [reason, nodes] : by_reason) {
+    out += first ? " " : "; ";
+    first = false;
+    out += std::to_string(nodes.size()) + " nodes " + reason + " (";
+    for (size_t i = 0; i < nodes.size() && i < 5; ++i) out += (i ? ", " : "") + nodes[i];
+    if (nodes.size() > 5) out += ", ...";
+    out += ")";
+  }
+  return out;
+}
+
+class LedgerQuotaChecker final : public QuotaChecker {
+ public:
+  LedgerQuotaChecker(const Ledger& ledger, const QuotaBook& book) : ledger_(ledger), book_(book) {}
+  Status Check(std::string_view ns, std::string_view vendor, int64_t mem_mib,
+               int64_t cores) const override {
+    return book_.Check(ledger_, ns, vendor, mem_mib, cores);
+  }
+
+ private:
+  const Ledger& ledger_;
+  const QuotaBook& book_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(
+    k8s::RestClient& client, const device::DeviceConfig& config, SchedulerOptions options,
+    const Clock* clock) {
+  HAMI_ASSIGN_OR_RETURN(device::VendorRegistry vendors, device::VendorRegistry::FromConfig(config));
+  if (vendors.vendors().empty()) {
+    return InvalidArgumentError("device config enables no vendor (no nvidia: section)");
+  }
+  GpuPolicy probe;
+  if (!ParseGpuPolicy(options.gpu_policy, &probe)) {
+    return InvalidArgumentError("--gpu-scheduler-policy \"" + options.gpu_policy +
+                                "\" is not a known policy");
+  }
+  return std::unique_ptr<SchedulerService>(
+      new SchedulerService(client, config, std::move(vendors), std::move(options), clock));
+}
+
+SchedulerService::SchedulerService(k8s::RestClient& client, device::DeviceConfig config,
+                                   device::VendorRegistry vendors, SchedulerOptions options,
+                                   const Clock* clock)
+    : client_(client),
+      config_(std::move(config)),
+      vendors_(std::move(vendors)),
+      options_(std::move(options)),
+      clock_(clock != nullptr ? *clock : system_clock_),
+      engine_(EngineOptions{options_.node_policy, options_.gpu_policy}),
+      locker_(client, clock_, NodeLockOptions{options_.node_lock_timeout_seconds, 5}),
+      events_(client),
+      ledger_(vendors_, clock_, LedgerOptions{options_.reservation_ttl_seconds}),
+      quota_(vendors_) {}
+
+SchedulerService::~SchedulerService() { Stop(); }
+
+Status SchedulerService::Start() {
+  if (started_.exchange(true)) return OkStatus();
+  events_.Start();
+  leader_.store(!options_.leader_elect);
+
+  k8s::InformerOptions pod_opts;
+  pods_ = std::make_unique<k8s::Informer>(client_, k8s::kPods, pod_opts);
+  pods_->AddEventHandler({
+      .on_add = [this](const k8s::ObjectPtr& p) { OnPod(p, false); },
+      .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { OnPod(p, false); },
+      .on_delete = [this](const k8s::ObjectPtr& p) { OnPod(p, true); },
+  });
+  k8s::InformerOptions node_opts;
+  node_opts.label_selector = options_.node_label_selector;
+  nodes_ = std::make_unique<k8s::Informer>(client_, k8s::kNodes, node_opts);
+  nodes_->AddEventHandler({
+      .on_add = [this](const k8s::ObjectPtr& n) { OnNode(n, false); },
+      .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& n) { OnNode(n, false); },
+      .on_delete = [this](const k8s::ObjectPtr& n) { OnNode(n, true); },
+  });
+  quotas_ = std::make_unique<k8s::Informer>(client_, kResourceQuotas, k8s::InformerOptions{});
+  auto on_quota = [this](const k8s::ObjectPtr& q) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    Status s = quota_.Upsert(*q);
+    if (!s.ok()) HAMI_LOG(Warning) << s.message();
+  };
+  quotas_->AddEventHandler({
+      .on_add = on_quota,
+      .on_update = [on_quota](const k8s::ObjectPtr&, const k8s::ObjectPtr& q) { on_quota(q); },
+      .on_delete =
+          [this](const k8s::ObjectPtr& q) {
+            std::unique_lock<std::shared_mutex> lock(mu_);
+            quota_.Remove(k8s::Namespace(*q), k8s::Name(*q));
+          },
+  });
+  // Nodes first, so pods find their nodes registered when the pod list arrives.
+  nodes_->Start();
+  pods_->Start();
+  quotas_->Start();
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    stopping_ = false;
+  }
+  background_ = std::thread([this] { BackgroundLoop(); });
+  if (options_.leader_elect) leader_thread_ = std::thread([this] { LeaderLoop(); });
+  HAMI_LOG(Info) << "scheduler " << options_.scheduler_name << " started: node policy "
+                 << NodePolicyName(options_.node_policy) << ", gpu policy " << options_.gpu_policy
+                 << (options_.leader_elect ? ", following lease " + options_.lease_namespace + "/" +
+                                                 options_.lease_name + " as " + options_.identity
+                                           : ", leader election off");
+  return OkStatus();
+}
+
+void SchedulerService::Stop() {
+  if (!started_.exchange(false)) return;
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  ready_cv_.notify_all();
+  lock_wait_cv_.notify_all();
+  if (leader_thread_.joinable()) leader_thread_.join();
+  if (background_.joinable()) background_.join();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+  if (quotas_) quotas_->Stop();
+  events_.Stop();
+}
+
+bool SchedulerService::Ready() const {
+  return started_.load() && leader_.load() && registered_once_.load() && pods_ &&
+         pods_->HasSynced() && nodes_->HasSynced() && quotas_->HasSynced();
+}
+
+bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(ready_mu_);
+  while (!Ready()) {
+    if (!started_.load()) return false;
+    if (ready_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                          std::chrono::milliseconds(100))) ==
+            std::cv_status::timeout &&
+        std::chrono::steady_clock::now() >= deadline) {
+      return Ready();
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Informer handlers.
+
+void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
+  const k8s::Object& pod = *obj;
+  std::string uid = k8s::Uid(pod);
+  if (uid.empty()) return;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (deleted) {
+      if (ledger_.FindPod(uid) != nullptr) {
+        ledger_.RemovePod(uid);
+        ++generation_;
+      }
+      written_.erase(uid);
+    } else {
+      auto w = written_.find(uid);
+      if (w != written_.end()) {
+        int64_t rv = ResourceVersionNumber(pod);
+        if (rv >= 0 && rv < w->second) {
+          // Older than the annotations this service wrote: applying it would undo our placement.
+          std::lock_guard<std::mutex> s(stats_mu_);
+          ++stats_.stale_pod_events;
+          return;
+        }
+        written_.erase(w);
+      }
+      PodObject p = PodObjectOf(pod);
+      bool relevant =
+          p.annotations.count(kAssignedNodeAnnotation) > 0 || ledger_.FindPod(uid) != nullptr;
+      if (relevant) {
+        Status s = ledger_.UpsertPod(p);
+        ++generation_;
+        if (!s.ok()) {
+          HAMI_LOG(Warning) << "pod " << p.name_space << "/" << p.name
+                            << ": allocation annotations ignored: " << s.message();
+        }
+      }
+    }
+  }
+  MaybeReleaseLock(pod, deleted);
+}
+
+void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
+  std::string node = k8s::GetString(pod, "/spec/nodeName");
+  if (node.empty()) node = k8s::GetString(pod, "/metadata/annotations/hami.io~1vgpu-node");
+  if (node.empty()) return;
+  std::string phase = k8s::GetString(pod, "/metadata/annotations/hami.io~1bind-phase");
+  std::string pod_phase = k8s::GetString(pod, "/status/phase");
+  bool finished = gone || phase == kBindPhaseSuccess || phase == kBindPhaseFailed ||
+                  pod_phase == "Succeeded" || pod_phase == "Failed";
+  if (!finished) return;
+  k8s::ObjectPtr hold;
+  const k8s::Object* n = CachedNode(node, &hold);
+  if (n == nullptr) return;
+  std::string held = k8s::GetString(*n, "/metadata/annotations/hami.io~1mutex.lock");
+  if (held.empty()) return;
+  Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
+  std::string ns = k8s::Namespace(pod), name = k8s::Name(pod);
+  if (!lock.ok() || !lock->HeldBy(ns, name)) return;
+  std::string key = node + "/" + ns + "/" + name;
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    if (!release_pending_.insert(key).second) return;
+    releases_.push_back(LockRelease{node, ns, name});
+  }
+  bg_cv_.notify_all();
+}
+
+void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
+  std::string name = k8s::Name(*obj);
+  if (deleted) {
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      ledger_.RemoveNode(name);
+      ++generation_;
+    }
+    std::lock_guard<std::mutex> l(bg_mu_);
+    node_state_.erase(name);
+    HAMI_LOG(Info) << "node " << name << ": deleted, no longer scheduled";
+  } else {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    dirty_nodes_.insert(name);
+  }
+  bg_cv_.notify_all();
+  lock_wait_cv_.notify_all();
+}
+
+const k8s::Object* SchedulerService::CachedNode(const std::string& name,
+                                                k8s::ObjectPtr* hold) const {
+  if (!nodes_) return nullptr;
+  *hold = nodes_->Get(name);
+  return hold->get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node registration and handshake.
+
+void SchedulerService::ReconcileNode(const k8s::Object& node) {
+  const std::string name = k8s::Name(node);
+  device::Annotations annos = AnnotationsOf(node);
+  const int64_t now = clock_.NowUnixSeconds();
+  bool healthy_any = false;
+  bool remove = false;
+  std::string why;
+  std::optional<std::string> handshake_patch;
+  // Today every vendor registers through annotations with the NVIDIA-style handshake.
+  for (const auto& vendor : vendors_.vendors()) {
+    const device::VendorAnnotationKeys& keys = vendor->annotation_keys();
+    auto reg = annos.find(keys.node_register);
+    const std::string& count_res = vendor->resource_names().count;
+    int64_t alloc = NodeAllocatable(node, count_res);
+    std::string hs_value;
+    if (auto h = annos.find(keys.node_handshake); h != annos.end()) hs_value = h->second;
+    NodeState state;
+    {
+      std::lock_guard<std::mutex> l(bg_mu_);
+      state = node_state_[name];
+    }
+    if (reg == annos.end()) continue;
+    // Generic handshake judgement.
+    bool healthy = true;
+    device::Handshake hs = device::DecodeHandshake(hs_value);
+    if (hs.state == device::HandshakeState::kRequesting) {
+      int64_t age = 0;
+      if (hs.time) age = now - device::CivilToUnix(*hs.time, LocalOffsetSeconds(now));
+      if (age > options_.handshake_grace.count() && alloc <= 0) {
+        healthy = false;
+        why = "handshake " + hs_value + " unanswered for " + std::to_string(age) +
+              " s and allocatable " + count_res + " is 0";
+      }
+    } else {
+      handshake_patch =
+          device::EncodeHandshakeRequesting(device::UnixToCivil(now, LocalOffsetSeconds(now)));
+    }
+    // Allocatable tracking: a device plugin that went away zeroes the count.
+    if (alloc == 0 && state.allocatable > 0) {
+      healthy = false;
+      why = "allocatable " + count_res + " dropped from " + std::to_string(state.allocatable) +
+            " to 0 (device plugin gone?)";
+    }
+    {
+      std::lock_guard<std::mutex> l(bg_mu_);
+      NodeState& st = node_state_[name];
+      st.allocatable = alloc;
+      st.registration = reg->second;
+    }
+    if (healthy) {
+      healthy_any = true;
+    } else {
+      remove = true;
+    }
+  }
+  bool was_in;
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    was_in = node_state_[name].in_ledger;
+  }
+  if (healthy_any && !remove) {
+    Status s;
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      s = ledger_.UpsertNode(NodeObjectOf(node));
+      ++generation_;
+    }
+    if (!s.ok()) {
+      HAMI_LOG(Warning) << "node " << name << ": registration not usable: " << s.message();
+    } else if (!was_in) {
+      HAMI_LOG(Info) << "node " << name << ": registered for scheduling";
+    }
+    std::lock_guard<std::mutex> l(bg_mu_);
+    node_state_[name].in_ledger = s.ok();
+  } else if (was_in || remove) {
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      ledger_.RemoveNode(name);
+      ++generation_;
+    }
+    if (was_in) {
+      HAMI_LOG(Warning) << "node " << name << ": removed from scheduling: "
+                        << (why.empty() ? "no device registration" : why);
+      // Ask the device plugin to register again.
+      k8s::AnnotationChanges ch;
+      for (const auto& vendor : vendors_.vendors()) {
+        ch[vendor->annotation_keys().node_handshake] = std::nullopt;
+      }
+      Result<k8s::Object> r = k8s::PatchNodeAnnotations(client_, name, ch);
+      if (!r.ok()) HAMI_LOG(Warning) << "node " << name << ": " << r.status().ToString();
+    }
+    std::lock_guard<std::mutex> l(bg_mu_);
+    node_state_[name].in_ledger = false;
+    handshake_patch.reset();
+  }
+  if (handshake_patch) {
+    k8s::AnnotationChanges ch;
+    for (const auto& vendor : vendors_.vendors()) {
+      if (annos.count(vendor->annotation_keys().node_register) == 0) continue;
+      ch[vendor->annotation_keys().node_handshake] = *handshake_patch;
+    }
+    Result<k8s::Object> r = k8s::PatchNodeAnnotations(client_, name, ch);
+    if (!r.ok()) {
+      HAMI_LOG(Warning) << "node " << name << ": handshake not written: " << r.status().ToString();
+    }
+  }
+}
+
+void SchedulerService::ReconcileNodes() {
+  if (!nodes_) return;
+  for (const k8s::ObjectPtr& n : nodes_->List()) ReconcileNode(*n);
+  size_t expired;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    expired = ledger_.ExpireReservations();
+    if (expired > 0) ++generation_;
+  }
+  if (expired > 0) HAMI_LOG(Info) << expired << " reservations expired (pods never bound)";
+}
+
+void SchedulerService::BackgroundLoop() {
+  auto next_full = std::chrono::steady_clock::now();
+  bool was_leader = false;
+  for (;;) {
+    std::vector<std::string> dirty;
+    std::vector<LockRelease> releases;
+    bool full = false;
+    {
+      std::unique_lock<std::mutex> l(bg_mu_);
+      bg_cv_.wait_until(l, next_full, [&] {
+        return stopping_ || !dirty_nodes_.empty() || !releases_.empty() || full_pass_;
+      });
+      if (stopping_) return;
+      dirty.assign(dirty_nodes_.begin(), dirty_nodes_.end());
+      dirty_nodes_.clear();
+      releases.swap(releases_);
+      full = full_pass_;
+      full_pass_ = false;
+    }
+    for (const LockRelease& r : releases) {
+      Status s = locker_.Release(r.node, r.ns, r.pod);
+      if (!s.ok()) {
+        HAMI_LOG(Warning) << "node lock on " << r.node << " not released: " << s.ToString();
+      } else {
+        std::lock_guard<std::mutex> g(stats_mu_);
+        ++stats_.locks_released;
+      }
+      std::lock_guard<std::mutex> l(bg_mu_);
+      release_pending_.erase(r.node + "/" + r.ns + "/" + r.pod);
+    }
+    bool leader = leader_.load();
+    if (!leader) {
+      was_leader = false;
+      registered_once_.store(false);
+      next_full = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      continue;
+    }
+    bool synced = nodes_->HasSynced();
+    if (leader && synced &&
+        (full || !was_leader || std::chrono::steady_clock::now() >= next_full ||
+         !registered_once_.load())) {
+      ReconcileNodes();
+      next_full = std::chrono::steady_clock::now() + options_.register_interval;
+      was_leader = true;
+      if (!registered_once_.exchange(true)) {
+        HAMI_LOG(Info) << "registration pass done: scheduler ready";
+      }
+      ready_cv_.notify_all();
+    } else if (leader && synced) {
+      for (const std::string& name : dirty) {
+        k8s::ObjectPtr n = nodes_->Get(name);
+        if (n) ReconcileNode(*n);
+      }
+    } else {
+      next_full = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leader following.
+
+void SchedulerService::SetLeader(bool leader) {
+  if (leader_.exchange(leader) == leader) return;
+  HAMI_LOG(Info) << (leader ? "became leader" : "lost leadership") << " (lease "
+                 << options_.lease_namespace << "/" << options_.lease_name << ")";
+  if (leader) {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    full_pass_ = true;
+  } else {
+    registered_once_.store(false);
+  }
+  bg_cv_.notify_all();
+  ready_cv_.notify_all();
+  if (!options_.pod_name.empty() && !options_.pod_namespace.empty()) {
+    Json patch;
+    patch["metadata"]["labels"]["hami.io/scheduler-role"] = leader ? "leader" : "follower";
+    Result<k8s::Object> r = client_.Patch(k8s::kPods, options_.pod_namespace, options_.pod_name,
+                                          k8s::PatchType::kMerge, patch.dump());
+    if (!r.ok()) HAMI_LOG(Warning) << "scheduler-role label: " << r.status().ToString();
+  }
+}
+
+void SchedulerService::LeaderLoop() {
+  std::string seen_holder, seen_renew;
+  auto seen_at = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(bg_mu_);
+      if (bg_cv_.wait_for(l, options_.lease_poll, [&] { return stopping_; })) return;
+    }
+    Result<k8s::Object> lease =
+        k8s::GetLease(client_, options_.lease_namespace, options_.lease_name);
+    if (!lease.ok()) {
+      if (!k8s::IsNotFound(lease.status())) {
+        HAMI_VLOG(2) << "lease read failed: " << lease.status().ToString();
+      }
+      SetLeader(false);
+      continue;
+    }
+    std::string holder = k8s::GetString(*lease, "/spec/holderIdentity");
+    std::string renew = k8s::GetString(*lease, "/spec/renewTime");
+    int64_t duration = k8s::GetInt(*lease, "/spec/leaseDurationSeconds", 15);
+    auto now = std::chrono::steady_clock::now();
+    if (holder != seen_holder || renew != seen_renew) {
+      seen_holder = holder;
+      seen_renew = renew;
+      seen_at = now;
+    }
+    bool fresh = now - seen_at <= std::chrono::seconds(duration);
+    bool ours = !options_.identity.empty() && holder.rfind(options_.identity, 0) == 0;
+    SetLeader(ours && fresh);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filter.
+
+std::string SchedulerService::FilterSimulation(const std::string& pod_json, const Json& nodes) {
+  Result<k8s::Object> pod = k8s::ParseObject(pod_json);
+  if (!pod.ok()) return ErrorReply("pod: " + pod.status().message());
+  Ledger scratch(vendors_, clock_, LedgerOptions{options_.reservation_ttl_seconds});
+  std::map<std::string, Json> by_name;
+  if (nodes.contains("items") && nodes["items"].is_array()) {
+    for (const Json& n : nodes["items"]) {
+      Status s = scratch.UpsertNode(NodeObjectOf(n));
+      if (!s.ok()) HAMI_VLOG(4) << "simulation: node " << k8s::Name(n) << ": " << s.message();
+      by_name[k8s::Name(n)] = n;
+    }
+  }
+  PodSpec spec;
+  spec.uid = k8s::Uid(*pod);
+  spec.name_space = k8s::Namespace(*pod);
+  spec.name = k8s::Name(*pod);
+  spec.annotations = AnnotationsOf(*pod);
+  Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(*pod));
+  if (!req.ok()) return ErrorReply(req.status().message());
+  spec.requests = std::move(*req);
+  std::vector<std::string> names;
+  for (const auto& [n, _] : by_name) names.push_back(n);
+  std::vector<std::string_view> views(names.begin(), names.end());
+  Result<Decision> d = engine_.Place(scratch, spec, views);
+  if (!d.ok()) return ErrorReply(d.status().message());
+  Json out;
+  out["failedNodes"] = Json::object();
+  for (const auto& [n, reason] : d->FailedNodes()) out["failedNodes"][n] = reason;
+  out["nodes"]["items"] = Json::array();
+  if (d->fit()) out["nodes"]["items"].push_back(by_name[d->node]);
+  return out.dump();
+}
+
+std::string SchedulerService::Filter(std::string_view body) {
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.filters;
+  }
+  auto fail = [this](std::string msg) {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.filter_errors;
+    return ErrorReply(msg);
+  };
+  Result<Json> args = k8s::ParseJson(body);
+  if (!args.ok() || !args->is_object()) {
+    return fail("extender args are not a JSON object: " +
+                (args.ok() ? std::string("wrong type") : args.status().message()));
+  }
+  auto pod_it = args->find("pod");
+  if (pod_it == args->end() || !pod_it->is_object()) return fail("extender args missing pod");
+  auto pod_ptr = std::make_shared<const k8s::Object>(std::move(*pod_it));
+  const k8s::Object& pod = *pod_ptr;
+  const std::string key = PodKey(k8s::Namespace(pod), k8s::Name(pod));
+
+  PodSpec spec;
+  spec.uid = k8s::Uid(pod);
+  spec.name_space = k8s::Namespace(pod);
+  spec.name = k8s::Name(pod);
+  spec.annotations = AnnotationsOf(pod);
+  Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(pod));
+  if (!req.ok()) {
+    std::string msg = "pod " + key + ": invalid device request: " + req.status().message();
+    HAMI_LOG(Warning) << msg;
+    events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
+                                  options_.scheduler_name, options_.identity});
+    return fail(msg);
+  }
+  spec.requests = std::move(*req);
+
+  std::vector<std::string> names;
+  bool by_name = false;
+  if (auto nn = args->find("nodenames"); nn != args->end() && nn->is_array()) {
+    by_name = true;
+    names.reserve(nn->size());
+    for (const Json& n : *nn) {
+      if (n.is_string()) names.push_back(n.get<std::string>());
+    }
+  }
+  if (spec.requests.Empty()) {
+    // Not ours to constrain: every offered node stays.
+    Json out;
+    if (by_name) {
+      out["nodenames"] = names;
+    } else if (auto nodes = args->find("nodes"); nodes != args->end()) {
+      out["nodes"] = *nodes;
+    }
+    return out.dump();
+  }
+  if (!by_name) {
+    auto nodes = args->find("nodes");
+    if (nodes == args->end() || !nodes->is_object()) return fail("extender args carry no nodes");
+    return FilterSimulation(pod.dump(), *nodes);
+  }
+  if (spec.uid.empty()) return fail("pod " + key + " has no uid");
+  if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
+    return fail(IsLeader() ? "scheduler not ready: cluster view not synced yet"
+                           : "scheduler not ready: not the leader");
+  }
+  std::vector<std::string_view> views(names.begin(), names.end());
+
+  // Place under the shared lock; reserve under the exclusive one if nothing changed meanwhile.
+  Decision d;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (const LedgerPod* old = ledger_.FindPod(spec.uid);
+        old != nullptr && old->state == PodState::kReserved) {
+      ledger_.RemovePod(spec.uid);  // a retried pod gives its earlier choice back first
+      ++generation_;
+    }
+  }
+  uint64_t seen_generation;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    seen_generation = generation_;
+    if (quota_.HasQuota(spec.name_space)) {
+      spec.quota = quota_.Room(ledger_, spec.name_space, spec.uid);
+    }
+    Result<Decision> placed = engine_.Place(ledger_, spec, views);
+    if (!placed.ok()) return fail("pod " + key + ": " + placed.status().message());
+    d = std::move(*placed);
+  }
+  if (d.fit()) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (generation_ != seen_generation) {
+      // Someone wrote meanwhile: confirm the choice still holds, else place again.
+      if (quota_.HasQuota(spec.name_space)) {
+        spec.quota = quota_.Room(ledger_, spec.name_space, spec.uid);
+      }
+      std::string_view chosen[] = {d.node};
+      Result<Decision> again = engine_.Place(ledger_, spec, chosen);
+      bool same = again.ok() && again->fit();
+      if (!same) {
+        again = engine_.Place(ledger_, spec, views);
+        if (!again.ok()) return fail("pod " + key + ": " + again.status().message());
+      }
+      std::vector<NodeVerdict> verdicts = std::move(d.verdicts);
+      int32_t chosen_index = d.chosen;
+      d = std::move(*again);
+      if (same) {  // keep every node's verdict for the event text
+        verdicts[chosen_index].score = d.verdicts[0].score;
+        d.verdicts = std::move(verdicts);
+        d.chosen = chosen_index;
+      }
+      std::lock_guard<std::mutex> s(stats_mu_);
+      ++stats_.replaced_after_race;
+    }
+    if (d.fit()) {
+      Status s = ledger_.Reserve(d.ToReservation(spec));
+      ++generation_;
+      if (!s.ok()) return fail("pod " + key + ": reservation failed: " + s.message());
+    }
+  }
+  if (!d.fit()) {
+    std::string msg = FailureSummary(d);
+    HAMI_LOG(Info) << "pod " << key << ": no node fits: " << msg;
+    events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
+                                  options_.scheduler_name, options_.identity});
+    {
+      std::lock_guard<std::mutex> s(stats_mu_);
+      ++stats_.filter_no_fit;
+    }
+    Json out;
+    out["nodenames"] = Json::array();
+    out["failedNodes"] = Json::object();
+    for (const auto& [n, reason] : d.FailedNodes()) out["failedNodes"][n] = reason;
+    return out.dump();
+  }
+
+  // Write the placement onto the pod: it is the source of truth from here on.
+  device::Annotations annos;
+  Status enc = device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos);
+  k8s::AnnotationChanges changes;
+  for (auto& [k, v] : annos) changes[k] = v;
+  changes[std::string(kAssignedNodeAnnotation)] = d.node;
+  changes[std::string(kAssignedTimeAnnotation)] = std::to_string(clock_.NowUnixSeconds());
+  if (!d.mig.empty()) {
+    changes[std::string(device::kMigAllocationsAnnotation)] = device::EncodeMigAllocations(d.mig);
+  }
+  Json patch;
+  for (const auto& [k, v] : changes) patch["metadata"]["annotations"][k] = *v;
+  {
+    // Until the write's resourceVersion is known, pod events are older than our placement.
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    written_[spec.uid] = INT64_MAX;
+  }
+  patch["metadata"]["labels"][std::string(kAssignedNodeAnnotation)] = d.node;
+  Result<k8s::Object> written = enc.ok() ? client_.Patch(k8s::kPods, spec.name_space, spec.name,
+                                                         k8s::PatchType::kMerge, patch.dump())
+                                         : Result<k8s::Object>(enc);
+  if (!written.ok()) {
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      written_.erase(spec.uid);
+      if (const LedgerPod* p = ledger_.FindPod(spec.uid);
+          p != nullptr && p->state == PodState::kReserved) {
+        ledger_.RemovePod(spec.uid);
+        ++generation_;
+      }
+    }
+    std::string msg =
+        "pod " + key + ": placement on " + d.node + " not recorded: " + written.status().ToString();
+    HAMI_LOG(Warning) << msg;
+    events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
+                                  options_.scheduler_name, options_.identity});
+    return fail(msg);
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    int64_t rv = ResourceVersionNumber(*written);
+    if (rv >= 0) {
+      written_[spec.uid] = rv;
+    } else {
+      written_.erase(spec.uid);
+    }
+  }
+  std::string msg = d.SucceedMessage();
+  HAMI_LOG(Info) << "pod " << key << ": " << msg << "; devices "
+                 << changes[std::string(device::kNvidiaAllocatedAnnotation)].value_or("-");
+  events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Normal", "FilteringSucceed", msg,
+                                options_.scheduler_name, options_.identity});
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.filter_fit;
+  }
+  Json out;
+  out["nodenames"] = Json::array({d.node});
+  out["failedNodes"] = Json::object();
+  for (const auto& [n, reason] : d.FailedNodes()) out["failedNodes"][n] = reason;
+  return out.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bind.
+
+std::string SchedulerService::Bind(std::string_view body) {
+  Result<Json> args = k8s::ParseJson(body);
+  if (!args.ok() || !args->is_object()) return ErrorReply("binding args are not a JSON object");
+  auto str = [&](const char* k) {
+    auto it = args->find(k);
+    return it != args->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::string ns = str("podNamespace"), name = str("podName"), uid = str("podUID"),
+              node = str("node");
+  if (name.empty() || node.empty()) return ErrorReply("binding args need podName and node");
+  if (ns.empty()) ns = "default";
+  const std::string key = PodKey(ns, name);
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.binds;
+  }
+  k8s::ObjectPtr pod = pods_ ? pods_->Get(key) : nullptr;
+  if (!pod || (!uid.empty() && k8s::Uid(*pod) != uid)) {
+    Result<k8s::Object> fresh = k8s::GetPod(client_, ns, name);
+    if (!fresh.ok()) {
+      if (k8s::IsNotFound(fresh.status()) && !uid.empty()) {
+        std::unique_lock<std::shared_mutex> lock(mu_);
+        ledger_.RemovePod(uid);
+        ++generation_;
+      }
+      std::lock_guard<std::mutex> s(stats_mu_);
+      ++stats_.bind_errors;
+      return ErrorReply("pod " + key + ": " + fresh.status().ToString());
+    }
+    pod = std::make_shared<const k8s::Object>(std::move(*fresh));
+  }
+  auto bind_fail = [&](const std::string& msg) {
+    HAMI_LOG(Warning) << "pod " << key << ": binding to " << node << " failed: " << msg;
+    events_.Record(k8s::EventSpec{pod, "Pod", "Warning", "BindingFailed", msg,
+                                  options_.scheduler_name, options_.identity});
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.bind_errors;
+    return ErrorReply(msg);
+  };
+  k8s::ObjectPtr node_hold;
+  const k8s::Object* cached = CachedNode(node, &node_hold);
+  if (cached == nullptr) return bind_fail("node " + node + " not found");
+
+  // Which vendors the pod asks for decides whether the allocation lock is needed.
+  Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(*pod));
+  bool needs_lock = req.ok() && !req->Empty();
+  bool locked = false;
+  if (needs_lock) {
+    auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
+    bool waited = false;
+    for (;;) {
+      Status s = locker_.Acquire(node, ns, name, cached);
+      if (s.ok()) {
+        locked = true;
+        break;
+      }
+      if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) {
+        return bind_fail(s.message());
+      }
+      if (!waited) {
+        waited = true;
+        std::lock_guard<std::mutex> g(stats_mu_);
+        ++stats_.lock_waits;
+      }
+      // Wait for the node to change (its lock cleared), or poll every 100 ms.
+      std::string before = k8s::GetString(*cached, "/metadata/resourceVersion");
+      {
+        std::unique_lock<std::mutex> l(lock_wait_mu_);
+        lock_wait_cv_.wait_for(l, std::chrono::milliseconds(100), [&] {
+          k8s::ObjectPtr now = nodes_->Get(node);
+          return !started_.load() || !now || k8s::ResourceVersion(*now) != before;
+        });
+      }
+      if (!started_.load()) return bind_fail("scheduler stopping");
+      cached = CachedNode(node, &node_hold);
+      if (cached == nullptr) return bind_fail("node " + node + " disappeared");
+    }
+  }
+  auto unlock = [&] {
+    if (!locked) return;
+    Status s = locker_.Release(node, ns, name);
+    if (!s.ok()) HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
+  };
+  Result<k8s::Object> stamped = k8s::PatchPodAnnotations(
+      client_, ns, name,
+      {{std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
+       {std::string(kBindTimeAnnotation), std::to_string(clock_.NowUnixSeconds())}});
+  if (!stamped.ok()) {
+    unlock();
+    return bind_fail("bind-phase not written: " + stamped.status().ToString());
+  }
+  Status bound = k8s::BindPod(client_, ns, name, uid, node);
+  if (!bound.ok()) {
+    unlock();
+    return bind_fail(bound.ToString());
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (!uid.empty() && ledger_.FindPod(uid) != nullptr) {
+      (void)ledger_.Confirm(uid);
+      ++generation_;
+    }
+  }
+  std::string msg = "Successfully binding node [" + node + "] to " + key;
+  HAMI_LOG(Info) << "pod " << key << ": bound to " << node;
+  events_.Record(k8s::EventSpec{pod, "Pod", "Normal", "BindingSucceed", msg,
+                                options_.scheduler_name, options_.identity});
+  return "{}";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook, metrics, routes, inspection.
+
+Result<std::string> SchedulerService::Webhook(std::string_view body) {
+  WebhookOptions opts;
+  opts.scheduler_name = options_.scheduler_name;
+  opts.force_overwrite_default_scheduler = options_.force_overwrite_default_scheduler;
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  LedgerQuotaChecker quota(ledger_, quota_);
+  return HandleAdmissionReview(body, vendors_, config_, opts, &quota);
+}
+
+std::string SchedulerService::Metrics() {
+  BuildInfo build;
+  build.version = options_.version;
+  build.compiler = "g++";
+  build.platform = "linux";
+  MetricsOptions mo;
+  mo.legacy = options_.legacy_metrics;
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<QuotaMetric> quotas;
+  for (const QuotaUsageLine& l : quota_.Lines(ledger_)) {
+    quotas.push_back(QuotaMetric{l.ns, l.quota_name, l.resource, static_cast<double>(l.used),
+                                 static_cast<double>(l.limit)});
+  }
+  return RenderSchedulerMetrics(ledger_, quotas, build, mo);
+}
+
+void SchedulerService::RegisterRoutes(net::HttpServer& server) {
+  server.Handle("POST", "/filter", [this](const net::HttpRequest& req, net::HttpResponse& res) {
+    if (req.body.empty()) return res.SetText(400, "empty body\n");
+    res.SetJson(200, Filter(req.body));
+  });
+  server.Handle("POST", "/bind", [this](const net::HttpRequest& req, net::HttpResponse& res) {
+    if (req.body.empty()) return res.SetText(400, "empty body\n");
+    res.SetJson(200, Bind(req.body));
+  });
+  server.Handle("POST", "/webhook", [this](const net::HttpRequest& req, net::HttpResponse& res) {
+    if (req.body.empty()) return res.SetText(400, "empty body\n");
+    Result<std::string> out = Webhook(req.body);
+    if (!out.ok()) return res.SetText(400, out.status().message() + "\n");
+    res.SetJson(200, std::move(*out));
+  });
+  server.AddReadinessCheck("scheduler", [this] { return Ready(); });
+}
+
+ServiceStats SchedulerService::stats() const {
+  std::lock_guard<std::mutex> s(stats_mu_);
+  return stats_;
+}
+
+std::string SchedulerService::LedgerDump() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return ledger_.CanonicalDump();
+}
+
+Status SchedulerService::CheckLedger() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return ledger_.CheckConsistency();
+}
+
+std::vector<OverCommit> SchedulerService::OverCommitted() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return ledger_.OverCommitted();
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,207 @@
+// SchedulerService: the `hami-scheduler` process minus flag parsing. It keeps the cluster view
+// (pods, nodes, ResourceQuotas through informers; node registrations judged by the handshake
+// rules), answers the scheduler-extender verbs and the admission webhook, and renders metrics.
+//
+//   auto svc = SchedulerService::Create(client, device_config, options).value();
+//   HAMI_RETURN_IF_ERROR(svc->Start());
+//   svc->RegisterRoutes(*https_server);          // POST /filter, /bind, /webhook; /readyz check
+//   metrics_server->SetMetricsHandler([&] { return svc->Metrics(); });
+//
+// Filter (kube-scheduler `filterVerb`): places the pod on one of the offered nodes, reserves the
+// devices in the ledger at once (so concurrent filters never hand out the same slice), then
+// writes the placement onto the pod (`hami.io/vgpu-node`, `hami.io/vgpu-time`, the vendors'
+// device lists; label `hami.io/vgpu-node`). Placement runs under a shared lock; the reservation
+// is taken under the exclusive lock after checking nothing changed meanwhile (else the chosen
+// node is re-checked, and in the worst case the pod is placed again).
+//
+// Bind (`bindVerb`): takes the HAMi node lock (waiting up to node_lock_wait while another pod's
+// allocation is in progress on that node), stamps `hami.io/bind-phase: allocating` and
+// `hami.io/bind-time`, and creates the Binding. The lock is released by the node's device plugin
+// when allocation ends; the service also releases it when it sees the holder finish
+// (bind-phase success/failed), end, or disappear, so locks are held no longer than an
+// allocation takes.
+//
+// Readiness: informers synced, first registration pass done, and leader (when leader election
+// is on: like upstream, the service follows the Lease its kube-scheduler holds and leads when the
+// holder identity starts with its own identity). Filter requests wait for readiness.
+//
+// Thread safety: Filter/Bind/Webhook/Metrics may be called concurrently from HTTP workers.
+// Start/Stop from the owning thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "device/config.h"
+#include "device/vendor.h"
+#include "k8s/informer.h"
+#include "k8s/rest_client.h"
+#include "scheduler/clock.h"
+#include "scheduler/event_recorder.h"
+#include "scheduler/ledger.h"
+#include "scheduler/node_locker.h"
+#include "scheduler/placement.h"
+#include "scheduler/quota.h"
+
+namespace hami::net {
+class HttpServer;
+}
+
+namespace hami::scheduler {
+
+struct SchedulerOptions {
+  std::string scheduler_name = "hami-scheduler";  // --scheduler-name
+  NodePolicy node_policy = NodePolicy::kBinpack;  // --node-scheduler-policy
+  std::string gpu_policy = "spread";              // --gpu-scheduler-policy
+  bool force_overwrite_default_scheduler = true;  // --force-overwrite-default-scheduler
+  std::string node_label_selector;                // --node-label-selector (k=v,...)
+  bool legacy_metrics = false;                    // --legacy-metrics
+  // Leader election (--leader-elect*): follow this Lease; lead when the holder starts with
+  // `identity` (the host name, as kube-scheduler's identity is "<host>_<uuid>").
+  bool leader_elect = false;
+  std::string lease_namespace = "kube-system";
+  std::string lease_name = "hami-scheduler";
+  std::string identity;
+  std::chrono::milliseconds lease_poll{2000};
+  // Own pod (POD_NAMESPACE/POD_NAME) to label hami.io/scheduler-role=leader|follower; optional.
+  std::string pod_namespace, pod_name;
+  int64_t node_lock_timeout_seconds = 300;  // --node-lock-timeout: lock expiry
+  // --node-lock-retry-timeout: how long a bind waits for another allocation on the node.
+  std::chrono::milliseconds node_lock_wait{28000};
+  std::chrono::seconds register_interval{15};
+  std::chrono::seconds handshake_grace{60};
+  int64_t reservation_ttl_seconds = 300;
+  // How long a filter waits for the service to become ready before answering an error.
+  std::chrono::milliseconds filter_ready_wait{25000};
+  std::string version = "dev";  // hami_build_info
+};
+
+// Counters for logs, metrics and tests.
+struct ServiceStats {
+  uint64_t filters = 0, filter_fit = 0, filter_no_fit = 0, filter_errors = 0;
+  uint64_t replaced_after_race = 0;  // placements redone because the ledger changed meanwhile
+  uint64_t binds = 0, bind_errors = 0, lock_waits = 0;
+  uint64_t stale_pod_events = 0;  // informer events older than our own write, ignored
+  uint64_t locks_released = 0;
+};
+
+class SchedulerService {
+ public:
+  // `client` and `clock` must outlive the service. Fails on a device config without vendors.
+  static Result<std::unique_ptr<SchedulerService>> Create(k8s::RestClient& client,
+                                                          const device::DeviceConfig& config,
+                                                          SchedulerOptions options,
+                                                          const Clock* clock = nullptr);
+  ~SchedulerService();
+  SchedulerService(const SchedulerService&) = delete;
+  SchedulerService& operator=(const SchedulerService&) = delete;
+
+  // Starts informers and the background loops (registration, lock releases, leader following).
+  Status Start();
+  void Stop();
+
+  // Extender and webhook verbs: request body -> response body (JSON). Never throw.
+  std::string Filter(std::string_view body);
+  std::string Bind(std::string_view body);
+  // InvalidArgument for a body that is not an AdmissionReview (HTTP 400).
+  Result<std::string> Webhook(std::string_view body);
+  std::string Metrics();
+
+  // POST /filter, /bind, /webhook and the readiness check.
+  void RegisterRoutes(net::HttpServer& server);
+
+  bool Ready() const;
+  bool IsLeader() const { return leader_.load(); }
+  // Blocks until ready or `timeout`; true when ready.
+  bool WaitReady(std::chrono::milliseconds timeout);
+  // One registration pass over every cached node (what the periodic loop runs).
+  void ReconcileNodes();
+
+  // Inspection (tests, debugging).
+  ServiceStats stats() const;
+  std::string LedgerDump() const;
+  Status CheckLedger() const;
+  std::vector<OverCommit> OverCommitted() const;
+  const device::VendorRegistry& vendors() const { return vendors_; }
+
+ private:
+  struct NodeState {
+    int64_t allocatable = -1;  // -1: never seen
+    std::string registration;
+    bool in_ledger = false;
+  };
+  struct LockRelease {
+    std::string node, ns, pod;
+  };
+
+  SchedulerService(k8s::RestClient& client, device::DeviceConfig config,
+                   device::VendorRegistry vendors, SchedulerOptions options, const Clock* clock);
+
+  void OnPod(const k8s::ObjectPtr& pod, bool deleted);
+  void OnNode(const k8s::ObjectPtr& node, bool deleted);
+  void ReconcileNode(const k8s::Object& node);
+  void BackgroundLoop();
+  void LeaderLoop();
+  void SetLeader(bool leader);
+  void MaybeReleaseLock(const k8s::Object& pod, bool gone);
+  std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
+  const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
+
+  k8s::RestClient& client_;
+  const device::DeviceConfig config_;
+  const device::VendorRegistry vendors_;
+  const SchedulerOptions options_;
+  SystemClock system_clock_;
+  const Clock& clock_;
+  const PlacementEngine engine_;
+  NodeLocker locker_;
+  EventRecorder events_;
+
+  // The cluster view. Writers take it exclusively; placement and metrics share it.
+  mutable std::shared_mutex mu_;
+  Ledger ledger_;                                     // guarded by mu_
+  QuotaBook quota_;                                   // guarded by mu_
+  uint64_t generation_ = 0;                           // guarded by mu_; bumped on every write
+  std::unordered_map<std::string, int64_t> written_;  // guarded by mu_: uid -> our pod write rv
+
+  std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
+
+  mutable std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  std::set<std::string> dirty_nodes_;            // guarded by bg_mu_
+  std::vector<LockRelease> releases_;            // guarded by bg_mu_
+  std::set<std::string> release_pending_;        // guarded by bg_mu_ ("node/ns/pod")
+  std::map<std::string, NodeState> node_state_;  // guarded by bg_mu_ (background thread writes)
+  bool full_pass_ = false;                       // guarded by bg_mu_
+  bool stopping_ = false;                        // guarded by bg_mu_
+
+  // Bind waits for a node's lock here; node updates notify.
+  std::mutex lock_wait_mu_;
+  std::condition_variable lock_wait_cv_;
+
+  std::atomic<bool> started_{false};
+  std::atomic<bool> registered_once_{false};
+  std::atomic<bool> leader_{false};
+  mutable std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+
+  mutable std::mutex stats_mu_;
+  ServiceStats stats_;  // guarded by stats_mu_
+
+  std::thread background_, leader_thread_;
+};
+
+}  // namespace hami::scheduler

@@ -1,0 +1,357 @@
+#include "tests/e2e/cluster.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "device/config.h"
+#include "device/node_registration.h"
+#include "k8s/informer.h"
+#include "k8s/typed.h"
+#include "net/tls.h"
+#include "scheduler/node_locker.h"
+#include "sim/apiserver/admission.h"
+#include "sim/kubescheduler/config.h"
+#include "sim/kubescheduler/kube_scheduler.h"
+
+namespace hami::e2e {
+namespace {
+
+using Json = nlohmann::json;
+
+Json ConvertYaml(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = ConvertYaml(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& v : n) a.push_back(ConvertYaml(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      std::string s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return v;
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (s == "null" || s == "~") return nullptr;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Result<k8s::Object> YamlToJson(const std::string& doc) {
+  try {
+    YAML::Node n = YAML::Load(doc);
+    return ConvertYaml(n);
+  } catch (const std::exception& e) {
+    return InvalidArgumentError(std::string("yaml: ") + e.what());
+  }
+}
+
+std::vector<std::string> SplitYamlDocuments(const std::string& text) {
+  std::vector<std::string> docs(1);
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("---", 0) == 0) {
+      docs.emplace_back();
+      continue;
+    }
+    docs.back() += line + "\n";
+  }
+  std::vector<std::string> out;
+  for (std::string& d : docs) {
+    if (d.find_first_not_of(" \n\t") != std::string::npos) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// Plays the node's device plugin after a bind: acknowledges the allocation (bind-phase success,
+// to-allocate consumed, pod Running) and releases the node lock, as upstream's plugin does at the
+// end of Allocate.
+class SimCluster::DevicePlugin {
+ public:
+  explicit DevicePlugin(k8s::RestClient& client)
+      : client_(client),
+        locker_(client, clock_),
+        pods_(client, k8s::kPods, k8s::InformerOptions{}) {
+    pods_.AddEventHandler(
+        {.on_add = [this](const k8s::ObjectPtr& p) { Offer(p); },
+         .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { Offer(p); }});
+    pods_.Start();
+    worker_ = std::thread([this] { Run(); });
+  }
+  ~DevicePlugin() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    pods_.Stop();
+  }
+
+ private:
+  void Offer(const k8s::ObjectPtr& p) {
+    if (k8s::GetString(*p, "/spec/nodeName").empty()) return;
+    if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") != "allocating") return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(p);
+    }
+    cv_.notify_all();
+  }
+  void Run() {
+    for (;;) {
+      k8s::ObjectPtr p;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        p = queue_.front();
+        queue_.pop_front();
+      }
+      std::string ns = k8s::Namespace(*p), name = k8s::Name(*p);
+      std::string node = k8s::GetString(*p, "/spec/nodeName");
+      (void)k8s::PatchPodAnnotations(client_, ns, name, {{"hami.io/bind-phase", "success"}});
+      Json status;
+      status["status"]["phase"] = "Running";
+      (void)client_.Patch(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
+      (void)locker_.Release(node, ns, name);
+    }
+  }
+
+  k8s::RestClient& client_;
+  scheduler::SystemClock clock_;
+  scheduler::NodeLocker locker_;
+  k8s::Informer pods_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<k8s::ObjectPtr> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// The kube-scheduler stand-in, configured as the chart configures kube-scheduler.
+class SimCluster::Driver {
+ public:
+  Driver(k8s::RestClient& client, const std::string& url, const SimClusterOptions& o) {
+    std::string yaml = R"(apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: hami-scheduler
+extenders:
+- urlPrefix: ")" + url +
+                       R"("
+  filterVerb: filter
+  bindVerb: bind
+  enableHTTPS: true
+  tlsConfig:
+    insecure: true
+  nodeCacheCapable: true
+  weight: 1
+  httpTimeout: 30s
+  managedResources:
+  - name: nvidia.com/gpu
+    ignoredByScheduler: true
+  - name: nvidia.com/gpumem
+    ignoredByScheduler: true
+  - name: nvidia.com/gpucores
+    ignoredByScheduler: true
+  - name: nvidia.com/gpumem-percentage
+    ignoredByScheduler: true
+  - name: nvidia.com/priority
+    ignoredByScheduler: true
+)";
+    sim::KubeSchedulerConfig cfg = sim::ParseKubeSchedulerConfig(yaml).value();
+    sim::KubeSchedulerOptions opts;
+    opts.workers = o.driver_workers;
+    opts.initial_backoff = o.driver_initial_backoff;
+    opts.max_backoff = o.driver_max_backoff;
+    scheduler_ = std::make_unique<sim::KubeScheduler>(client, std::move(cfg), opts);
+    Status s = scheduler_->Start();
+    if (!s.ok()) throw std::runtime_error(s.ToString());
+  }
+  ~Driver() { scheduler_->Stop(); }
+
+ private:
+  std::unique_ptr<sim::KubeScheduler> scheduler_;
+};
+
+void SimCluster::StartDriver() {
+  driver_ = std::make_unique<Driver>(*client_, extender_url_, options_);
+}
+
+bool SimCluster::WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return cond();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options)) {
+  sim::ApiServerOptions api;
+  api.bookmark_interval = std::chrono::milliseconds(500);
+  apiserver_ = sim::ApiServer::Start(api).value();
+  k8s::RestConfig cfg;
+  cfg.server = apiserver_->url();
+  cfg.qps = 0;  // unlimited: the test is the only client
+  client_ = k8s::RestClient::Create(cfg).value();
+
+  net::CertificatePem pem =
+      net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"}).value();
+  ca_pem_ = pem.cert_pem;
+  cert_ = net::CertificateSource::FromPem(pem).value();
+  StartScheduler();
+
+  // The webhook registration the chart installs, pointing at this process.
+  Json hook;
+  hook["apiVersion"] = "admissionregistration.k8s.io/v1";
+  hook["kind"] = "MutatingWebhookConfiguration";
+  hook["metadata"]["name"] = "hami-webhook";
+  Json w;
+  w["name"] = "vgpu.hami.io";
+  w["admissionReviewVersions"] = {"v1beta1"};
+  w["clientConfig"]["url"] = extender_url_ + "/webhook";
+  w["clientConfig"]["caBundle"] = sim::Base64Encode(ca_pem_);
+  w["failurePolicy"] = "Fail";
+  w["sideEffects"] = "None";
+  w["timeoutSeconds"] = 10;
+  w["rules"] = Json::array({Json{{"operations", {"CREATE"}},
+                                 {"apiGroups", {""}},
+                                 {"apiVersions", {"v1"}},
+                                 {"resources", {"pods"}},
+                                 {"scope", "*"}}});
+  w["objectSelector"]["matchExpressions"] = Json::array(
+      {Json{{"key", "hami.io/webhook"}, {"operator", "NotIn"}, {"values", {"ignore"}}}});
+  hook["webhooks"] = Json::array({w});
+  k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
+  Result<k8s::Object> created = client_->Create(hooks, "", hook);
+  if (!created.ok()) throw std::runtime_error(created.status().ToString());
+
+  if (options_.device_plugin) plugin_ = std::make_unique<DevicePlugin>(*client_);
+  StartDriver();
+}
+
+SimCluster::~SimCluster() {
+  driver_.reset();
+  plugin_.reset();
+  StopScheduler();
+  client_.reset();  // closes kept-alive connections, so the server stops at once
+  apiserver_->Stop();
+}
+
+void SimCluster::StartScheduler() {
+  service_ = scheduler::SchedulerService::Create(*client_, device::DefaultDeviceConfig(),
+                                                 options_.scheduler)
+                 .value();
+  net::HttpServerOptions http;
+  http.port = port_;
+  http.certificate = cert_;
+  https_ = net::HttpServer::Create(http).value();
+  service_->RegisterRoutes(*https_);
+  Status s = service_->Start();
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+  port_ = https_->Start().value();
+  extender_url_ = "https://127.0.0.1:" + std::to_string(port_);
+}
+
+void SimCluster::StopScheduler() {
+  if (https_) https_->Stop();
+  if (service_) service_->Stop();
+  https_.reset();
+  service_.reset();
+}
+
+void SimCluster::RestartScheduler() {
+  StopScheduler();
+  StartScheduler();
+}
+
+void SimCluster::AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus) {
+  Json node;
+  node["apiVersion"] = "v1";
+  node["kind"] = "Node";
+  node["metadata"]["name"] = name;
+  node["metadata"]["labels"]["gpu"] = "on";
+  node["metadata"]["labels"]["kubernetes.io/hostname"] = name;
+  node["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+      device::EncodeNodeDevicesJson(gpus);
+  int64_t slots = 0;
+  for (const device::DeviceInfo& g : gpus) slots += g.count;
+  node["status"]["capacity"]["nvidia.com/gpu"] = std::to_string(slots);
+  node["status"]["allocatable"]["nvidia.com/gpu"] = std::to_string(slots);
+  node["status"]["allocatable"]["pods"] = "110";
+  Result<k8s::Object> r = client_->Create(k8s::kNodes, "", node);
+  if (!r.ok()) throw std::runtime_error(r.status().ToString());
+  // Registered once the scheduler's ledger lists the node's first device.
+  std::string probe = gpus.empty() ? name : gpus.front().id;
+  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+}
+
+Result<k8s::Object> SimCluster::CreatePod(const std::string& ns, const k8s::Object& pod) {
+  return client_->Create(k8s::kPods, ns, pod);
+}
+
+std::vector<std::string> SimCluster::ApplyYamlFile(const std::string& path, const std::string& ns) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<std::string> names;
+  for (const std::string& doc : SplitYamlDocuments(ss.str())) {
+    Result<k8s::Object> obj = YamlToJson(doc);
+    if (!obj.ok()) throw std::runtime_error(path + ": " + obj.status().ToString());
+    Result<k8s::Object> created = CreatePod(ns, *obj);
+    if (!created.ok()) throw std::runtime_error(path + ": " + created.status().ToString());
+    names.push_back(k8s::Name(*created));
+  }
+  return names;
+}
+
+std::string SimCluster::BoundNode(const std::string& ns, const std::string& name) {
+  Result<k8s::Object> p = k8s::GetPod(*client_, ns, name);
+  return p.ok() ? k8s::GetString(*p, "/spec/nodeName") : "";
+}
+
+std::string SimCluster::Annotation(const std::string& ns, const std::string& name,
+                                   const std::string& key) {
+  Result<k8s::Object> p = k8s::GetPod(*client_, ns, name);
+  if (!p.ok()) return "";
+  std::string escaped;
+  for (char c : key) escaped += c == '/' ? std::string("~1") : std::string(1, c);
+  return k8s::GetString(*p, "/metadata/annotations/" + escaped);
+}
+
+std::vector<k8s::Object> SimCluster::Events(const std::string& ns, const std::string& name) {
+  std::vector<k8s::Object> out;
+  k8s::ListOptions lo;
+  lo.field_selector = "involvedObject.name=" + name;
+  Result<k8s::Object> list = client_->List(k8s::kEvents, ns, lo);
+  if (!list.ok() || !list->contains("items")) return out;
+  for (const k8s::Object& e : (*list)["items"]) {
+    if (k8s::GetString(e, "/involvedObject/name") == name) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace hami::e2e

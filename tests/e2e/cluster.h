@@ -1,0 +1,95 @@
+// A whole simulated control plane in one test process: the in-memory API server, hami-scheduler
+// (SchedulerService behind an HTTPS server, registered as the pods' mutating webhook), the
+// kube-scheduler stand-in configured with the extender, and a fake device plugin per node that
+// writes registrations and acknowledges allocations the way a device plugin does.
+//
+//   SimCluster c;                                   // everything started, nothing registered
+//   c.AddNode("node-a", {Gpu("GPU-a", 0, 32768)});
+//   c.ApplyYamlFile(path, "default");               // pods go through the webhook
+//   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });
+//
+// Not for production. Thread safety: test thread only (the parts run their own threads).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+#include "k8s/object.h"
+#include "k8s/rest_client.h"
+#include "net/http_server.h"
+#include "scheduler/service.h"
+#include "sim/apiserver/api_server.h"
+
+namespace hami::e2e {
+
+struct SimClusterOptions {
+  scheduler::SchedulerOptions scheduler;
+  int driver_workers = 1;
+  std::chrono::milliseconds driver_initial_backoff{50};
+  std::chrono::milliseconds driver_max_backoff{400};
+  bool device_plugin = true;  // acknowledge allocations (bind-phase success, lock release)
+};
+
+class SimCluster {
+ public:
+  explicit SimCluster(SimClusterOptions options = {});
+  ~SimCluster();
+  SimCluster(const SimCluster&) = delete;
+  SimCluster& operator=(const SimCluster&) = delete;
+
+  k8s::RestClient& client() { return *client_; }
+  scheduler::SchedulerService& scheduler() { return *service_; }
+  sim::ApiServer& apiserver() { return *apiserver_; }
+  const std::string& extender_url() const { return extender_url_; }
+
+  // Registers a node as a device plugin would (annotation + allocatable) and waits until the
+  // scheduler has it.
+  void AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus);
+  // Creates every document of a multi-document YAML file (pods) in `ns`.
+  std::vector<std::string> ApplyYamlFile(const std::string& path, const std::string& ns);
+  Result<k8s::Object> CreatePod(const std::string& ns, const k8s::Object& pod);
+
+  // Stops hami-scheduler and starts a fresh instance on the same port (ledger rebuilt from the
+  // API server).
+  void RestartScheduler();
+
+  std::string BoundNode(const std::string& ns, const std::string& name);
+  std::string Annotation(const std::string& ns, const std::string& name, const std::string& key);
+  std::vector<k8s::Object> Events(const std::string& ns, const std::string& name);
+  // Polls `cond` until true or `timeout`; returns the last value.
+  static bool WaitFor(const std::function<bool()>& cond,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  class Driver;
+  class DevicePlugin;
+
+ private:
+  void StartScheduler();
+  void StopScheduler();
+  void StartDriver();
+
+  SimClusterOptions options_;
+  std::string dir_;
+  std::unique_ptr<sim::ApiServer> apiserver_;
+  std::unique_ptr<k8s::RestClient> client_;
+  std::unique_ptr<scheduler::SchedulerService> service_;
+  std::unique_ptr<net::HttpServer> https_;
+  int port_ = 0;
+  std::string extender_url_;
+  std::string ca_pem_;
+  std::shared_ptr<net::CertificateSource> cert_;
+  std::unique_ptr<DevicePlugin> plugin_;
+  std::unique_ptr<Driver> driver_;
+};
+
+// Converts YAML text (one document) into JSON the way kubectl does: quoted scalars stay strings,
+// plain scalars that read as integers or booleans become numbers or booleans.
+Result<k8s::Object> YamlToJson(const std::string& yaml_document);
+// Splits a multi-document YAML file at "---" lines.
+std::vector<std::string> SplitYamlDocuments(const std::string& text);
+
+}  // namespace hami::e2e
