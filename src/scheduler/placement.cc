@@ -655,13 +655,28 @@ std::map<std::string, std::string> Decision::FailedNodes() const {
 }
 
 std::string Decision::SucceedMessage() const {
+  // The chosen node first, then others in request order; at most kMaxListed, so events and log
+  // lines stay readable on clusters of thousands of nodes.
+  constexpr size_t kMaxListed = 10;
   size_t fit_count = 0;
   std::string fits;
-  for (const NodeVerdict& v : verdicts) {
+  if (chosen >= 0) {
+    fits = std::string(verdicts[chosen].node) + ":" + FormatScore(verdicts[chosen].score);
+  }
+  size_t listed = fits.empty() ? 0 : 1;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const NodeVerdict& v = verdicts[i];
     if (!v.fit) continue;
     ++fit_count;
-    if (!fits.empty()) fits += ",";
-    fits += std::string(v.node) + ":" + FormatScore(v.score);
+    if (static_cast<int32_t>(i) == chosen) continue;
+    if (listed < kMaxListed) {
+      if (!fits.empty()) fits += ",";
+      fits += std::string(v.node) + ":" + FormatScore(v.score);
+      ++listed;
+    } else if (listed == kMaxListed) {
+      fits += ",...";
+      ++listed;
+    }
   }
   return "find fit node(" + node + "), " + std::to_string(verdicts.size() - fit_count) +
          " nodes not fit, " + std::to_string(fit_count) + " nodes fit(" + fits + ")";

@@ -114,7 +114,7 @@ struct Decision {
   // failedNodes of the extender reply: node -> reason.
   std::map<std::string, std::string> FailedNodes() const;
   // The FilteringSucceed event text: `find fit node(<n>), <k> nodes not fit, <m> nodes
-  // fit(<n>:<score>,...)`.
+  // fit(<n>:<score>,...)`: the chosen node first, at most ten nodes listed.
   std::string SucceedMessage() const;
   // The FilteringFailed event text: `no available node, <n> nodes do not meet`.
   std::string FailedMessage() const;

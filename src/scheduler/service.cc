@@ -610,6 +610,9 @@ std::string SchedulerService::Filter(std::string_view body) {
 
   std::vector<std::string> names;
   bool by_name = false;
+  if (auto nn = args->find("nodenames"); nn != args->end() && !nn->is_null() && !nn->is_array()) {
+    return fail("extender args: nodenames is not a list");
+  }
   if (auto nn = args->find("nodenames"); nn != args->end() && nn->is_array()) {
     by_name = true;
     names.reserve(nn->size());
@@ -619,7 +622,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   }
   if (spec.requests.Empty()) {
     // Not ours to constrain: every offered node stays.
-    Json out;
+    Json out = Json::object();
     if (by_name) {
       out["nodenames"] = names;
     } else if (auto nodes = args->find("nodes"); nodes != args->end()) {

@@ -26,6 +26,8 @@
 
 namespace hami::e2e {
 
+class FakeDevicePlugin;
+
 struct SimClusterOptions {
   scheduler::SchedulerOptions scheduler;
   int driver_workers = 1;
@@ -65,7 +67,6 @@ class SimCluster {
                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   class Driver;
-  class DevicePlugin;
 
  private:
   void StartScheduler();
@@ -82,7 +83,7 @@ class SimCluster {
   std::string extender_url_;
   std::string ca_pem_;
   std::shared_ptr<net::CertificateSource> cert_;
-  std::unique_ptr<DevicePlugin> plugin_;
+  std::unique_ptr<FakeDevicePlugin> plugin_;
   std::unique_ptr<Driver> driver_;
 };
 

@@ -1,0 +1,237 @@
+// Extender throughput and latency through HTTP, and the scheduler's resident memory.
+//
+// Runs the real `hami-scheduler` binary (a separate process, so its RSS is its own) against the
+// in-process simulated API server holding N nodes (8 GPUs each) and P pending pods, with a fake
+// device plugin acknowledging allocations (bind-phase success + node lock release). C client
+// threads then do what kube-scheduler does per pod: POST /filter with every node name
+// (nodeCacheCapable), then POST /bind to the chosen node. Reported: pods/s over the measured
+// pods, p50/p99 of filter, bind and filter+bind, and VmRSS/VmHWM of the scheduler.
+//
+//   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread
+//
+// Everything runs on this machine: the API server's work (patches, bindings, watch fan-out) and
+// the client's share the CPUs with the scheduler.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/subprocess.h"
+#include "device/node_registration.h"
+#include "k8s/object.h"
+#include "k8s/rest_client.h"
+#include "sim/apiserver/api_server.h"
+#include "tests/e2e/fake_device_plugin.h"
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int nodes = 1000;
+  int pods = 2000;
+  int clients = 4;
+  int warmup = 50;
+  std::string policy = "spread";
+};
+
+long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field) + 1);
+  }
+  return -1;
+}
+
+double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--nodes") a.nodes = std::atoi(v.c_str());
+    if (k == "--pods") a.pods = std::atoi(v.c_str());
+    if (k == "--clients") a.clients = std::atoi(v.c_str());
+    if (k == "--warmup") a.warmup = std::atoi(v.c_str());
+    if (k == "--policy") a.policy = v;
+  }
+  hami::sim::ApiServerOptions api;
+  api.worker_threads = 512;
+  auto server = hami::sim::ApiServer::Start(api).value();
+  std::string dir = "/tmp/hami-extender-bench-" + std::to_string(getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  std::string kubeconfig = dir + "/kubeconfig";
+  if (!server->WriteKubeconfig(kubeconfig).ok()) return 1;
+  hami::k8s::RestConfig cfg;
+  cfg.server = server->url();
+  cfg.qps = 0;
+  auto client = hami::k8s::RestClient::Create(cfg).value();
+
+  // Cluster: N nodes x 8 V100 (10 slots each), P pods of 1 GPU / 1024 MiB / 10 % cores.
+  auto t0 = Clock::now();
+  std::vector<std::string> names;
+  for (int n = 0; n < a.nodes; ++n) {
+    std::vector<hami::device::DeviceInfo> gpus;
+    for (int g = 0; g < 8; ++g) {
+      hami::device::DeviceInfo d;
+      d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
+      d.index = static_cast<uint32_t>(g);
+      d.count = 10;
+      d.devmem = 32768;
+      d.devcore = 100;
+      d.type = "NVIDIA-Tesla V100-PCIE-32GB";
+      d.numa = g / 4;
+      d.mode = "hami-core";
+      d.health = true;
+      gpus.push_back(d);
+    }
+    Json node;
+    node["apiVersion"] = "v1";
+    node["kind"] = "Node";
+    node["metadata"]["name"] = "node-" + std::to_string(n);
+    node["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+        hami::device::EncodeNodeDevicesJson(gpus);
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "80";
+    if (!client->Create(hami::k8s::kNodes, "", node).ok()) return 1;
+    names.push_back("node-" + std::to_string(n));
+  }
+  std::vector<Json> pods;
+  for (int p = 0; p < a.pods + a.warmup; ++p) {
+    Json pod;
+    pod["apiVersion"] = "v1";
+    pod["kind"] = "Pod";
+    pod["metadata"]["name"] = "pod-" + std::to_string(p);
+    pod["spec"]["schedulerName"] = "hami-scheduler";
+    pod["spec"]["containers"] = Json::array({Json{{"name", "main"},
+                                                  {"image", "x"},
+                                                  {"resources",
+                                                   {{"limits",
+                                                     {{"nvidia.com/gpu", "1"},
+                                                      {"nvidia.com/gpumem", "1024"},
+                                                      {"nvidia.com/gpucores", "10"}}}}}}});
+    auto created = client->Create(hami::k8s::kPods, "default", pod);
+    if (!created.ok()) return 1;
+    pods.push_back(*created);
+  }
+  double setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  hami::e2e::FakeDevicePlugin plugin(*client);
+
+  // The scheduler logs one line per decision: to a file, so a full pipe never stalls it.
+  std::string cmd = std::string("exec ") + HAMI_SCHEDULER_BIN + " --kubeconfig=" + kubeconfig +
+                    " --http_bind=127.0.0.1:0 --metrics-bind-address=127.0.0.1:0" +
+                    " --node-scheduler-policy=" + a.policy + " --kube-qps=0 2>" + dir +
+                    "/scheduler.log";
+  hami::Subprocess sched({"/bin/sh", "-c", cmd}, {"PATH=/usr/bin:/bin"});
+  std::string out = sched.ReadUntil("\n");
+  size_t colon = out.rfind(':', out.find(" (metrics"));
+  int port = std::atoi(out.c_str() + colon + 1);
+  if (port <= 0) {
+    std::fprintf(stderr, "scheduler did not start: %s\n", out.c_str());
+    return 1;
+  }
+  long rss_idle = 0;  // NOLINT(runtime/int)
+  {
+    httplib::Client probe("127.0.0.1", port);
+    for (int i = 0; i < 600; ++i) {
+      auto r = probe.Get("/readyz");
+      if (r && r->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    rss_idle = ProcKb(sched.pid(), "VmRSS:");
+  }
+
+  Json names_json = names;
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<double> filter_ms, bind_ms, total_ms;
+  std::atomic<int> unfit{0}, errors{0};
+  auto work = [&](int first, int last, bool record) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_keep_alive(true);
+    c.set_tcp_nodelay(true);  // as Go's HTTP client (kube-scheduler) does
+    c.set_read_timeout(60, 0);
+    for (;;) {
+      int i = next.fetch_add(1);
+      if (i >= last) return;
+      i += first;
+      const Json& pod = pods[static_cast<size_t>(i)];
+      Json args;
+      args["pod"] = pod;
+      args["nodenames"] = names_json;
+      std::string body = args.dump();
+      auto s0 = Clock::now();
+      auto fr = c.Post("/filter", body, "application/json");
+      auto s1 = Clock::now();
+      if (!fr || fr->status != 200) {
+        ++errors;
+        continue;
+      }
+      Json res = Json::parse(fr->body, nullptr, false);
+      if (!res.is_object() || !res.contains("nodenames") || res["nodenames"].empty()) {
+        ++unfit;
+        continue;
+      }
+      Json bind;
+      bind["podName"] = pod["metadata"]["name"];
+      bind["podNamespace"] = "default";
+      bind["podUID"] = pod["metadata"]["uid"];
+      bind["node"] = res["nodenames"][0];
+      auto br = c.Post("/bind", bind.dump(), "application/json");
+      auto s2 = Clock::now();
+      if (!br || br->status != 200 || br->body != "{}") ++errors;
+      if (record) {
+        std::lock_guard<std::mutex> l(mu);
+        filter_ms.push_back(std::chrono::duration<double, std::milli>(s1 - s0).count());
+        bind_ms.push_back(std::chrono::duration<double, std::milli>(s2 - s1).count());
+        total_ms.push_back(std::chrono::duration<double, std::milli>(s2 - s0).count());
+      }
+    }
+  };
+  work(0, a.warmup, false);
+  next = 0;
+  auto m0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.clients; ++t) threads.emplace_back(work, a.warmup, a.pods, true);
+  for (std::thread& t : threads) t.join();
+  double secs = std::chrono::duration<double>(Clock::now() - m0).count();
+  long rss = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
+  long hwm = ProcKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
+  std::printf(
+      "nodes %d, pods %d, clients %d, policy %s (setup %.1f s)\n"
+      "  throughput   %.0f pods/s (filter+bind, %.2f s)\n"
+      "  filter       p50 %.2f ms  p99 %.2f ms\n"
+      "  bind         p50 %.2f ms  p99 %.2f ms\n"
+      "  filter+bind  p50 %.2f ms  p99 %.2f ms\n"
+      "  unfit %d, errors %d\n"
+      "  scheduler RSS: %.1f MiB after sync, %.1f MiB after the run (peak %.1f MiB)\n",
+      a.nodes, a.pods, a.clients, a.policy.c_str(), setup_s,
+      static_cast<double>(total_ms.size()) / secs, secs, Pct(filter_ms, 0.5), Pct(filter_ms, 0.99),
+      Pct(bind_ms, 0.5), Pct(bind_ms, 0.99), Pct(total_ms, 0.5), Pct(total_ms, 0.99), unfit.load(),
+      errors.load(), static_cast<double>(rss_idle) / 1024, static_cast<double>(rss) / 1024,
+      static_cast<double>(hwm) / 1024);
+  std::fflush(stdout);
+  sched.Signal(SIGKILL);
+  sched.Wait();
+  server->Stop();
+  std::system(("rm -rf " + dir).c_str());
+  return errors.load() == 0 ? 0 : 1;
+}

@@ -1,0 +1,87 @@
+// FakeDevicePlugin: plays every node's device plugin after a bind, for tests and benchmarks:
+// acknowledges the allocation (bind-phase success, pod Running) and releases the node lock, as
+// upstream's plugin does at the end of Allocate. It does not run containers.
+//
+// Thread safety: owns an informer and a worker thread; construct and destroy on one thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "k8s/informer.h"
+#include "k8s/object.h"
+#include "k8s/rest_client.h"
+#include "k8s/typed.h"
+#include "scheduler/clock.h"
+#include "scheduler/node_locker.h"
+
+namespace hami::e2e {
+
+using Json = nlohmann::json;
+
+class FakeDevicePlugin {
+ public:
+  explicit FakeDevicePlugin(k8s::RestClient& client)
+      : client_(client),
+        locker_(client, clock_),
+        pods_(client, k8s::kPods, k8s::InformerOptions{}) {
+    pods_.AddEventHandler(
+        {.on_add = [this](const k8s::ObjectPtr& p) { Offer(p); },
+         .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { Offer(p); }});
+    pods_.Start();
+    worker_ = std::thread([this] { Run(); });
+  }
+  ~FakeDevicePlugin() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    pods_.Stop();
+  }
+
+ private:
+  void Offer(const k8s::ObjectPtr& p) {
+    if (k8s::GetString(*p, "/spec/nodeName").empty()) return;
+    if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") != "allocating") return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(p);
+    }
+    cv_.notify_all();
+  }
+  void Run() {
+    for (;;) {
+      k8s::ObjectPtr p;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        p = queue_.front();
+        queue_.pop_front();
+      }
+      std::string ns = k8s::Namespace(*p), name = k8s::Name(*p);
+      std::string node = k8s::GetString(*p, "/spec/nodeName");
+      (void)k8s::PatchPodAnnotations(client_, ns, name, {{"hami.io/bind-phase", "success"}});
+      Json status;
+      status["status"]["phase"] = "Running";
+      (void)client_.Patch(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
+      (void)locker_.Release(node, ns, name);
+    }
+  }
+
+  k8s::RestClient& client_;
+  scheduler::SystemClock clock_;
+  scheduler::NodeLocker locker_;
+  k8s::Informer pods_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<k8s::ObjectPtr> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace hami::e2e

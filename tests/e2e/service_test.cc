@@ -1,0 +1,190 @@
+// hami-scheduler's parts against the simulated API server, without the kube-scheduler stand-in:
+// the node lock protocol, ResourceQuota enforcement (webhook and filter), the full-nodes
+// simulation path, and garbage request bodies.
+#include <gtest/gtest.h>
+
+#include "device/node_lock.h"
+#include "k8s/typed.h"
+#include "scheduler/node_locker.h"
+#include "scheduler/quota.h"
+#include "scheduler/test_util.h"
+#include "tests/e2e/cluster.h"
+
+namespace hami::e2e {
+namespace {
+
+using Json = nlohmann::json;
+using scheduler::testing::Gpu;
+
+Json Pod(const std::string& name, const std::string& mem, const std::string& cores = "",
+         bool ignore_webhook = false) {
+  Json pod;
+  pod["apiVersion"] = "v1";
+  pod["kind"] = "Pod";
+  pod["metadata"]["name"] = name;
+  if (ignore_webhook) {
+    pod["metadata"]["labels"]["hami.io/webhook"] = "ignore";
+    pod["spec"]["schedulerName"] = "hami-scheduler";
+  }
+  Json limits;
+  limits["nvidia.com/gpu"] = "1";
+  limits["nvidia.com/gpumem"] = mem;
+  if (!cores.empty()) limits["nvidia.com/gpucores"] = cores;
+  pod["spec"]["containers"] =
+      Json::array({Json{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", limits}}}}});
+  return pod;
+}
+
+class LockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimClusterOptions o;
+    o.device_plugin = false;
+    c_ = std::make_unique<SimCluster>(o);
+    c_->AddNode("n1", {Gpu("GPU-1", 0, 16384)});
+    for (const char* p : {"a", "b"}) {
+      Json pod = Pod(p, "1000", "", true);
+      pod["spec"]["schedulerName"] = "nobody";  // keep the driver away
+      ASSERT_TRUE(c_->CreatePod("default", pod).ok());
+    }
+  }
+  std::string Lock() {
+    Result<k8s::Object> n = k8s::GetNode(c_->client(), "n1");
+    return n.ok() ? k8s::GetString(*n, "/metadata/annotations/hami.io~1mutex.lock") : "?";
+  }
+  std::unique_ptr<SimCluster> c_;
+  scheduler::FakeClock clock_{1'800'000'000};
+};
+
+TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
+  scheduler::NodeLocker locker(c_->client(), clock_);
+  ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
+  EXPECT_EQ(Lock(), "2027-01-15T08:00:00Z,default,a");
+  EXPECT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());  // already ours
+  // b must wait while a is allocating.
+  ASSERT_TRUE(
+      k8s::PatchPodAnnotations(c_->client(), "default", "a", {{"hami.io/bind-phase", "allocating"}})
+          .ok());
+  Status s = locker.Acquire("n1", "default", "b", nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("default/a"), std::string::npos);
+  // Release is owner-checked.
+  EXPECT_TRUE(locker.Release("n1", "default", "b").ok());
+  EXPECT_EQ(Lock(), "2027-01-15T08:00:00Z,default,a");
+  // a finished allocating: its lock is stale and b takes it.
+  ASSERT_TRUE(
+      k8s::PatchPodAnnotations(c_->client(), "default", "a", {{"hami.io/bind-phase", "success"}})
+          .ok());
+  ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());
+  EXPECT_EQ(Lock(), "2027-01-15T08:00:00Z,default,b");
+  ASSERT_TRUE(locker.Release("n1", "default", "b").ok());
+  EXPECT_EQ(Lock(), "");
+}
+
+TEST_F(LockTest, ExpiredGoneAndLegacyLocks) {
+  scheduler::NodeLocker locker(c_->client(), clock_);
+  // A legacy bare timestamp, fresh: contention; old: taken over.
+  ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1",
+                                        {{"hami.io/mutex.lock", "2027-01-15T07:59:00Z"}})
+                  .ok());
+  EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
+  clock_.Advance(301);
+  EXPECT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
+  // Held by a pod that no longer exists: taken over.
+  ASSERT_TRUE(k8s::PatchNodeAnnotations(
+                  c_->client(), "n1", {{"hami.io/mutex.lock", "2027-01-15T08:05:00Z,default,gone"}})
+                  .ok());
+  EXPECT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());
+  // Garbage: taken over.
+  ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1", {{"hami.io/mutex.lock", "a,b"}}).ok());
+  EXPECT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
+  // A stale cached copy only costs a retry.
+  k8s::Object stale = k8s::GetNode(c_->client(), "n1").value();
+  ASSERT_TRUE(locker.Release("n1", "default", "a").ok());
+  EXPECT_TRUE(locker.Acquire("n1", "default", "b", &stale).ok());
+  EXPECT_NE(Lock().find(",default,b"), std::string::npos);
+}
+
+TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {
+  SimCluster c;
+  c.AddNode("n1", {Gpu("GPU-1", 0, 32768), Gpu("GPU-2", 1, 32768)});
+  Json quota;
+  quota["apiVersion"] = "v1";
+  quota["kind"] = "ResourceQuota";
+  quota["metadata"]["name"] = "gpu-quota";
+  quota["spec"]["hard"]["limits.nvidia.com/gpumem"] = "10000";
+  quota["spec"]["hard"]["limits.nvidia.com/gpucores"] = "not-a-number";  // reported, skipped
+  k8s::Resource quotas{"v1", "resourcequotas", true};
+  ASSERT_TRUE(c.client().Create(quotas, "default", quota).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    return c.scheduler().Metrics().find("hami_resource_quota_limit") != std::string::npos;
+  }));
+  ASSERT_TRUE(c.CreatePod("default", Pod("q1", "8000")).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return !c.BoundNode("default", "q1").empty(); }));
+  // The webhook refuses what cannot fit the quota.
+  Result<k8s::Object> denied = c.CreatePod("default", Pod("q2", "4000"));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_NE(denied.status().message().find("exceeding resource quota"), std::string::npos)
+      << denied.status().ToString();
+  // A pod that skips the webhook is held back by the filter.
+  ASSERT_TRUE(c.CreatePod("default", Pod("q3", "4000", "", true)).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    for (const k8s::Object& e : c.Events("default", "q3")) {
+      if (k8s::GetString(e, "/message").find("ResourceQuotaNotFit") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_EQ(c.BoundNode("default", "q3"), "");
+  std::string metrics = c.scheduler().Metrics();
+  EXPECT_NE(metrics.find("hami_resource_quota_used{"), std::string::npos);
+  EXPECT_NE(metrics.find("hami_gpu_memory_allocated_bytes{"), std::string::npos);
+}
+
+TEST(ServiceTest, GarbageBodiesAndSimulationPath) {
+  SimClusterOptions o;
+  o.device_plugin = false;
+  SimCluster c(o);
+  c.AddNode("n1", {Gpu("GPU-1", 0, 16384)});
+  scheduler::SchedulerService& s = c.scheduler();
+  for (const char* body :
+       {"", "not json", "[]", "{}", "{\"pod\": 3}", "{\"pod\":{},\"nodenames\":7}",
+        "{\"pod\":{\"spec\":{\"containers\":[{\"resources\":{\"limits\":"
+        "{\"nvidia.com/gpu\":\"-1\"}}}]}},\"nodenames\":[\"n1\"]}",
+        "{\"pod\":{\"spec\":{\"containers\":[{\"resources\":{\"limits\":"
+        "{\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpumem\":\"lots\"}}}]}},"
+        "\"nodenames\":[\"n1\"]}"}) {
+    Result<Json> r = k8s::ParseJson(s.Filter(body));
+    ASSERT_TRUE(r.ok()) << body;
+    EXPECT_TRUE(r->contains("error")) << body << " -> " << r->dump();
+  }
+  for (const char* body :
+       {"", "x", "[]", "{}", "{\"podName\":\"p\"}",
+        "{\"podName\":\"missing\",\"podNamespace\":\"default\",\"node\":\"n1\"}"}) {
+    Result<Json> r = k8s::ParseJson(s.Bind(body));
+    ASSERT_TRUE(r.ok()) << body;
+    EXPECT_TRUE(r->contains("error")) << body;
+  }
+  EXPECT_FALSE(s.Webhook("garbage").ok());
+  // A pod asking for nothing keeps every node.
+  Json plain = {{"pod", {{"metadata", {{"name", "p"}, {"uid", "u"}}}}},
+                {"nodenames", {"n1", "n2"}}};
+  EXPECT_EQ(k8s::ParseJson(s.Filter(plain.dump())).value()["nodenames"].size(), 2u);
+  // Simulation path (full Node objects, as the cluster autoscaler sends): no reservation.
+  Json node = k8s::GetNode(c.client(), "n1").value();
+  Json sim = {{"pod", Pod("sim", "1000")}, {"nodes", {{"items", Json::array({node})}}}};
+  sim["pod"]["metadata"]["uid"] = "sim-uid";
+  Json out = k8s::ParseJson(s.Filter(sim.dump())).value();
+  ASSERT_EQ(out["nodes"]["items"].size(), 1u) << out.dump();
+  EXPECT_EQ(k8s::Name(out["nodes"]["items"][0]), "n1");
+  EXPECT_EQ(s.LedgerDump().find("sim-uid"), std::string::npos);
+  Json too_big = sim;
+  too_big["pod"] = Pod("sim", "99999");
+  out = k8s::ParseJson(s.Filter(too_big.dump())).value();
+  EXPECT_TRUE(out["nodes"]["items"].empty());
+  EXPECT_EQ(out["failedNodes"]["n1"], "1/1 CardInsufficientMemory");
+}
+
+}  // namespace
+}  // namespace hami::e2e

@@ -1,0 +1,51 @@
+// Fuzzes what the extender reads from kube-scheduler's ExtenderArgs on the full-nodes
+// (simulation) path: the pod's resources and annotations, the nodes' registrations, then a
+// placement on a scratch ledger. Nothing may crash; a placement never exceeds a device.
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string_view>
+#include <vector>
+
+#include "device/config.h"
+#include "device/vendor.h"
+#include "k8s/object.h"
+#include "scheduler/k8s_objects.h"
+#include "scheduler/ledger.h"
+#include "scheduler/placement.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const hami::device::VendorRegistry* vendors = new hami::device::VendorRegistry(
+      hami::device::VendorRegistry::FromConfig(hami::device::DefaultDeviceConfig()).value());
+  static const hami::scheduler::FakeClock clock;
+  static const hami::scheduler::PlacementEngine engine;
+  hami::Result<hami::k8s::Object> args =
+      hami::k8s::ParseObject(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!args.ok()) return 0;
+  hami::scheduler::Ledger ledger(*vendors, clock);
+  std::vector<std::string> names;
+  if (args->contains("nodes") && (*args)["nodes"].is_object() &&
+      (*args)["nodes"].contains("items") && (*args)["nodes"]["items"].is_array()) {
+    for (const auto& n : (*args)["nodes"]["items"]) {
+      (void)ledger.UpsertNode(hami::scheduler::NodeObjectOf(n));
+      names.push_back(hami::k8s::Name(n));
+    }
+  }
+  const hami::k8s::Object pod =
+      args->contains("pod") ? (*args)["pod"] : hami::k8s::Object::object();
+  (void)ledger.UpsertPod(hami::scheduler::PodObjectOf(pod));
+  hami::scheduler::PodSpec spec;
+  spec.uid = "fuzz";
+  spec.annotations = hami::scheduler::AnnotationsOf(pod);
+  hami::Result<hami::device::PodRequests> req =
+      hami::device::ParsePodRequests(*vendors, hami::scheduler::PodResourcesOf(pod));
+  if (!req.ok()) return 0;
+  spec.requests = std::move(*req);
+  std::vector<std::string_view> views(names.begin(), names.end());
+  hami::Result<hami::scheduler::Decision> d = engine.Place(ledger, spec, views);
+  if (d.ok() && d->fit()) {
+    if (!ledger.Reserve(d->ToReservation(spec)).ok()) return 0;
+    if (!ledger.CheckConsistency().ok()) __builtin_trap();
+  }
+  return 0;
+}
