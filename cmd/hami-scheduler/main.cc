@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/duration.h"
 #include "common/log.h"
 #include "device/config.h"
 #include "k8s/config.h"
@@ -30,43 +31,6 @@ namespace {
 
 using hami::Result;
 using hami::Status;
-
-// Go time.ParseDuration subset: a sequence of <number><unit>, units ns us ms s m h.
-Result<std::chrono::milliseconds> ParseGoDuration(const std::string& text) {
-  if (text.empty()) return hami::InvalidArgumentError("empty duration");
-  double total_ms = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t start = i;
-    while (i < text.size() && (isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
-      ++i;
-    }
-    if (start == i) return hami::InvalidArgumentError("duration \"" + text + "\": expected number");
-    double v = std::strtod(text.substr(start, i - start).c_str(), nullptr);
-    size_t u = i;
-    while (i < text.size() && isalpha(static_cast<unsigned char>(text[i]))) ++i;
-    std::string unit = text.substr(u, i - u);
-    double scale;
-    if (unit == "ns") {
-      scale = 1e-6;
-    } else if (unit == "us" || unit == "µs") {
-      scale = 1e-3;
-    } else if (unit == "ms") {
-      scale = 1;
-    } else if (unit == "s") {
-      scale = 1000;
-    } else if (unit == "m") {
-      scale = 60000;
-    } else if (unit == "h") {
-      scale = 3600000;
-    } else {
-      return hami::InvalidArgumentError("duration \"" + text + "\": unknown unit \"" + unit +
-                                        "\" (use ms, s, m or h)");
-    }
-    total_ms += v * scale;
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(total_ms));
-}
 
 // "host:port" or ":port" -> (host, port); host "" or "0.0.0.0" listens everywhere.
 Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
@@ -191,13 +155,13 @@ int main(int argc, char** argv) {
   opts.identity = Hostname();
   if (pod_ns) opts.pod_namespace = pod_ns;
   if (pod_name) opts.pod_name = pod_name;
-  Result<std::chrono::milliseconds> lock_timeout = ParseGoDuration(node_lock_timeout);
+  Result<std::chrono::milliseconds> lock_timeout = hami::ParseGoDuration(node_lock_timeout);
   if (!lock_timeout.ok()) return die("--node-lock-timeout: " + lock_timeout.status().message());
   opts.node_lock_timeout_seconds = std::max<int64_t>(1, lock_timeout->count() / 1000);
-  Result<std::chrono::milliseconds> lock_retry = ParseGoDuration(node_lock_retry);
+  Result<std::chrono::milliseconds> lock_retry = hami::ParseGoDuration(node_lock_retry);
   if (!lock_retry.ok()) return die("--node-lock-retry-timeout: " + lock_retry.status().message());
   opts.node_lock_wait = *lock_retry;
-  Result<std::chrono::milliseconds> api_timeout = ParseGoDuration(kube_timeout);
+  Result<std::chrono::milliseconds> api_timeout = hami::ParseGoDuration(kube_timeout);
   if (!api_timeout.ok()) return die("--kube-timeout: " + api_timeout.status().message());
 
   hami::device::DeviceConfig device_config = hami::device::DefaultDeviceConfig();

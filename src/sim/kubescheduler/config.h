@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/duration.h"
 #include "common/status.h"
 
 namespace hami::sim {
@@ -84,10 +85,6 @@ struct KubeSchedulerConfig {
   int64_t percentage_of_nodes_to_score = 0;
   std::vector<ExtenderConfig> extenders;
 };
-
-// Parses a Go duration string ("30s", "1m30s", "500ms", "1.5h", "0"). Negative values and
-// anything else are InvalidArgument. The result is truncated to whole milliseconds.
-Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text);
 
 // Parses and validates a KubeSchedulerConfiguration document.
 Result<KubeSchedulerConfig> ParseKubeSchedulerConfig(std::string_view yaml);
