@@ -339,15 +339,17 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
           device::EncodeHandshakeRequesting(device::UnixToCivil(now, LocalOffsetSeconds(now)));
     }
     // Allocatable tracking: a device plugin that went away zeroes the count.
-    if (alloc == 0 && state.allocatable > 0) {
+    bool lost = alloc <= 0 && (state.allocatable > 0 || state.plugin_lost);
+    if (lost) {
       healthy = false;
-      why = "allocatable " + count_res + " dropped from " + std::to_string(state.allocatable) +
-            " to 0 (device plugin gone?)";
+      why = "allocatable " + count_res + " dropped to 0 (device plugin gone?)";
+      handshake_patch.reset();
     }
     {
       std::lock_guard<std::mutex> l(bg_mu_);
       NodeState& st = node_state_[name];
       st.allocatable = alloc;
+      st.plugin_lost = lost;
       st.registration = reg->second;
     }
     if (healthy) {

@@ -140,6 +140,9 @@ class SchedulerService {
  private:
   struct NodeState {
     int64_t allocatable = -1;  // -1: never seen
+    // Allocatable dropped to 0 after being positive: out until the count comes back (upstream
+    // re-admits such a node on the next pass and drops it again a minute later).
+    bool plugin_lost = false;
     std::string registration;
     bool in_ledger = false;
   };

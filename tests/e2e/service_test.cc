@@ -186,5 +186,77 @@ TEST(ServiceTest, GarbageBodiesAndSimulationPath) {
   EXPECT_EQ(out["failedNodes"]["n1"], "1/1 CardInsufficientMemory");
 }
 
+TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {
+  SimClusterOptions o;
+  o.device_plugin = false;
+  SimCluster c(o);
+  c.AddNode("n1", {Gpu("GPU-gone", 0, 16384)});
+  // The scheduler asked for a registration (handshake) when it first saw the node.
+  EXPECT_TRUE(SimCluster::WaitFor([&] {
+    Result<k8s::Object> n = k8s::GetNode(c.client(), "n1");
+    return n.ok() && k8s::GetString(*n, "/metadata/annotations/hami.io~1node-handshake")
+                             .rfind("Requesting_", 0) == 0;
+  }));
+  // Allocatable drops to 0 (kubelet lost the plugin): the node is taken out and asked to
+  // register again.
+  Json patch;
+  patch["status"]["allocatable"]["nvidia.com/gpu"] = "0";
+  ASSERT_TRUE(
+      c.client().Patch(k8s::kNodes, "", "n1", k8s::PatchType::kMerge, patch.dump(), "status").ok());
+  EXPECT_TRUE(SimCluster::WaitFor(
+      [&] { return c.scheduler().LedgerDump().find("GPU-gone") == std::string::npos; }));
+  EXPECT_TRUE(SimCluster::WaitFor([&] {
+    Result<k8s::Object> n = k8s::GetNode(c.client(), "n1");
+    return n.ok() && k8s::GetString(*n, "/metadata/annotations/hami.io~1node-handshake").empty();
+  }));
+  // It stays out (no flapping back in) until the device plugin is back.
+  EXPECT_EQ(c.scheduler().LedgerDump().find("GPU-gone"), std::string::npos);
+  patch["status"]["allocatable"]["nvidia.com/gpu"] = "10";
+  ASSERT_TRUE(
+      c.client().Patch(k8s::kNodes, "", "n1", k8s::PatchType::kMerge, patch.dump(), "status").ok());
+  EXPECT_TRUE(SimCluster::WaitFor(
+      [&] { return c.scheduler().LedgerDump().find("GPU-gone") != std::string::npos; }));
+}
+
+TEST(ServiceTest, FollowsTheLeaseOfItsKubeScheduler) {
+  SimClusterOptions o;
+  o.device_plugin = false;
+  o.scheduler.leader_elect = true;
+  o.scheduler.identity = "host-a";
+  o.scheduler.lease_namespace = "default";
+  o.scheduler.lease_poll = std::chrono::milliseconds(50);
+  o.scheduler.filter_ready_wait = std::chrono::milliseconds(200);
+  SimCluster c(o);
+  auto lease = [&](const std::string& holder) {
+    Json l;
+    l["apiVersion"] = "coordination.k8s.io/v1";
+    l["kind"] = "Lease";
+    l["metadata"]["name"] = "hami-scheduler";
+    l["spec"]["holderIdentity"] = holder;
+    l["spec"]["leaseDurationSeconds"] = 15;
+    l["spec"]["renewTime"] = "2026-11-22T00:00:00.000000Z";
+    Result<k8s::Object> old = k8s::GetLease(c.client(), "default", "hami-scheduler");
+    if (old.ok()) {
+      l["metadata"]["resourceVersion"] = k8s::ResourceVersion(*old);
+      return k8s::UpdateLease(c.client(), "default", l).ok();
+    }
+    return k8s::CreateLease(c.client(), "default", l).ok();
+  };
+  ASSERT_TRUE(lease("host-b_1234"));
+  // A filter waits (filter_ready_wait, several lease polls) and is refused: another host leads.
+  Json args = {{"pod", Pod("p", "1000")}, {"nodenames", {"n1"}}};
+  args["pod"]["metadata"]["uid"] = "u1";
+  Json out = k8s::ParseJson(c.scheduler().Filter(args.dump())).value();
+  EXPECT_NE(out.value("error", "").find("not the leader"), std::string::npos) << out.dump();
+  EXPECT_FALSE(c.scheduler().IsLeader());
+  EXPECT_FALSE(c.scheduler().Ready());
+  // Our kube-scheduler sidecar (same host) takes the lease: the extender leads.
+  ASSERT_TRUE(lease("host-a_5678"));
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().Ready(); }));
+  // The sidecar stops renewing... a holder change away from us ends leadership.
+  ASSERT_TRUE(lease("host-b_9999"));
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return !c.scheduler().IsLeader(); }));
+}
+
 }  // namespace
 }  // namespace hami::e2e
