@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <sstream>
 
 namespace hami {
@@ -122,6 +123,21 @@ std::map<std::string, std::string> KeyValues(const std::string& text, const std:
     break;
   }
   return kv;
+}
+
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string all = path ? path : "";
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t colon = all.find(':', pos);
+    std::string dir = all.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string candidate = dir + "/" + name;
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  return "";
 }
 
 }  // namespace hami

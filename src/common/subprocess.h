@@ -48,6 +48,9 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::vector
 
 // Parses into its key=value tokens the first line of `text` that either starts with the label
 // `key` (followed by a space) or contains "`key`=".
+// The first executable `name` in $PATH, or "" (tests skip when a tool such as kubectl is absent).
+std::string FindOnPath(const std::string& name);
+
 std::map<std::string, std::string> KeyValues(const std::string& text, const std::string& key);
 
 }  // namespace hami

@@ -19,17 +19,6 @@ namespace {
 
 using scheduler::testing::Gpu;
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    std::string candidate = dir + "/" + name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 class KubectlSeedTest : public ::testing::Test {
  protected:
   void SetUp() override {
