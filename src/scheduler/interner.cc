@@ -14,7 +14,7 @@ uint32_t StringInterner::Intern(std::string_view s) {
     big_bytes_ += s.size();
     ++big_count_;
   } else {
-    if (chunk_used_ + s.size() > kChunkBytes) {
+    if (chunks_.empty() || chunk_used_ + s.size() > kChunkBytes) {
       chunks_.push_back(std::make_unique<char[]>(kChunkBytes));
       chunk_used_ = 0;
     }

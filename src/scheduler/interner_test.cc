@@ -34,3 +34,18 @@ TEST(StringInterner, ViewsSurviveGrowthAndMove) {
 
 }  // namespace
 }  // namespace hami::scheduler
+
+namespace hami::scheduler {
+namespace {
+
+// Found by fuzz_extender_args: the empty string as the very first entry (a Node without a name).
+TEST(StringInterner, EmptyStringFirst) {
+  StringInterner in;
+  uint32_t id = in.Intern("");
+  EXPECT_EQ(in.Get(id), "");
+  EXPECT_EQ(in.Find(""), id);
+  EXPECT_EQ(in.Get(in.Intern("next")), "next");
+}
+
+}  // namespace
+}  // namespace hami::scheduler
