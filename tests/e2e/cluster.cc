@@ -87,11 +87,17 @@ std::vector<std::string> SplitYamlDocuments(const std::string& text) {
 class SimCluster::Driver {
  public:
   Driver(k8s::RestClient& client, const std::string& url, const SimClusterOptions& o) {
+    // With driver_identity set, the kube-scheduler holds the chart's Lease (default/hami-scheduler)
+    // and hami-scheduler follows it, as in the chart's deployment.
+    std::string election = o.driver_identity.empty() ? "  leaderElect: false\n"
+                                                     : "  leaderElect: true\n"
+                                                       "  resourceName: hami-scheduler\n"
+                                                       "  resourceNamespace: default\n"
+                                                       "  retryPeriod: 200ms\n";
     std::string yaml = R"(apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection:
-  leaderElect: false
-profiles:
+)" + election + R"(profiles:
 - schedulerName: hami-scheduler
 extenders:
 - urlPrefix: ")" + url +
@@ -121,6 +127,7 @@ extenders:
     opts.workers = o.driver_workers;
     opts.initial_backoff = o.driver_initial_backoff;
     opts.max_backoff = o.driver_max_backoff;
+    opts.identity = o.driver_identity;
     scheduler_ = std::make_unique<sim::KubeScheduler>(client, std::move(cfg), opts);
     Status s = scheduler_->Start();
     if (!s.ok()) throw std::runtime_error(s.ToString());

@@ -31,6 +31,9 @@ class FakeDevicePlugin;
 struct SimClusterOptions {
   scheduler::SchedulerOptions scheduler;
   int driver_workers = 1;
+  // Non-empty: the kube-scheduler stand-in runs leader election with this identity on the Lease
+  // default/hami-scheduler (set scheduler.leader_elect to make hami-scheduler follow it).
+  std::string driver_identity;
   std::chrono::milliseconds driver_initial_backoff{50};
   std::chrono::milliseconds driver_max_backoff{400};
   bool device_plugin = true;  // acknowledge allocations (bind-phase success, lock release)

@@ -88,6 +88,25 @@ spec:
   EXPECT_TRUE(reason_named);
 }
 
+// The chart's deployment: kube-scheduler holds the Lease, hami-scheduler (same host) follows it and
+// only then serves filters.
+TEST(SeedE2E, Example1WithLeaderElection) {
+  SimClusterOptions o;
+  o.driver_identity = "sched-host_6f1c";
+  o.scheduler.leader_elect = true;
+  o.scheduler.identity = "sched-host";
+  o.scheduler.lease_namespace = "default";
+  o.scheduler.lease_poll = std::chrono::milliseconds(50);
+  SimCluster c(o);
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().IsLeader(); }));
+  c.AddNode("gpu-node", {Gpu("GPU-v100", 0, 32768, kV100)});
+  c.ApplyYamlFile(Example("01-two-pods-share-one-gpu.yaml"), "default");
+  for (const char* pod : {"inference-service-a", "inference-service-b"}) {
+    ASSERT_TRUE(Bound(c, pod)) << pod;
+    EXPECT_EQ(c.Annotation("default", pod, kAllocated), "GPU-v100,NVIDIA,8192,50:;");
+  }
+}
+
 TEST(SeedE2E, Example2MemoryOnly) {
   SimCluster c;
   c.AddNode("gpu-node", {Gpu("GPU-t4", 0, 15360, kT4)});
