@@ -610,23 +610,25 @@ std::string SchedulerService::Filter(std::string_view body) {
   }
   spec.requests = std::move(*req);
 
-  std::vector<std::string> names;
+  // Views into `args`, which outlives them: no copy of thousands of node names per filter.
+  std::vector<std::string_view> views;
   bool by_name = false;
   if (auto nn = args->find("nodenames"); nn != args->end() && !nn->is_null() && !nn->is_array()) {
     return fail("extender args: nodenames is not a list");
   }
   if (auto nn = args->find("nodenames"); nn != args->end() && nn->is_array()) {
     by_name = true;
-    names.reserve(nn->size());
+    views.reserve(nn->size());
     for (const Json& n : *nn) {
-      if (n.is_string()) names.push_back(n.get<std::string>());
+      if (n.is_string()) views.push_back(n.get_ref<const std::string&>());
     }
   }
   if (spec.requests.Empty()) {
     // Not ours to constrain: every offered node stays.
     Json out = Json::object();
     if (by_name) {
-      out["nodenames"] = names;
+      out["nodenames"] = Json::array();
+      for (std::string_view v : views) out["nodenames"].push_back(std::string(v));
     } else if (auto nodes = args->find("nodes"); nodes != args->end()) {
       out["nodes"] = *nodes;
     }
@@ -642,7 +644,6 @@ std::string SchedulerService::Filter(std::string_view body) {
     return fail(IsLeader() ? "scheduler not ready: cluster view not synced yet"
                            : "scheduler not ready: not the leader");
   }
-  std::vector<std::string_view> views(names.begin(), names.end());
 
   // Place under the shared lock; reserve under the exclusive one if nothing changed meanwhile.
   Decision d;
