@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/base64.h"
+
 namespace hami::k8s {
 
 Result<std::string> ReadFileToString(const std::string& path) {
@@ -28,40 +30,6 @@ Result<std::string> ReadFileToString(const std::string& path) {
     if (out.size() > kMaxBytes) return InvalidArgumentError(path + ": larger than 16 MiB");
   }
   if (in.bad()) return InternalError(path + ": read error");
-  return out;
-}
-
-Result<std::string> Base64Decode(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t pad = 0;
-  for (char c : in) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      ++pad;
-      continue;
-    }
-    if (pad > 0) return InvalidArgumentError("invalid base64: data after padding");
-    int v = value(c);
-    if (v < 0) return InvalidArgumentError("invalid base64 character");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (pad > 2 || bits >= 6) return InvalidArgumentError("invalid base64 length");
   return out;
 }
 

@@ -60,7 +60,5 @@ Result<RestConfig> LoadInClusterConfig(const InClusterOptions& options = {});
 // Reads a whole file (at most 16 MiB); NotFound / PermissionDenied / InvalidArgument (too large) /
 // Internal, naming the path, on failure.
 Result<std::string> ReadFileToString(const std::string& path);
-// Standard base64 (padding optional, whitespace ignored); InvalidArgument on bad input.
-Result<std::string> Base64Decode(std::string_view in);
 
 }  // namespace hami::k8s

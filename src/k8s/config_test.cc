@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
 #include "k8s/test_util.h"
 
 namespace hami::k8s {

@@ -7,18 +7,9 @@
 #include "k8s/typed.h"
 
 namespace hami::scheduler {
-namespace {
-
-std::string LockOf(const k8s::Object& node) {
-  nlohmann::json::json_pointer ptr("/metadata/annotations");
-  if (!node.is_object() || !node.contains(ptr)) return "";
-  const nlohmann::json& a = node.at(ptr);
-  if (!a.is_object()) return "";
-  auto it = a.find(std::string(device::kNodeLockAnnotation));
-  return it != a.end() && it->is_string() ? it->get<std::string>() : "";
+std::string NodeLockOf(const k8s::Object& node) {
+  return k8s::GetString(node, "/metadata/annotations/hami.io~1mutex.lock");
 }
-
-}  // namespace
 
 NodeLocker::NodeLocker(k8s::RestClient& client, const Clock& clock, NodeLockOptions options)
     : client_(client), clock_(clock), options_(options) {}
@@ -82,7 +73,7 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
       if (!got.ok()) return got.status().WithContext("node lock: read node " + std::string(node));
       current = std::move(*got);
     }
-    std::string held = LockOf(current);
+    std::string held = NodeLockOf(current);
     if (!held.empty()) {
       Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
       if (lock.ok() && lock->HeldBy(ns, pod)) return OkStatus();
@@ -112,7 +103,7 @@ Status NodeLocker::Release(std::string_view node, std::string_view ns, std::stri
       if (k8s::IsNotFound(got.status())) return OkStatus();
       return got.status().WithContext("node lock release: read node " + std::string(node));
     }
-    std::string held = LockOf(*got);
+    std::string held = NodeLockOf(*got);
     if (held.empty()) return OkStatus();
     Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
     if (!lock.ok() || !lock->HeldBy(ns, pod)) return OkStatus();

@@ -35,6 +35,9 @@ inline constexpr std::string_view kBindPhaseAllocating = "allocating";
 inline constexpr std::string_view kBindPhaseSuccess = "success";
 inline constexpr std::string_view kBindPhaseFailed = "failed";
 
+// The node's `hami.io/mutex.lock` value, "" when absent.
+std::string NodeLockOf(const k8s::Object& node);
+
 struct NodeLockOptions {
   int64_t expire_seconds = 300;
   int max_attempts = 5;  // conflicts re-read and retry up to this many writes

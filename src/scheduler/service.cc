@@ -66,15 +66,19 @@ std::string FailureSummary(const Decision& d) {
   return out;
 }
 
+// The webhook's quota pre-check: reads the ledger under its shared lock only while checking.
 class LedgerQuotaChecker final : public QuotaChecker {
  public:
-  LedgerQuotaChecker(const Ledger& ledger, const QuotaBook& book) : ledger_(ledger), book_(book) {}
+  LedgerQuotaChecker(std::shared_mutex& mu, const Ledger& ledger, const QuotaBook& book)
+      : mu_(mu), ledger_(ledger), book_(book) {}
   Status Check(std::string_view ns, std::string_view vendor, int64_t mem_mib,
                int64_t cores) const override {
+    std::shared_lock<std::shared_mutex> lock(mu_);
     return book_.Check(ledger_, ns, vendor, mem_mib, cores);
   }
 
  private:
+  std::shared_mutex& mu_;
   const Ledger& ledger_;
   const QuotaBook& book_;
 };
@@ -210,6 +214,18 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
   const k8s::Object& pod = *obj;
   std::string uid = k8s::Uid(pod);
   if (uid.empty()) return;
+  PodObject p = PodObjectOf(pod);
+  const bool annotated = p.annotations.count(kAssignedNodeAnnotation) > 0;
+  if (!annotated) {
+    // Most pods in a cluster never ask for a device: a shared look keeps their events from
+    // queueing behind filters for the exclusive lock.
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (ledger_.FindPod(uid) == nullptr && written_.count(uid) == 0) {
+      lock.unlock();
+      MaybeReleaseLock(pod, deleted);
+      return;
+    }
+  }
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (deleted) {
@@ -230,10 +246,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
         }
         written_.erase(w);
       }
-      PodObject p = PodObjectOf(pod);
-      bool relevant =
-          p.annotations.count(kAssignedNodeAnnotation) > 0 || ledger_.FindPod(uid) != nullptr;
-      if (relevant) {
+      if (annotated || ledger_.FindPod(uid) != nullptr) {
         Status s = ledger_.UpsertPod(p);
         ++generation_;
         if (!s.ok()) {
@@ -258,7 +271,7 @@ void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
   k8s::ObjectPtr hold;
   const k8s::Object* n = CachedNode(node, &hold);
   if (n == nullptr) return;
-  std::string held = k8s::GetString(*n, "/metadata/annotations/hami.io~1mutex.lock");
+  std::string held = NodeLockOf(*n);
   if (held.empty()) return;
   Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
   std::string ns = k8s::Namespace(pod), name = k8s::Name(pod);
@@ -309,20 +322,22 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
   bool remove = false;
   std::string why;
   std::optional<std::string> handshake_patch;
-  // Today every vendor registers through annotations with the NVIDIA-style handshake.
+  // Only the background thread writes node_state_ (OnNode erases deleted nodes): read it once,
+  // write it back once. Today every vendor registers through annotations with the NVIDIA-style
+  // handshake, and one state per node suffices (NVIDIA is the only vendor).
+  NodeState state;
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    state = node_state_[name];
+  }
+  const bool was_in = state.in_ledger;
   for (const auto& vendor : vendors_.vendors()) {
     const device::VendorAnnotationKeys& keys = vendor->annotation_keys();
-    auto reg = annos.find(keys.node_register);
+    if (annos.count(keys.node_register) == 0) continue;
     const std::string& count_res = vendor->resource_names().count;
     int64_t alloc = NodeAllocatable(node, count_res);
     std::string hs_value;
     if (auto h = annos.find(keys.node_handshake); h != annos.end()) hs_value = h->second;
-    NodeState state;
-    {
-      std::lock_guard<std::mutex> l(bg_mu_);
-      state = node_state_[name];
-    }
-    if (reg == annos.end()) continue;
     // Generic handshake judgement.
     bool healthy = true;
     device::Handshake hs = device::DecodeHandshake(hs_value);
@@ -345,23 +360,13 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       why = "allocatable " + count_res + " dropped to 0 (device plugin gone?)";
       handshake_patch.reset();
     }
-    {
-      std::lock_guard<std::mutex> l(bg_mu_);
-      NodeState& st = node_state_[name];
-      st.allocatable = alloc;
-      st.plugin_lost = lost;
-      st.registration = reg->second;
-    }
+    state.allocatable = alloc;
+    state.plugin_lost = lost;
     if (healthy) {
       healthy_any = true;
     } else {
       remove = true;
     }
-  }
-  bool was_in;
-  {
-    std::lock_guard<std::mutex> l(bg_mu_);
-    was_in = node_state_[name].in_ledger;
   }
   if (healthy_any && !remove) {
     Status s;
@@ -375,8 +380,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
     } else if (!was_in) {
       HAMI_LOG(Info) << "node " << name << ": registered for scheduling";
     }
-    std::lock_guard<std::mutex> l(bg_mu_);
-    node_state_[name].in_ledger = s.ok();
+    state.in_ledger = s.ok();
   } else if (was_in || remove) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
@@ -394,9 +398,12 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       Result<k8s::Object> r = k8s::PatchNodeAnnotations(client_, name, ch);
       if (!r.ok()) HAMI_LOG(Warning) << "node " << name << ": " << r.status().ToString();
     }
-    std::lock_guard<std::mutex> l(bg_mu_);
-    node_state_[name].in_ledger = false;
+    state.in_ledger = false;
     handshake_patch.reset();
+  }
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    node_state_[name] = state;
   }
   if (handshake_patch) {
     k8s::AnnotationChanges ch;
@@ -896,8 +903,7 @@ Result<std::string> SchedulerService::Webhook(std::string_view body) {
   WebhookOptions opts;
   opts.scheduler_name = options_.scheduler_name;
   opts.force_overwrite_default_scheduler = options_.force_overwrite_default_scheduler;
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  LedgerQuotaChecker quota(ledger_, quota_);
+  LedgerQuotaChecker quota(mu_, ledger_, quota_);
   return HandleAdmissionReview(body, vendors_, config_, opts, &quota);
 }
 

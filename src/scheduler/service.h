@@ -143,7 +143,6 @@ class SchedulerService {
     // Allocatable dropped to 0 after being positive: out until the count comes back (upstream
     // re-admits such a node on the next pass and drops it again a minute later).
     bool plugin_lost = false;
-    std::string registration;
     bool in_ledger = false;
   };
   struct LockRelease {

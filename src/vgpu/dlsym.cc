@@ -19,23 +19,52 @@
 #include "vgpu/runtime.h"
 
 // Every exported CUDA hook; defined in hooks_cuda.cc.
-#define VGPU_CUDA_HOOKS(X)                                                                        \
-  X(cuInit)                                                                                       \
-  X(cuGetProcAddress)                                                                             \
-  X(cuGetProcAddress_v2)                                                                          \
-  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync)  \
-      X(cuMemAllocAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemAllocFromPoolAsync) \
-          X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemRelease) X(cuArrayCreate_v2)      \
-              X(cuArray3DCreate_v2) X(cuArrayDestroy) X(cuMipmappedArrayCreate)                   \
-                  X(cuMipmappedArrayDestroy) X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2)            \
-                      X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)                \
-                          X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                   \
-                              X(cuLaunchCooperativeKernel_ptsz) X(cuGraphInstantiateWithFlags)    \
-                                  X(cuGraphInstantiate) X(cuGraphInstantiate_v2) X(cuGraphLaunch) \
-                                      X(cuGraphLaunch_ptsz) X(cuGraphExecDestroy)
+// One entry per line; clang-format reflows X-macro lists differently on each pass.
+// clang-format off
+#define VGPU_CUDA_HOOKS(X) \
+  X(cuInit) \
+  X(cuGetProcAddress) \
+  X(cuGetProcAddress_v2) \
+  X(cuMemAlloc_v2) \
+  X(cuMemFree_v2) \
+  X(cuMemAllocPitch_v2) \
+  X(cuMemAllocManaged) \
+  X(cuMemAllocAsync) \
+  X(cuMemAllocAsync_ptsz) \
+  X(cuMemFreeAsync) \
+  X(cuMemFreeAsync_ptsz) \
+  X(cuMemAllocFromPoolAsync) \
+  X(cuMemAllocFromPoolAsync_ptsz) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuArrayCreate_v2) \
+  X(cuArray3DCreate_v2) \
+  X(cuArrayDestroy) \
+  X(cuMipmappedArrayCreate) \
+  X(cuMipmappedArrayDestroy) \
+  X(cuMemGetInfo_v2) \
+  X(cuDeviceTotalMem_v2) \
+  X(cuLaunchKernel) \
+  X(cuLaunchKernel_ptsz) \
+  X(cuLaunchKernelEx) \
+  X(cuLaunchKernelEx_ptsz) \
+  X(cuLaunchCooperativeKernel) \
+  X(cuLaunchCooperativeKernel_ptsz) \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphInstantiate) \
+  X(cuGraphInstantiate_v2) \
+  X(cuGraphLaunch) \
+  X(cuGraphLaunch_ptsz) \
+  X(cuGraphExecDestroy)
+// clang-format on
 
 // Every exported NVML hook; defined in hooks_nvml.cc.
-#define VGPU_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
+// One entry per line; clang-format reflows X-macro lists differently on each pass.
+// clang-format off
+#define VGPU_NVML_HOOKS(X) \
+  X(nvmlDeviceGetMemoryInfo) \
+  X(nvmlDeviceGetMemoryInfo_v2)
+// clang-format on
 
 // Code that a sanitizer runtime may reach while it initialises (it resolves its interceptors
 // with dlsym before its shadow memory exists) must not be instrumented and must not call

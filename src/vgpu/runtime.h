@@ -28,33 +28,66 @@
 namespace hami::vgpu {
 
 // Real driver entry points the library calls. Null when the driver lacks the symbol.
-#define VGPU_REAL_CUDA(X)                                                                         \
-  X(cuInit)                                                                                       \
-  X(cuGetProcAddress)                                                                             \
-  X(cuGetProcAddress_v2)                                                                          \
-  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)                     \
-      X(cuDeviceTotalMem_v2) X(cuCtxGetDevice) X(cuMemAlloc_v2) X(cuMemFree_v2)                   \
-          X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)   \
-              X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemAllocFromPoolAsync)                 \
-                  X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemRelease)                  \
-                      X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuArrayDestroy)                 \
-                          X(cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy) X(cuMemGetInfo_v2) \
-                              X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)        \
-                                  X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)           \
-                                      X(cuLaunchCooperativeKernel_ptsz)                           \
-                                          X(cuGraphInstantiateWithFlags) X(cuGraphInstantiate)    \
-                                              X(cuGraphInstantiate_v2) X(cuGraphLaunch)           \
-                                                  X(cuGraphLaunch_ptsz) X(cuGraphExecDestroy)     \
-                                                      X(cuGraphGetNodes) X(cuGraphNodeGetType)    \
-                                                          X(cuGraphKernelNodeGetParams)           \
-                                                              X(cuGraphKernelNodeGetParams_v2)
+// One entry per line; clang-format reflows X-macro lists differently on each pass.
+// clang-format off
+#define VGPU_REAL_CUDA(X) \
+  X(cuInit) \
+  X(cuGetProcAddress) \
+  X(cuGetProcAddress_v2) \
+  X(cuDeviceGet) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGetUuid) \
+  X(cuDeviceGetUuid_v2) \
+  X(cuDeviceTotalMem_v2) \
+  X(cuCtxGetDevice) \
+  X(cuMemAlloc_v2) \
+  X(cuMemFree_v2) \
+  X(cuMemAllocPitch_v2) \
+  X(cuMemAllocManaged) \
+  X(cuMemAllocAsync) \
+  X(cuMemAllocAsync_ptsz) \
+  X(cuMemFreeAsync) \
+  X(cuMemFreeAsync_ptsz) \
+  X(cuMemAllocFromPoolAsync) \
+  X(cuMemAllocFromPoolAsync_ptsz) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuArrayCreate_v2) \
+  X(cuArray3DCreate_v2) \
+  X(cuArrayDestroy) \
+  X(cuMipmappedArrayCreate) \
+  X(cuMipmappedArrayDestroy) \
+  X(cuMemGetInfo_v2) \
+  X(cuLaunchKernel) \
+  X(cuLaunchKernel_ptsz) \
+  X(cuLaunchKernelEx) \
+  X(cuLaunchKernelEx_ptsz) \
+  X(cuLaunchCooperativeKernel) \
+  X(cuLaunchCooperativeKernel_ptsz) \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphInstantiate) \
+  X(cuGraphInstantiate_v2) \
+  X(cuGraphLaunch) \
+  X(cuGraphLaunch_ptsz) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphGetNodes) \
+  X(cuGraphNodeGetType) \
+  X(cuGraphKernelNodeGetParams) \
+  X(cuGraphKernelNodeGetParams_v2)
+// clang-format on
 
-#define VGPU_REAL_NVML(X)                                                      \
-  X(nvmlInit_v2)                                                               \
-  X(nvmlDeviceGetCount_v2)                                                     \
-  X(nvmlDeviceGetHandleByIndex_v2)                                             \
-  X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetUUID) X(nvmlDeviceGetMemoryInfo) \
-      X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetProcessUtilization)
+// One entry per line; clang-format reflows X-macro lists differently on each pass.
+// clang-format off
+#define VGPU_REAL_NVML(X) \
+  X(nvmlInit_v2) \
+  X(nvmlDeviceGetCount_v2) \
+  X(nvmlDeviceGetHandleByIndex_v2) \
+  X(nvmlDeviceGetHandleByUUID) \
+  X(nvmlDeviceGetUUID) \
+  X(nvmlDeviceGetMemoryInfo) \
+  X(nvmlDeviceGetMemoryInfo_v2) \
+  X(nvmlDeviceGetProcessUtilization)
+// clang-format on
 
 struct RealCuda {
 #define VGPU_FIELD(name) decltype(&::name) name;

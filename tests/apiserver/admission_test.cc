@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "common/base64.h"
 #include "gtest/gtest.h"
 #include "net/http_server.h"
 #include "net/tls.h"

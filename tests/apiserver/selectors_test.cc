@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "gtest/gtest.h"
 #include "sim/apiserver/admission.h"
 

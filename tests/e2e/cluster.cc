@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/base64.h"
 #include "device/config.h"
 #include "device/node_registration.h"
 #include "k8s/informer.h"
@@ -175,7 +176,7 @@ SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options))
   w["name"] = "vgpu.hami.io";
   w["admissionReviewVersions"] = {"v1beta1"};
   w["clientConfig"]["url"] = extender_url_ + "/webhook";
-  w["clientConfig"]["caBundle"] = sim::Base64Encode(ca_pem_);
+  w["clientConfig"]["caBundle"] = Base64Encode(ca_pem_);
   w["failurePolicy"] = "Fail";
   w["sideEffects"] = "None";
   w["timeoutSeconds"] = 10;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/base64.h"
 #include "k8s/api_error.h"
 #include "k8s/config.h"
 #include "k8s/curl_transport.h"
@@ -26,24 +27,6 @@ std::string ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string Base64(const std::string& in) {
-  static const char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kTable[(v >> s) & 63]);
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    out += {kTable[(v >> 18) & 63], kTable[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {kTable[(v >> 18) & 63], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], '='};
-  }
-  return out;
 }
 
 // A self-signed certificate for 127.0.0.1/localhost, generated once for the whole test program.
@@ -304,11 +287,11 @@ TEST(CurlLoopbackTest, ClientCertificateFromKubeconfigData) {
   std::string kubeconfig =
       "current-context: c\n"
       "clusters: [{name: k, cluster: {server: \"" +
-      base + "\", certificate-authority-data: " + Base64(pki.cert_pem) +
+      base + "\", certificate-authority-data: " + Base64Encode(pki.cert_pem) +
       "}}]\n"
       "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
       "users: [{name: u, user: {client-certificate-data: " +
-      Base64(pki.cert_pem) + ", client-key-data: " + Base64(pki.key_pem) + "}}]\n";
+      Base64Encode(pki.cert_pem) + ", client-key-data: " + Base64Encode(pki.key_pem) + "}}]\n";
   std::string path = pki.dir + "/kubeconfig";
   std::ofstream(path) << kubeconfig;
   Result<RestConfig> cfg = LoadKubeconfigFile(path);

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "device/request.h"
 #include "device/resource_quantity.h"
@@ -61,32 +62,6 @@ Result<Json> ParseDocument(std::string_view text, std::string_view what) {
   Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return InvalidArgumentError(std::string(what) + " is not valid JSON");
   return doc;
-}
-
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(in[i])} << 16 |
-                 uint32_t{static_cast<unsigned char>(in[i + 1])} << 8 |
-                 uint32_t{static_cast<unsigned char>(in[i + 2])};
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (size_t rest = in.size() - i; rest > 0) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(in[i])} << 16;
-    if (rest == 2) v |= uint32_t{static_cast<unsigned char>(in[i + 1])} << 8;
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
 }
 
 // The string member `key` of `obj`, or "" when absent or not a string.
@@ -434,7 +409,7 @@ Result<std::string> HandleReview(std::string_view body, const device::VendorRegi
   }
   if (!decision.patch.empty()) {
     response["patchType"] = "JSONPatch";
-    response["patch"] = Base64(decision.patch);
+    response["patch"] = Base64Encode(decision.patch);
   }
   Json answer = {{"apiVersion", version}, {"kind", "AdmissionReview"}, {"response", response}};
   return answer.dump();

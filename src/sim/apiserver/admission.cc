@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/base64.h"
 #include "sim/apiserver/selectors.h"
 
 namespace hami::sim {
@@ -208,62 +209,6 @@ Result<json> AdmitCreate(const std::vector<ObjectPtr>& configurations, const Res
     }
   }
   return object;
-}
-
-std::string Base64Encode(std::string_view data) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    uint32_t n = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8) | uint8_t(data[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
-  }
-  if (i < data.size()) {
-    uint32_t n = uint8_t(data[i]) << 16;
-    if (i + 1 < data.size()) n |= uint8_t(data[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < data.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> Base64Decode(std::string_view text) {
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '+') {
-      v = 62;
-    } else if (c == '/') {
-      v = 63;
-    } else if (c == '=') {
-      padding = true;
-      continue;
-    } else if (c == '\n' || c == '\r' || c == ' ' || c == '\t') {
-      continue;
-    } else {
-      return InvalidArgumentError("invalid base64 character");
-    }
-    if (padding) return InvalidArgumentError("base64 data after padding");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
 }
 
 }  // namespace hami::sim

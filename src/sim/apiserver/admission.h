@@ -29,8 +29,4 @@ Result<nlohmann::json> AdmitCreate(const std::vector<ObjectPtr>& webhook_configu
                                    const nlohmann::json& namespace_object, nlohmann::json object,
                                    const std::string& user);
 
-std::string Base64Encode(std::string_view data);
-// Standard alphabet with padding; whitespace is skipped. InvalidArgument on bad input.
-Result<std::string> Base64Decode(std::string_view text);
-
 }  // namespace hami::sim

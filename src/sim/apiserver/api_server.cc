@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/base64.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"

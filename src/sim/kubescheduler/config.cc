@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <set>
 
+#include "common/base64.h"
 #include "k8s/config.h"
 
 namespace hami::sim {
@@ -105,7 +106,7 @@ class Fields {
     std::string text;
     HAMI_RETURN_IF_ERROR(String(key, &text));
     if (text.empty()) return OkStatus();
-    Result<std::string> decoded = k8s::Base64Decode(text);
+    Result<std::string> decoded = Base64Decode(text);
     if (!decoded.ok()) return decoded.status().WithContext(Path(key));
     *out = std::move(decoded).value();
     return OkStatus();
