@@ -17,6 +17,75 @@ Result<Object> ParseObject(std::string_view text) {
 }
 
 namespace {
+
+// SAX handler that remembers the string at top-level "metadata" -> "resourceVersion" and
+// allocates nothing else.
+class ResourceVersionScan : public nlohmann::json_sax<Object> {
+ public:
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t& s) override {
+    if (depth_ == 2 && in_metadata_ && key_ == "resourceVersion") rv_ = s;
+    return Value();
+  }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) top_is_object_ = true;
+    if (depth_ == 1 && key_ == "metadata") in_metadata_ = true;
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ <= 2) key_ = k;
+    return true;
+  }
+  bool end_object() override {
+    if (--depth_ == 1) in_metadata_ = false;
+    key_.clear();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+  bool top_is_object() const { return top_is_object_; }
+  const std::string& rv() const { return rv_; }
+
+ private:
+  bool Value() {
+    key_.clear();
+    return true;
+  }
+  int depth_ = 0;
+  bool top_is_object_ = false;
+  bool in_metadata_ = false;
+  std::string key_, rv_;
+};
+
+}  // namespace
+
+Result<std::string> ScanResourceVersion(std::string_view text) {
+  ResourceVersionScan scan;
+  bool ok = Object::sax_parse(text.begin(), text.end(), &scan, nlohmann::json::input_format_t::json,
+                              /*strict=*/true, /*ignore_comments=*/false);
+  if (!ok || !scan.top_is_object()) return DataLossError("expected a JSON object");
+  return scan.rv();
+}
+
+namespace {
 const Object* Find(const Object& obj, std::string_view pointer) {
   const Object* cur = &obj;
   size_t pos = 0;

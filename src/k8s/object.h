@@ -24,6 +24,11 @@ Result<Object> ParseObject(std::string_view text);
 // Any JSON value (arrays, scalars) without exceptions.
 Result<Object> ParseJson(std::string_view text);
 
+// An object's metadata.resourceVersion read straight from its text, without building the
+// document (write replies whose body is otherwise unused). DataLoss when the text is not a JSON
+// object; "" when the object has no resourceVersion.
+Result<std::string> ScanResourceVersion(std::string_view text);
+
 // The string at a JSON pointer such as "/metadata/name"; "" when missing or not a string.
 std::string GetString(const Object& obj, std::string_view pointer);
 // The integer at a JSON pointer; `fallback` when missing or not an integer.

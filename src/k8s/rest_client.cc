@@ -190,6 +190,37 @@ Result<Object> RestClient::DoJson(std::string_view method, const std::string& pa
   return obj;
 }
 
+Result<WriteAck> RestClient::DoAck(std::string_view method, const std::string& path,
+                                   std::string body, std::string_view content_type) {
+  HAMI_ASSIGN_OR_RETURN(HttpResponse resp, Send(method, path, std::move(body), content_type));
+  if (resp.status < 200 || resp.status >= 300) return StatusFromHttp(resp.status, resp.body);
+  WriteAck ack;
+  if (resp.body.empty()) return ack;
+  Result<std::string> rv = ScanResourceVersion(resp.body);
+  if (!rv.ok()) return rv.status().WithContext(std::string(method) + " " + path);
+  ack.resource_version = std::move(*rv);
+  return ack;
+}
+
+Result<WriteAck> RestClient::CreateAck(const Resource& r, std::string_view ns,
+                                       std::string_view name, std::string body,
+                                       std::string_view subresource) {
+  if (!subresource.empty() && name.empty()) {
+    return InvalidArgumentError("Create: a subresource needs the object's name");
+  }
+  std::string path =
+      subresource.empty() ? ResourcePath(r, ns) : ResourcePath(r, ns, name, subresource);
+  return DoAck("POST", path, std::move(body), "application/json");
+}
+
+Result<WriteAck> RestClient::PatchAck(const Resource& r, std::string_view ns, std::string_view name,
+                                      PatchType type, std::string patch,
+                                      std::string_view subresource) {
+  if (name.empty()) return InvalidArgumentError("Patch: empty name");
+  return DoAck("PATCH", ResourcePath(r, ns, name, subresource), std::move(patch),
+               PatchContentType(type));
+}
+
 Result<Object> RestClient::Get(const Resource& r, std::string_view ns, std::string_view name) {
   return DoJson("GET", ResourcePath(r, ns, name), "", "");
 }

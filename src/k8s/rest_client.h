@@ -80,6 +80,12 @@ std::string ResourcePath(const Resource& r, std::string_view ns, std::string_vie
 // Percent-encodes a query value.
 std::string UrlEncode(std::string_view s);
 
+// What a write returned when the caller does not need the object back: its new
+// resourceVersion (empty for replies without one, such as a Binding's Status).
+struct WriteAck {
+  std::string resource_version{};
+};
+
 class RestClient {
  public:
   // Production client on a CurlTransport and the real clock.
@@ -111,6 +117,14 @@ class RestClient {
   Status Delete(const Resource& r, std::string_view ns, std::string_view name,
                 const DeleteOptions& options = {});
 
+  // Create and Patch for callers that only need to know the write happened: the reply is
+  // checked and scanned for the resourceVersion, never parsed into a document (the scheduler's
+  // per-pod writes, where building the returned object cost more than sending the request).
+  Result<WriteAck> CreateAck(const Resource& r, std::string_view ns, std::string_view name,
+                             std::string body, std::string_view subresource = "");
+  Result<WriteAck> PatchAck(const Resource& r, std::string_view ns, std::string_view name,
+                            PatchType type, std::string patch, std::string_view subresource = "");
+
   // One watch stream. Blocks, calling `handler` for each ADDED/MODIFIED/DELETED/BOOKMARK event,
   // until the server ends the stream (OK), `handler` returns false (OK), `cancel` fires
   // (Cancelled) or an error occurs. A 410 response or ERROR event with code 410 returns a status
@@ -129,6 +143,8 @@ class RestClient {
  private:
   Result<Object> DoJson(std::string_view method, const std::string& path, std::string body,
                         std::string_view content_type);
+  Result<WriteAck> DoAck(std::string_view method, const std::string& path, std::string body,
+                         std::string_view content_type);
   Result<std::string> BearerToken();
 
   RestConfig config_;

@@ -26,14 +26,14 @@ std::string AnnotationMergePatch(const AnnotationChanges& changes) {
   return patch.dump();
 }
 
-Result<Object> PatchPodAnnotations(RestClient& c, std::string_view ns, std::string_view name,
-                                   const AnnotationChanges& changes) {
-  return c.Patch(kPods, ns, name, PatchType::kMerge, AnnotationMergePatch(changes));
+Result<WriteAck> PatchPodAnnotations(RestClient& c, std::string_view ns, std::string_view name,
+                                     const AnnotationChanges& changes) {
+  return c.PatchAck(kPods, ns, name, PatchType::kMerge, AnnotationMergePatch(changes));
 }
 
-Result<Object> PatchNodeAnnotations(RestClient& c, std::string_view name,
-                                    const AnnotationChanges& changes) {
-  return c.Patch(kNodes, "", name, PatchType::kMerge, AnnotationMergePatch(changes));
+Result<WriteAck> PatchNodeAnnotations(RestClient& c, std::string_view name,
+                                      const AnnotationChanges& changes) {
+  return c.PatchAck(kNodes, "", name, PatchType::kMerge, AnnotationMergePatch(changes));
 }
 
 Status BindPod(RestClient& c, std::string_view ns, std::string_view pod, std::string_view uid,
@@ -43,7 +43,7 @@ Status BindPod(RestClient& c, std::string_view ns, std::string_view pod, std::st
                     {"metadata", {{"name", pod}, {"namespace", ns}}},
                     {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   if (!uid.empty()) binding["metadata"]["uid"] = uid;
-  return c.Create(kPods, ns, binding, "binding").status();
+  return c.CreateAck(kPods, ns, pod, binding.dump(), "binding").status();
 }
 
 Object MakeEvent(const EventSpec& spec, WallTimePoint now) {
@@ -86,10 +86,10 @@ Object MakeEvent(const EventSpec& spec, WallTimePoint now) {
   return ev;
 }
 
-Result<Object> CreateEvent(RestClient& c, const EventSpec& spec) {
+Result<WriteAck> CreateEvent(RestClient& c, const EventSpec& spec) {
   Object ev = MakeEvent(spec, c.clock().WallNow());
   std::string ns = Namespace(ev);
-  return c.Create(kEvents, ns, ev);
+  return c.CreateAck(kEvents, ns, Name(ev), ev.dump());
 }
 
 Result<Object> GetLease(RestClient& c, std::string_view ns, std::string_view name) {

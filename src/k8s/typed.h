@@ -26,10 +26,11 @@ Result<Object> ListNodes(RestClient& c, const ListOptions& options = {});
 
 // Annotation changes as a JSON merge patch: a value sets the key, nullopt removes it.
 using AnnotationChanges = std::map<std::string, std::optional<std::string>>;
-Result<Object> PatchPodAnnotations(RestClient& c, std::string_view ns, std::string_view name,
-                                   const AnnotationChanges& changes);
-Result<Object> PatchNodeAnnotations(RestClient& c, std::string_view name,
-                                    const AnnotationChanges& changes);
+// Both return the object's new resourceVersion only (the reply is not parsed into a document).
+Result<WriteAck> PatchPodAnnotations(RestClient& c, std::string_view ns, std::string_view name,
+                                     const AnnotationChanges& changes);
+Result<WriteAck> PatchNodeAnnotations(RestClient& c, std::string_view name,
+                                      const AnnotationChanges& changes);
 // The merge patch body PatchPodAnnotations sends: {"metadata":{"annotations":{...}}}.
 std::string AnnotationMergePatch(const AnnotationChanges& changes);
 
@@ -50,7 +51,7 @@ struct EventSpec {
 };
 // Builds the Event object (name "<object>.<hex nanoseconds>", first/lastTimestamp = now, count 1).
 Object MakeEvent(const EventSpec& spec, WallTimePoint now);
-Result<Object> CreateEvent(RestClient& c, const EventSpec& spec);
+Result<WriteAck> CreateEvent(RestClient& c, const EventSpec& spec);
 
 Result<Object> GetLease(RestClient& c, std::string_view ns, std::string_view name);
 Result<Object> CreateLease(RestClient& c, std::string_view ns, const Object& lease);

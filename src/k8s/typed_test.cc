@@ -120,5 +120,21 @@ TEST(ObjectTest, SafeAccessors) {
   EXPECT_FALSE(ParseObject("[]").ok());
 }
 
+TEST(ObjectTest, ScanResourceVersionReadsOnlyTheObjectsOwn) {
+  // Nested resourceVersions (an Event's involvedObject, a List's items) are not the object's.
+  EXPECT_EQ(*ScanResourceVersion(
+                R"({"kind":"Event","involvedObject":{"resourceVersion":"1"},"spec":{"metadata":)"
+                R"({"resourceVersion":"2"}},"metadata":{"labels":{"resourceVersion":"3"},)"
+                R"("ownerReferences":[{"resourceVersion":"4"}],"resourceVersion":"42"}})"),
+            "42");
+  EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"name":"x"}})"), "");
+  EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"resourceVersion":7}})"), "");
+  EXPECT_EQ(*ScanResourceVersion("{}"), "");
+  EXPECT_FALSE(ScanResourceVersion("[]").ok());
+  EXPECT_FALSE(ScanResourceVersion(R"({"metadata":{"resourceVersion":"1"})").ok());
+  EXPECT_FALSE(ScanResourceVersion(R"({"metadata":{}} trailing)").ok());
+  EXPECT_FALSE(ScanResourceVersion("").ok());
+}
+
 }  // namespace
 }  // namespace hami::k8s

@@ -48,7 +48,7 @@ void EventRecorder::Run() {
       ev = std::move(queue_.front());
       queue_.pop_front();
     }
-    Result<k8s::Object> r = k8s::CreateEvent(client_, ev);
+    Result<k8s::WriteAck> r = k8s::CreateEvent(client_, ev);
     std::lock_guard<std::mutex> lock(mu_);
     if (r.ok()) {
       ++posted_;

@@ -149,7 +149,10 @@ int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource) {
 }
 
 int64_t ResourceVersionNumber(const k8s::Object& obj) {
-  std::string rv = k8s::ResourceVersion(obj);
+  return ResourceVersionNumberOf(k8s::ResourceVersion(obj));
+}
+
+int64_t ResourceVersionNumberOf(std::string_view rv) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
   if (ec != std::errc() || ptr != rv.data() + rv.size() || rv.empty()) return -1;

@@ -39,5 +39,6 @@ int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource);
 // metadata.resourceVersion read as an integer; -1 when it is not one (versions are opaque to
 // clients in general; our API server and etcd use increasing integers).
 int64_t ResourceVersionNumber(const k8s::Object& obj);
+int64_t ResourceVersionNumberOf(std::string_view rv);
 
 }  // namespace hami::scheduler

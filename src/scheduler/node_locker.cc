@@ -51,9 +51,7 @@ Status NodeLocker::Write(std::string_view node, const std::string& rv, const std
   } else {
     patch["metadata"]["annotations"][std::string(device::kNodeLockAnnotation)] = nullptr;
   }
-  Result<k8s::Object> r =
-      client_.Patch(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump());
-  return r.status();
+  return client_.PatchAck(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump()).status();
 }
 
 Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::string_view pod,
@@ -95,10 +93,13 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
   return last.WithContext("node lock: " + std::string(node) + " kept changing");
 }
 
-Status NodeLocker::Release(std::string_view node, std::string_view ns, std::string_view pod) {
+Status NodeLocker::Release(std::string_view node, std::string_view ns, std::string_view pod,
+                           const k8s::Object* cached_node) {
   Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    Result<k8s::Object> got = k8s::GetNode(client_, node);
+    Result<k8s::Object> got = attempt == 0 && cached_node != nullptr
+                                  ? Result<k8s::Object>(*cached_node)
+                                  : k8s::GetNode(client_, node);
     if (!got.ok()) {
       if (k8s::IsNotFound(got.status())) return OkStatus();
       return got.status().WithContext("node lock release: read node " + std::string(node));

@@ -56,7 +56,9 @@ class NodeLocker {
   Status Acquire(std::string_view node, std::string_view ns, std::string_view pod,
                  const k8s::Object* cached_node);
   // Clears the lock if `ns/pod` holds it; OK when it is absent or someone else's.
-  Status Release(std::string_view node, std::string_view ns, std::string_view pod);
+  // `cached_node` (may be null) replaces the first read, as for Acquire.
+  Status Release(std::string_view node, std::string_view ns, std::string_view pod,
+                 const k8s::Object* cached_node = nullptr);
 
   const NodeLockOptions& options() const { return options_; }
 

@@ -280,7 +280,9 @@ void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
   {
     std::lock_guard<std::mutex> l(bg_mu_);
     if (!release_pending_.insert(key).second) return;
-    releases_.push_back(LockRelease{node, ns, name});
+    // Every entry has the same grace, so appending keeps releases_ in due order.
+    releases_.push_back(LockRelease{
+        node, ns, name, std::chrono::steady_clock::now() + options_.lock_release_grace});
   }
   bg_cv_.notify_all();
 }
@@ -395,7 +397,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       for (const auto& vendor : vendors_.vendors()) {
         ch[vendor->annotation_keys().node_handshake] = std::nullopt;
       }
-      Result<k8s::Object> r = k8s::PatchNodeAnnotations(client_, name, ch);
+      Result<k8s::WriteAck> r = k8s::PatchNodeAnnotations(client_, name, ch);
       if (!r.ok()) HAMI_LOG(Warning) << "node " << name << ": " << r.status().ToString();
     }
     state.in_ledger = false;
@@ -411,7 +413,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       if (annos.count(vendor->annotation_keys().node_register) == 0) continue;
       ch[vendor->annotation_keys().node_handshake] = *handshake_patch;
     }
-    Result<k8s::Object> r = k8s::PatchNodeAnnotations(client_, name, ch);
+    Result<k8s::WriteAck> r = k8s::PatchNodeAnnotations(client_, name, ch);
     if (!r.ok()) {
       HAMI_LOG(Warning) << "node " << name << ": handshake not written: " << r.status().ToString();
     }
@@ -439,23 +441,44 @@ void SchedulerService::BackgroundLoop() {
     bool full = false;
     {
       std::unique_lock<std::mutex> l(bg_mu_);
-      bg_cv_.wait_until(l, next_full, [&] {
-        return stopping_ || !dirty_nodes_.empty() || !releases_.empty() || full_pass_;
+      auto release_due = [&] {
+        return !releases_.empty() && releases_.front().due <= std::chrono::steady_clock::now();
+      };
+      auto wake = next_full;
+      if (!releases_.empty()) wake = std::min(wake, releases_.front().due);
+      bg_cv_.wait_until(l, wake, [&] {
+        return stopping_ || !dirty_nodes_.empty() || release_due() || full_pass_ ||
+               (!releases_.empty() && releases_.front().due < wake);
       });
       if (stopping_) return;
       dirty.assign(dirty_nodes_.begin(), dirty_nodes_.end());
       dirty_nodes_.clear();
-      releases.swap(releases_);
+      auto now = std::chrono::steady_clock::now();
+      auto first_later = std::find_if(releases_.begin(), releases_.end(),
+                                      [&](const LockRelease& r) { return r.due > now; });
+      releases.assign(std::make_move_iterator(releases_.begin()),
+                      std::make_move_iterator(first_later));
+      releases_.erase(releases_.begin(), first_later);
       full = full_pass_;
       full_pass_ = false;
     }
     for (const LockRelease& r : releases) {
-      Status s = locker_.Release(r.node, r.ns, r.pod);
-      if (!s.ok()) {
-        HAMI_LOG(Warning) << "node lock on " << r.node << " not released: " << s.ToString();
-      } else {
-        std::lock_guard<std::mutex> g(stats_mu_);
-        ++stats_.locks_released;
+      // The device plugin normally cleared it during the grace: then the cached node says so
+      // and nothing is written.
+      k8s::ObjectPtr hold;
+      const k8s::Object* n = CachedNode(r.node, &hold);
+      std::string held = n != nullptr ? NodeLockOf(*n) : std::string();
+      Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
+      if (!held.empty() && lock.ok() && lock->HeldBy(r.ns, r.pod)) {
+        Status s = locker_.Release(r.node, r.ns, r.pod, n);
+        if (!s.ok()) {
+          HAMI_LOG(Warning) << "node lock on " << r.node << " not released: " << s.ToString();
+        } else {
+          HAMI_LOG(Info) << "node lock on " << r.node << " released for " << r.ns << "/" << r.pod
+                         << ": the pod finished allocating and its device plugin did not clear it";
+          std::lock_guard<std::mutex> g(stats_mu_);
+          ++stats_.locks_released;
+        }
       }
       std::lock_guard<std::mutex> l(bg_mu_);
       release_pending_.erase(r.node + "/" + r.ns + "/" + r.pod);
@@ -738,9 +761,10 @@ std::string SchedulerService::Filter(std::string_view body) {
     written_[spec.uid] = INT64_MAX;
   }
   patch["metadata"]["labels"][std::string(kAssignedNodeAnnotation)] = d.node;
-  Result<k8s::Object> written = enc.ok() ? client_.Patch(k8s::kPods, spec.name_space, spec.name,
+  Result<k8s::WriteAck> written = enc.ok()
+                                      ? client_.PatchAck(k8s::kPods, spec.name_space, spec.name,
                                                          k8s::PatchType::kMerge, patch.dump())
-                                         : Result<k8s::Object>(enc);
+                                      : Result<k8s::WriteAck>(enc);
   if (!written.ok()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
@@ -760,7 +784,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   }
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
-    int64_t rv = ResourceVersionNumber(*written);
+    int64_t rv = ResourceVersionNumberOf(written->resource_version);
     if (rv >= 0) {
       written_[spec.uid] = rv;
     } else {
@@ -869,7 +893,7 @@ std::string SchedulerService::Bind(std::string_view body) {
     Status s = locker_.Release(node, ns, name);
     if (!s.ok()) HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
   };
-  Result<k8s::Object> stamped = k8s::PatchPodAnnotations(
+  Result<k8s::WriteAck> stamped = k8s::PatchPodAnnotations(
       client_, ns, name,
       {{std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
        {std::string(kBindTimeAnnotation), std::to_string(clock_.NowUnixSeconds())}});

@@ -81,6 +81,11 @@ struct SchedulerOptions {
   int64_t node_lock_timeout_seconds = 300;  // --node-lock-timeout: lock expiry
   // --node-lock-retry-timeout: how long a bind waits for another allocation on the node.
   std::chrono::milliseconds node_lock_wait{28000};
+  // The device plugin clears the node lock when its Allocate ends. The service clears a lock
+  // itself only when its holder has finished (bind-phase success/failed, pod ended or gone) and
+  // the lock is still there this long afterwards: no duplicate writes in the normal case, and a
+  // plugin that died mid-way does not keep the node locked for the whole expiry.
+  std::chrono::milliseconds lock_release_grace{2000};
   std::chrono::seconds register_interval{15};
   std::chrono::seconds handshake_grace{60};
   int64_t reservation_ttl_seconds = 300;
@@ -147,6 +152,7 @@ class SchedulerService {
   };
   struct LockRelease {
     std::string node, ns, pod;
+    std::chrono::steady_clock::time_point due;
   };
 
   SchedulerService(k8s::RestClient& client, device::DeviceConfig config,
@@ -184,7 +190,7 @@ class SchedulerService {
   mutable std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   std::set<std::string> dirty_nodes_;            // guarded by bg_mu_
-  std::vector<LockRelease> releases_;            // guarded by bg_mu_
+  std::vector<LockRelease> releases_;            // guarded by bg_mu_ (in due order)
   std::set<std::string> release_pending_;        // guarded by bg_mu_ ("node/ns/pod")
   std::map<std::string, NodeState> node_state_;  // guarded by bg_mu_ (background thread writes)
   bool full_pass_ = false;                       // guarded by bg_mu_

@@ -68,7 +68,7 @@ class FakeDevicePlugin {
       (void)k8s::PatchPodAnnotations(client_, ns, name, {{"hami.io/bind-phase", "success"}});
       Json status;
       status["status"]["phase"] = "Running";
-      (void)client_.Patch(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
+      (void)client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
       (void)locker_.Release(node, ns, name);
     }
   }

@@ -105,6 +105,33 @@ TEST_F(LockTest, ExpiredGoneAndLegacyLocks) {
   EXPECT_NE(Lock().find(",default,b"), std::string::npos);
 }
 
+// A device plugin that acknowledged the allocation but died before clearing the node lock: the
+// scheduler clears it once the grace has passed, and never while the pod is still allocating.
+TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
+  SimClusterOptions o;
+  o.device_plugin = false;
+  o.scheduler.lock_release_grace = std::chrono::milliseconds(0);
+  SimCluster c(o);
+  c.AddNode("n1", {Gpu("GPU-1", 0, 16384)});
+  ASSERT_TRUE(c.CreatePod("default", Pod("p", "1000")).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return !c.BoundNode("default", "p").empty(); }));
+  auto lock = [&] {
+    Result<k8s::Object> n = k8s::GetNode(c.client(), "n1");
+    return n.ok() ? k8s::GetString(*n, "/metadata/annotations/hami.io~1mutex.lock") : "?";
+  };
+  EXPECT_NE(lock().find(",default,p"), std::string::npos) << lock();
+  EXPECT_EQ(c.Annotation("default", "p", "hami.io/bind-phase"), "allocating");
+  // An unrelated change to the pod while it allocates does not release anything.
+  ASSERT_TRUE(k8s::PatchPodAnnotations(c.client(), "default", "p", {{"example.com/x", "1"}}).ok());
+  EXPECT_NE(lock().find(",default,p"), std::string::npos) << lock();
+  EXPECT_EQ(c.scheduler().stats().locks_released, 0u);
+  ASSERT_TRUE(
+      k8s::PatchPodAnnotations(c.client(), "default", "p", {{"hami.io/bind-phase", "success"}})
+          .ok());
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return lock().empty(); })) << lock();
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().locks_released == 1; }));
+}
+
 TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {
   SimCluster c;
   c.AddNode("n1", {Gpu("GPU-1", 0, 32768), Gpu("GPU-2", 1, 32768)});

@@ -620,7 +620,7 @@ void KubeScheduler::Impl::RecordEvent(const ObjectPtr& pod, const char* type, co
   spec.host = host_;
   // Asynchronous, like client-go's event broadcaster: a slow API server must not stall cycles.
   event_pool_->Submit([this, spec = std::move(spec)] {
-    Result<Object> r = k8s::CreateEvent(client_, spec);
+    Result<k8s::WriteAck> r = k8s::CreateEvent(client_, spec);
     if (!r.ok()) {
       HAMI_VLOG(1) << "event " << spec.reason << " for pod " << k8s::ObjectKey(*spec.involved)
                    << " not recorded: " << r.status().message();
