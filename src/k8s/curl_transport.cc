@@ -201,9 +201,11 @@ Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &ex);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &ex);
-  curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &OnProgress);
-  curl_easy_setopt(easy, CURLOPT_XFERINFODATA, &ex);
+  if (request.cancel != nullptr) {  // the progress callback is how a watch notices Cancel
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, &ex);
+  }
 
   CURLcode rc = curl_easy_perform(easy);
   long code = 0;

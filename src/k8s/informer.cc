@@ -100,9 +100,7 @@ Status Informer::Relist() {
     }
     store_ = std::move(fresh);
     resource_version_ = GetString(list, "/metadata/resourceVersion");
-    synced_ = true;
   }
-  synced_cv_.notify_all();
   for (const InformerHandler& h : handlers_) {
     for (const ObjectPtr& o : deleted) {
       if (h.on_delete) h.on_delete(o);
@@ -114,6 +112,13 @@ Status Informer::Relist() {
       if (h.on_update) h.on_update(o, n);
     }
   }
+  // Synced only once the handlers have seen the whole list: a consumer that waits for sync
+  // (the scheduler before it places pods) must find every listed object in its own state.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;
+  }
+  synced_cv_.notify_all();
   return OkStatus();
 }
 

@@ -71,7 +71,8 @@ class Informer {
   // Runs the list/watch loop on a background thread until Stop().
   void Start();
   void Stop();
-  // Blocks until the first list completed or `cancel` fired; true when synced.
+  // Blocks until the first list completed and every handler was given its objects, or `cancel`
+  // fired; true when synced. HasSynced turns true at the same point.
   bool WaitForSync(const Cancellation* cancel);
   bool HasSynced() const;
 

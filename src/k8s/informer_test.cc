@@ -96,6 +96,20 @@ TEST(InformerTest, RelistThenWatchResumesFromLastVersion) {
   EXPECT_NE(reqs[2].url.find("resourceVersion=110&"), std::string::npos) << reqs[2].url;
 }
 
+// HasSynced means the handlers have been given the whole first list, not just that it arrived:
+// the scheduler's ledger must hold every listed pod before the service calls itself ready.
+TEST(InformerTest, SyncedOnlyAfterHandlersSawTheList) {
+  FakeClient fc;
+  Informer inf(*fc.client, kPods, {.ns = "ns"});
+  std::vector<bool> synced_during;
+  inf.AddEventHandler(
+      {.on_add = [&](const ObjectPtr&) { synced_during.push_back(inf.HasSynced()); }});
+  fc.fake->Push("GET", "/pods", J(200, PodList("100", {Pod("a", "90"), Pod("b", "95")})));
+  ASSERT_TRUE(inf.Relist().ok());
+  EXPECT_EQ(synced_during, (std::vector<bool>{false, false}));
+  EXPECT_TRUE(inf.HasSynced());
+}
+
 TEST(InformerTest, GoneTriggersRelistWithDiff) {
   FakeClient fc;
   Informer inf(*fc.client, kPods, {});

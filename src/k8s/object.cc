@@ -19,24 +19,24 @@ Result<Object> ParseObject(std::string_view text) {
 namespace {
 
 // SAX handler that remembers the string at top-level "metadata" -> "resourceVersion" and
-// allocates nothing else.
+// allocates nothing else. Duplicate keys resolve as in the DOM parser: the last one wins.
 class ResourceVersionScan : public nlohmann::json_sax<Object> {
  public:
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t& s) override {
-    if (depth_ == 2 && in_metadata_ && key_ == "resourceVersion") rv_ = s;
-    return Value();
-  }
-  bool binary(binary_t&) override { return Value(); }
+  bool null() override { return Value(nullptr); }
+  bool boolean(bool) override { return Value(nullptr); }
+  bool number_integer(number_integer_t) override { return Value(nullptr); }
+  bool number_unsigned(number_unsigned_t) override { return Value(nullptr); }
+  bool number_float(number_float_t, const string_t&) override { return Value(nullptr); }
+  bool string(string_t& s) override { return Value(&s); }
+  bool binary(binary_t&) override { return Value(nullptr); }
   bool start_object(std::size_t) override {
     if (depth_ == 0) top_is_object_ = true;
-    if (depth_ == 1 && key_ == "metadata") in_metadata_ = true;
+    if (depth_ == 1 && key_ == "metadata") {
+      in_metadata_ = true;
+      rv_.clear();  // a later "metadata" replaces an earlier one
+    }
+    Value(nullptr);
     ++depth_;
-    key_.clear();
     return true;
   }
   bool key(string_t& k) override {
@@ -49,12 +49,13 @@ class ResourceVersionScan : public nlohmann::json_sax<Object> {
     return true;
   }
   bool start_array(std::size_t) override {
+    Value(nullptr);
     ++depth_;
-    key_.clear();
     return true;
   }
   bool end_array() override {
     --depth_;
+    key_.clear();
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
@@ -65,8 +66,12 @@ class ResourceVersionScan : public nlohmann::json_sax<Object> {
   const std::string& rv() const { return rv_; }
 
  private:
-  bool Value() {
-    key_.clear();
+  // A value (or the start of a container) for the current key.
+  bool Value(const std::string* s) {
+    if (depth_ == 2 && in_metadata_ && key_ == "resourceVersion") {
+      rv_ = s != nullptr ? *s : std::string();
+    }
+    if (depth_ <= 2) key_.clear();
     return true;
   }
   int depth_ = 0;

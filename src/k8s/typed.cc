@@ -37,12 +37,13 @@ Result<WriteAck> PatchNodeAnnotations(RestClient& c, std::string_view name,
 }
 
 Status BindPod(RestClient& c, std::string_view ns, std::string_view pod, std::string_view uid,
-               std::string_view node) {
+               std::string_view node, const std::map<std::string, std::string>& annotations) {
   Object binding = {{"apiVersion", "v1"},
                     {"kind", "Binding"},
                     {"metadata", {{"name", pod}, {"namespace", ns}}},
                     {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   if (!uid.empty()) binding["metadata"]["uid"] = uid;
+  for (const auto& [k, v] : annotations) binding["metadata"]["annotations"][k] = v;
   return c.CreateAck(kPods, ns, pod, binding.dump(), "binding").status();
 }
 

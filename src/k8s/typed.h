@@ -35,9 +35,10 @@ Result<WriteAck> PatchNodeAnnotations(RestClient& c, std::string_view name,
 std::string AnnotationMergePatch(const AnnotationChanges& changes);
 
 // POST pods/<name>/binding: assigns the pod to `node`. `uid` (may be empty) guards against binding
-// a recreated pod of the same name.
+// a recreated pod of the same name. `annotations` ride on the Binding: the API server sets them
+// on the pod in the same write as spec.nodeName.
 Status BindPod(RestClient& c, std::string_view ns, std::string_view pod, std::string_view uid,
-               std::string_view node);
+               std::string_view node, const std::map<std::string, std::string>& annotations = {});
 
 // A core/v1 Event about an object, as a scheduler's event recorder writes it.
 struct EventSpec {

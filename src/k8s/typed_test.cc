@@ -22,6 +22,14 @@ TEST(TypedTest, BindPodPostsBindingSubresource) {
   EXPECT_EQ(b["metadata"]["uid"], "uid-1");
   EXPECT_EQ(b["target"]["kind"], "Node");
   EXPECT_EQ(b["target"]["name"], "node-7");
+  EXPECT_FALSE(b["metadata"].contains("annotations"));
+  fc.fake->Push("POST", "/api/v1/namespaces/ns/pods/p1/binding",
+                FakeTransport::Json(201, R"({"kind":"Status","status":"Success"})"));
+  ASSERT_TRUE(
+      BindPod(*fc.client, "ns", "p1", "", "node-7", {{"hami.io/bind-phase", "allocating"}}).ok());
+  b = *ParseObject(fc.fake->requests().at(1).body);
+  EXPECT_EQ(b["metadata"]["annotations"]["hami.io/bind-phase"], "allocating");
+  EXPECT_FALSE(b["metadata"].contains("uid"));
 }
 
 TEST(TypedTest, BindConflictIsDistinguishable) {
@@ -130,6 +138,11 @@ TEST(ObjectTest, ScanResourceVersionReadsOnlyTheObjectsOwn) {
   EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"name":"x"}})"), "");
   EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"resourceVersion":7}})"), "");
   EXPECT_EQ(*ScanResourceVersion("{}"), "");
+  // Duplicate keys: the last wins, as in the parsed document.
+  EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"resourceVersion":"1","resourceVersion":2}})"),
+            "");
+  EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"resourceVersion":"1"},"metadata":{}})"), "");
+  EXPECT_EQ(*ScanResourceVersion(R"({"metadata":{"resourceVersion":{"a":"1"}}})"), "");
   EXPECT_FALSE(ScanResourceVersion("[]").ok());
   EXPECT_FALSE(ScanResourceVersion(R"({"metadata":{"resourceVersion":"1"})").ok());
   EXPECT_FALSE(ScanResourceVersion(R"({"metadata":{}} trailing)").ok());

@@ -11,10 +11,48 @@ std::string NodeLockOf(const k8s::Object& node) {
   return k8s::GetString(node, "/metadata/annotations/hami.io~1mutex.lock");
 }
 
+bool OnlyNodeLockChanged(const k8s::Object& before, const k8s::Object& after) {
+  if (!before.is_object() || !after.is_object() || before.size() != after.size()) return false;
+  for (auto it = after.begin(); it != after.end(); ++it) {
+    auto other = before.find(it.key());
+    if (other == before.end()) return false;
+    if (it.key() != "metadata") {
+      if (*other != it.value()) return false;
+      continue;
+    }
+    const nlohmann::json& a = it.value();
+    const nlohmann::json& b = *other;
+    if (!a.is_object() || !b.is_object() || a.size() != b.size()) return false;
+    for (auto m = a.begin(); m != a.end(); ++m) {
+      auto o = b.find(m.key());
+      if (o == b.end()) return false;
+      if (m.key() == "resourceVersion" || m.key() == "managedFields") continue;
+      if (m.key() != "annotations") {
+        if (*o != m.value()) return false;
+        continue;
+      }
+      const nlohmann::json& an = m.value();
+      const nlohmann::json& bn = *o;
+      if (!an.is_object() || !bn.is_object()) return false;
+      auto without_lock = [](const nlohmann::json& annos) {
+        return annos.size() - (annos.contains(device::kNodeLockAnnotation) ? 1 : 0);
+      };
+      if (without_lock(an) != without_lock(bn)) return false;
+      for (auto k = an.begin(); k != an.end(); ++k) {
+        if (k.key() == device::kNodeLockAnnotation) continue;
+        auto ok = bn.find(k.key());
+        if (ok == bn.end() || *ok != k.value()) return false;
+      }
+    }
+  }
+  return true;
+}
+
 NodeLocker::NodeLocker(k8s::RestClient& client, const Clock& clock, NodeLockOptions options)
     : client_(client), clock_(clock), options_(options) {}
 
-bool NodeLocker::Stale(std::string_view value, std::string* why, std::string* holder) {
+bool NodeLocker::Stale(std::string_view node, std::string_view value, std::string* why,
+                       std::string* holder) {
   Result<device::NodeLockValue> lock = device::DecodeNodeLock(value);
   if (!lock.ok()) {
     *why = "unreadable value \"" + std::string(value) + "\"";
@@ -36,11 +74,25 @@ bool NodeLocker::Stale(std::string_view value, std::string* why, std::string* ho
     return false;  // cannot tell: do not take it
   }
   std::string phase = k8s::GetString(*pod, "/metadata/annotations/hami.io~1bind-phase");
-  if (phase != kBindPhaseAllocating) {
-    *why = "holder pod " + *holder + " is not allocating (bind-phase \"" + phase + "\")";
+  std::string bound_to = k8s::GetString(*pod, "/spec/nodeName");
+  if (phase == kBindPhaseSuccess || phase == kBindPhaseFailed) {
+    *why = "holder pod " + *holder + " finished allocating (bind-phase \"" + phase + "\")";
     return true;
   }
-  return false;
+  if (!bound_to.empty() && bound_to != node) {
+    *why = "holder pod " + *holder + " runs on node " + bound_to;
+    return true;
+  }
+  if (!bound_to.empty() && phase != kBindPhaseAllocating) {
+    *why = "holder pod " + *holder + " was bound without allocating (bind-phase \"" + phase + "\")";
+    return true;
+  }
+  if (bound_to.empty() && phase.empty() && age > kBindInFlightSeconds) {
+    // The Binding that stamps bind-phase follows the lock within milliseconds.
+    *why = "holder pod " + *holder + " was never bound (lock " + std::to_string(age) + " s old)";
+    return true;
+  }
+  return false;  // allocating, or its bind is in flight
 }
 
 Status NodeLocker::Write(std::string_view node, const std::string& rv, const std::string* value) {
@@ -62,9 +114,12 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
   mine.pod_name = std::string(pod);
   const std::string value = device::EncodeNodeLock(mine);
   Status last;
+  bool use_cache = cached_node != nullptr;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     k8s::Object current;
-    if (attempt == 0 && cached_node != nullptr) {
+    const bool from_cache = use_cache;
+    use_cache = false;
+    if (from_cache) {
       current = *cached_node;
     } else {
       Result<k8s::Object> got = k8s::GetNode(client_, node);
@@ -76,7 +131,11 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
       Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
       if (lock.ok() && lock->HeldBy(ns, pod)) return OkStatus();
       std::string why, holder;
-      if (!Stale(held, &why, &holder)) {
+      if (!Stale(node, held, &why, &holder)) {
+        if (from_cache) {  // the cache may lag a release: ask the server before waiting
+          --attempt;
+          continue;
+        }
         return UnavailableError("node lock contention: node " + std::string(node) +
                                 " is locked by " + holder + " (allocation in progress)");
       }

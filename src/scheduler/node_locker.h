@@ -7,9 +7,11 @@
 //   - absent                        -> set it for the pod
 //   - held by the same pod          -> already ours
 //   - unreadable, or older than the expiry (--node-lock-timeout, 5 min) -> taken over
-//   - its holder pod is gone, or finished allocating (`hami.io/bind-phase` not `allocating`)
+//   - its holder pod is gone, finished allocating (`hami.io/bind-phase` success or failed), is
+//     bound to another node or was bound without `allocating`, or is still unbound with no
+//     bind-phase more than kBindInFlightSeconds after the lock was taken
 //                                   -> taken over (the holder will never release it)
-//   - otherwise                     -> Unavailable "node lock contention"
+//   - otherwise (allocating, or its Binding is in flight) -> Unavailable "node lock contention"
 // Release clears the annotation only when this pod holds it (owner check).
 //
 // The first read may come from the caller's informer cache (saves a GET on the bind path); a
@@ -34,9 +36,16 @@ inline constexpr std::string_view kBindTimeAnnotation = "hami.io/bind-time";
 inline constexpr std::string_view kBindPhaseAllocating = "allocating";
 inline constexpr std::string_view kBindPhaseSuccess = "success";
 inline constexpr std::string_view kBindPhaseFailed = "failed";
+// How long a lock may name an unbound pod without bind-phase before it counts as abandoned: the
+// bind that took it posts the Binding (which stamps bind-phase) right after.
+inline constexpr int64_t kBindInFlightSeconds = 60;
 
 // The node's `hami.io/mutex.lock` value, "" when absent.
 std::string NodeLockOf(const k8s::Object& node);
+// Whether two versions of a node differ in nothing but that annotation (and resourceVersion or
+// managedFields). Such an update cannot change the node's registration, health or devices; it is
+// two of every pod's writes, so the scheduler skips its registration pass for them.
+bool OnlyNodeLockChanged(const k8s::Object& before, const k8s::Object& after);
 
 struct NodeLockOptions {
   int64_t expire_seconds = 300;
@@ -64,7 +73,7 @@ class NodeLocker {
 
  private:
   // Whether the current lock value may be replaced; `why` says for the log.
-  bool Stale(std::string_view value, std::string* why, std::string* holder);
+  bool Stale(std::string_view node, std::string_view value, std::string* why, std::string* holder);
   Status Write(std::string_view node, const std::string& rv, const std::string* value);
 
   k8s::RestClient& client_;

@@ -134,7 +134,14 @@ Status SchedulerService::Start() {
   nodes_ = std::make_unique<k8s::Informer>(client_, k8s::kNodes, node_opts);
   nodes_->AddEventHandler({
       .on_add = [this](const k8s::ObjectPtr& n) { OnNode(n, false); },
-      .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& n) { OnNode(n, false); },
+      .on_update =
+          [this](const k8s::ObjectPtr& old, const k8s::ObjectPtr& n) {
+            if (OnlyNodeLockChanged(*old, *n)) {
+              lock_wait_cv_.notify_all();  // binds waiting for this lock look again
+              return;
+            }
+            OnNode(n, false);
+          },
       .on_delete = [this](const k8s::ObjectPtr& n) { OnNode(n, true); },
   });
   quotas_ = std::make_unique<k8s::Informer>(client_, kResourceQuotas, k8s::InformerOptions{});
@@ -893,15 +900,22 @@ std::string SchedulerService::Bind(std::string_view body) {
     Status s = locker_.Release(node, ns, name);
     if (!s.ok()) HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
   };
-  Result<k8s::WriteAck> stamped = k8s::PatchPodAnnotations(
-      client_, ns, name,
-      {{std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
-       {std::string(kBindTimeAnnotation), std::to_string(clock_.NowUnixSeconds())}});
-  if (!stamped.ok()) {
-    unlock();
-    return bind_fail("bind-phase not written: " + stamped.status().ToString());
+  std::map<std::string, std::string> stamp = {
+      {std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
+      {std::string(kBindTimeAnnotation), std::to_string(clock_.NowUnixSeconds())}};
+  if (!k8s::GetString(*pod, "/metadata/annotations/hami.io~1bind-phase").empty()) {
+    // A phase left by an earlier attempt would make our fresh lock look finished to other
+    // schedulers until the Binding lands: stamp `allocating` first, as upstream always does.
+    Result<k8s::WriteAck> stamped =
+        k8s::PatchPodAnnotations(client_, ns, name, {stamp.begin(), stamp.end()});
+    if (!stamped.ok()) {
+      unlock();
+      return bind_fail("bind-phase not written: " + stamped.status().ToString());
+    }
   }
-  Status bound = k8s::BindPod(client_, ns, name, uid, node);
+  // The Binding carries the stamp: the pod gets its node and `allocating` in one write, so the
+  // device plugin never sees one without the other.
+  Status bound = k8s::BindPod(client_, ns, name, uid, node, stamp);
   if (!bound.ok()) {
     unlock();
     return bind_fail(bound.ToString());

@@ -15,11 +15,12 @@
 // node is re-checked, and in the worst case the pod is placed again).
 //
 // Bind (`bindVerb`): takes the HAMi node lock (waiting up to node_lock_wait while another pod's
-// allocation is in progress on that node), stamps `hami.io/bind-phase: allocating` and
-// `hami.io/bind-time`, and creates the Binding. The lock is released by the node's device plugin
-// when allocation ends; the service also releases it when it sees the holder finish
-// (bind-phase success/failed), end, or disappear, so locks are held no longer than an
-// allocation takes.
+// allocation is in progress on that node) and creates the Binding, which carries
+// `hami.io/bind-phase: allocating` and `hami.io/bind-time` (the API server copies a Binding's
+// annotations onto the pod; a pod with a phase from an earlier attempt is stamped first). The lock
+// is released by the node's device plugin when allocation ends; the service also releases it when
+// it sees the holder finish (bind-phase success/failed), end, or disappear, so locks are held no
+// longer than an allocation takes.
 //
 // Readiness: informers synced, first registration pass done, and leader (when leader election
 // is on: like upstream, the service follows the Lease its kube-scheduler holds and leads when the

@@ -5,10 +5,14 @@
 // Thread safety: owns an informer and a worker thread; construct and destroy on one thread.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "k8s/informer.h"
 #include "k8s/object.h"
@@ -23,7 +27,8 @@ using Json = nlohmann::json;
 
 class FakeDevicePlugin {
  public:
-  explicit FakeDevicePlugin(k8s::RestClient& client)
+  // `workers` allocations are acknowledged in parallel (a cluster has one plugin per node).
+  explicit FakeDevicePlugin(k8s::RestClient& client, int workers = 1)
       : client_(client),
         locker_(client, clock_),
         pods_(client, k8s::kPods, k8s::InformerOptions{}) {
@@ -31,7 +36,7 @@ class FakeDevicePlugin {
         {.on_add = [this](const k8s::ObjectPtr& p) { Offer(p); },
          .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { Offer(p); }});
     pods_.Start();
-    worker_ = std::thread([this] { Run(); });
+    for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Run(); });
   }
   ~FakeDevicePlugin() {
     {
@@ -39,8 +44,14 @@ class FakeDevicePlugin {
       stop_ = true;
     }
     cv_.notify_all();
-    worker_.join();
+    for (std::thread& w : workers_) w.join();
     pods_.Stop();
+  }
+
+  // Allocations acknowledged so far.
+  uint64_t acknowledged() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return acknowledged_;
   }
 
  private:
@@ -49,6 +60,8 @@ class FakeDevicePlugin {
     if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") != "allocating") return;
     {
       std::lock_guard<std::mutex> l(mu_);
+      // Once per pod: later events of the same allocation (before our success lands) are echoes.
+      if (!offered_.insert(k8s::Uid(*p)).second) return;
       queue_.push_back(p);
     }
     cv_.notify_all();
@@ -70,6 +83,8 @@ class FakeDevicePlugin {
       status["status"]["phase"] = "Running";
       (void)client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
       (void)locker_.Release(node, ns, name);
+      std::lock_guard<std::mutex> l(mu_);
+      ++acknowledged_;
     }
   }
 
@@ -77,11 +92,13 @@ class FakeDevicePlugin {
   scheduler::SystemClock clock_;
   scheduler::NodeLocker locker_;
   k8s::Informer pods_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<k8s::ObjectPtr> queue_;
-  bool stop_ = false;
-  std::thread worker_;
+  std::deque<k8s::ObjectPtr> queue_;  // guarded by mu_
+  bool stop_ = false;                 // guarded by mu_
+  uint64_t acknowledged_ = 0;         // guarded by mu_
+  std::set<std::string> offered_;     // guarded by mu_: pod UIDs queued once
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace hami::e2e

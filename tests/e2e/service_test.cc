@@ -81,6 +81,59 @@ TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
   EXPECT_EQ(Lock(), "");
 }
 
+// Bind takes the lock, then posts a Binding that stamps bind-phase: between the two the holder
+// is unbound without a phase, and that is a bind in flight, not an abandoned lock.
+TEST_F(LockTest, BindInFlightHoldsAndAbandonedOrMisplacedHoldersDoNot) {
+  scheduler::NodeLocker locker(c_->client(), clock_);
+  ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
+  EXPECT_EQ(locker.Acquire("n1", "default", "b", nullptr).code(), StatusCode::kUnavailable);
+  clock_.Advance(scheduler::kBindInFlightSeconds + 1);
+  ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());  // a's bind died
+  EXPECT_NE(Lock().find(",default,b"), std::string::npos) << Lock();
+  // b gets bound and allocates on n1: it holds.
+  ASSERT_TRUE(
+      k8s::BindPod(c_->client(), "default", "b", "", "n1", {{"hami.io/bind-phase", "allocating"}})
+          .ok());
+  clock_.Advance(scheduler::kBindInFlightSeconds + 1);
+  EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
+  // A holder that ended up on another node will not release n1's lock.
+  ASSERT_TRUE(locker.Release("n1", "default", "b").ok());
+  ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());
+  clock_.Advance(1);
+  EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
+  Json spec;
+  spec["spec"]["nodeName"] = "n2";
+  ASSERT_TRUE(
+      c_->client().Patch(k8s::kPods, "default", "b", k8s::PatchType::kMerge, spec.dump()).ok());
+  ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
+  EXPECT_NE(Lock().find(",default,a"), std::string::npos) << Lock();
+}
+
+TEST(NodeLockTest, OnlyNodeLockChangedSeesNothingButTheLock) {
+  Json before = Json::parse(R"({"metadata":{"name":"n1","resourceVersion":"1",
+      "annotations":{"hami.io/node-nvidia-register":"[]"}},"status":{"allocatable":{"x":"1"}}})");
+  Json locked = before;
+  locked["metadata"]["resourceVersion"] = "2";
+  locked["metadata"]["annotations"]["hami.io/mutex.lock"] = "2027-01-15T08:00:00Z,default,a";
+  EXPECT_TRUE(scheduler::OnlyNodeLockChanged(before, locked));
+  EXPECT_TRUE(scheduler::OnlyNodeLockChanged(locked, before));  // released
+  Json other = locked;
+  other["metadata"]["annotations"]["hami.io/node-nvidia-register"] = "[{}]";
+  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  other = locked;
+  other["status"]["allocatable"]["x"] = "0";
+  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  other = locked;
+  other["metadata"]["labels"]["gpu"] = "on";
+  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  other = locked;
+  other["metadata"]["annotations"]["hami.io/node-handshake"] = "Requesting_x";
+  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  other = before;
+  other["metadata"].erase("annotations");
+  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(other, before));
+}
+
 TEST_F(LockTest, ExpiredGoneAndLegacyLocks) {
   scheduler::NodeLocker locker(c_->client(), clock_);
   // A legacy bare timestamp, fresh: contention; old: taken over.

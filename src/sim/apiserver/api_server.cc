@@ -286,6 +286,8 @@ class ApiServer::Impl {
   ApiServerOptions options;
   ResourceRegistry registry;
   Store store;
+  mutable std::mutex counts_mu;
+  std::map<std::string, uint64_t> request_counts;  // guarded by counts_mu
   std::unique_ptr<net::HttpServer> http;
   std::string ca_pem;
   std::string url;
@@ -402,6 +404,22 @@ class ApiServer::Impl {
 
   // Carries over what a client may not change with PUT/PATCH and bumps generation when the spec
   // part changed. `sub` is "" or "status".
+  // Whether anything but metadata and status differs (what bumps metadata.generation).
+  static bool SpecChanged(const json& a, const json& b) {
+    auto counted = [](const json& o) {
+      size_t n = o.size();
+      for (const char* k : {"metadata", "status"}) n -= o.contains(k) ? 1 : 0;
+      return n;
+    };
+    if (counted(a) != counted(b)) return true;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (it.key() == "metadata" || it.key() == "status") continue;
+      auto other = b.find(it.key());
+      if (other == b.end() || *other != it.value()) return true;
+    }
+    return false;
+  }
+
   static Status FinishUpdate(const ResourceInfo& r, const std::string& sub, const json& current,
                              json& next) {
     if (!next.is_object()) return InvalidArgumentError("the object must be a JSON object");
@@ -439,12 +457,8 @@ class ApiServer::Impl {
         md.erase(k);
       }
     }
-    json a = current, b = next;
-    for (json* j : {&a, &b}) {
-      j->erase("metadata");
-      j->erase("status");
-    }
-    if (a != b && cur_md.contains("generation") && cur_md["generation"].is_number_integer()) {
+    if (SpecChanged(current, next) && cur_md.contains("generation") &&
+        cur_md["generation"].is_number_integer()) {
       md["generation"] = cur_md["generation"].get<int64_t>() + 1;
     }
     return OkStatus();
@@ -471,6 +485,17 @@ class ApiServer::Impl {
       return ServeDiscovery(t, res);
     }
     const ResourceInfo& r = *t.resource;
+    {
+      std::string key = req.method == "GET" && t.name.empty() &&
+                                (req.Param("watch") == "true" || req.Param("watch") == "1")
+                            ? std::string("WATCH")
+                            : req.method;
+      key += ' ';
+      key += r.resource;
+      if (!t.sub.empty()) key += "/" + t.sub;
+      std::lock_guard<std::mutex> lock(counts_mu);
+      ++request_counts[key];
+    }
     json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
     try {
       if (req.method == "GET" || req.method == "HEAD") {
@@ -637,8 +662,10 @@ class ApiServer::Impl {
         } else if (!now_match) {
           return true;
         }
-        std::string object = table ? TableOf(*r, {e.object}, e.revision).dump() : e.object->dump();
-        return w.Write("{\"type\":\"" + type + "\",\"object\":" + object + "}\n");
+        std::string line = "{\"type\":\"" + type + "\",\"object\":";
+        line += table ? TableOf(*r, {e.object}, e.revision).dump() : e.text->Get(*e.object);
+        line += "}\n";
+        return w.Write(line);
       };
       for (const WatchEvent& e : initial) {
         if (!emit(e)) return;
@@ -695,12 +722,10 @@ class ApiServer::Impl {
                              ") does not match the name on the URL (" + t.name + ")");
     }
     std::string wanted_rv = Str(body["metadata"], "resourceVersion");
-    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](json& current) {
+    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](const json& current, json& next) {
       HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
-      json next = body;
-      HAMI_RETURN_IF_ERROR(FinishUpdate(r, t.sub, current, next));
-      current = std::move(next);
-      return OkStatus();
+      next = body;
+      return FinishUpdate(r, t.sub, current, next);
     });
     if (!updated.ok()) return WriteError(res, updated.status(), details);
     WriteObject(res, 200, **updated);
@@ -734,10 +759,8 @@ class ApiServer::Impl {
       return WriteStatus(res, 400, "BadRequest", "a JSON patch must be a JSON array");
     }
     if (ct == "application/strategic-merge-patch+json") StripDirectives(patch);
-    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](json& current) {
-      json next;
+    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](const json& current, json& next) {
       if (kind == kMerge) {
-        next = current;
         next.merge_patch(patch);
       } else {
         try {
@@ -753,9 +776,7 @@ class ApiServer::Impl {
       // A resourceVersion in the patched object is a precondition, as on the real server.
       std::string wanted_rv = Str(next["metadata"], "resourceVersion");
       HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
-      HAMI_RETURN_IF_ERROR(FinishUpdate(r, t.sub, current, next));
-      current = std::move(next);
-      return OkStatus();
+      return FinishUpdate(r, t.sub, current, next);
     });
     if (!updated.ok()) return WriteError(res, updated.status(), details);
     WriteObject(res, 200, **updated);
@@ -776,7 +797,7 @@ class ApiServer::Impl {
     json annotations = body.contains("metadata") && body["metadata"].is_object()
                            ? body["metadata"].value("annotations", json())
                            : json();
-    Result<ObjectPtr> bound = store.Update(*t.resource, t.ns, t.name, [&](json& pod) {
+    Result<ObjectPtr> bound = store.Update(*t.resource, t.ns, t.name, [&](const json&, json& pod) {
       std::string current = FieldValue(pod, "spec.nodeName");
       if (!current.empty()) {
         return AbortedError("Operation cannot be fulfilled on pods/binding \"" + t.name +
@@ -983,6 +1004,11 @@ std::string ApiServer::url() const { return impl_->url; }
 bool ApiServer::tls() const { return !impl_->ca_pem.empty(); }
 const std::string& ApiServer::ca_pem() const { return impl_->ca_pem; }
 int64_t ApiServer::revision() const { return impl_->store.revision(); }
+
+std::map<std::string, uint64_t> ApiServer::RequestCounts() const {
+  std::lock_guard<std::mutex> lock(impl_->counts_mu);
+  return impl_->request_counts;
+}
 
 std::string ApiServer::Kubeconfig() const {
   std::string out =

@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -77,6 +78,10 @@ class ApiServer {
   const std::string& ca_pem() const;
   // The current cluster-wide resourceVersion.
   int64_t revision() const;
+  // Resource requests served so far, by "<METHOD> <resource>[/<subresource>]" ("GET pods",
+  // "PATCH nodes", "POST pods/binding"; watches count as "WATCH pods"). For benchmarks: what a
+  // workload costs the API server.
+  std::map<std::string, uint64_t> RequestCounts() const;
 
   // A kubeconfig (YAML) with one cluster/user/context "hami-sim" (namespace default).
   std::string Kubeconfig() const;

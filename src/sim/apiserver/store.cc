@@ -15,15 +15,26 @@ std::string NotFoundMessage(const ResourceInfo& r, const std::string& name) {
 
 }  // namespace
 
+const std::string& LazyText::Get(const json& object) const {
+  std::call_once(once_, [&] { text_ = object.dump(); });
+  return text_;
+}
+
+Store::ResourceSignal& Store::SignalLocked(const ResourceInfo* resource) {
+  return signals_[resource];
+}
+
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
 void Store::AppendLocked(WatchEvent event) {
+  ResourceSignal& signal = SignalLocked(event.resource);
+  signal.last_revision = event.revision;
   history_.push_back(std::move(event));
   while (history_.size() > history_window_) {
     compacted_ = history_.front().revision;
     history_.pop_front();
   }
-  changed_.notify_all();
+  signal.changed.notify_all();
 }
 
 Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object) {
@@ -67,15 +78,15 @@ std::vector<ObjectPtr> Store::List(const ResourceInfo& resource, const std::stri
   return out;
 }
 
-Result<ObjectPtr> Store::Update(const ResourceInfo& resource, const std::string& ns,
-                                const std::string& name,
-                                const std::function<Status(json&)>& mutate) {
+Result<ObjectPtr> Store::Update(
+    const ResourceInfo& resource, const std::string& ns, const std::string& name,
+    const std::function<Status(const json& current, json& next)>& mutate) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& bucket = objects_[&resource];
   auto it = bucket.find(Key(ns, name));
   if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
   json next = *it->second;
-  HAMI_RETURN_IF_ERROR(mutate(next));
+  HAMI_RETURN_IF_ERROR(mutate(*it->second, next));
   if (!next.is_object() || !next["metadata"].is_object()) {
     return InvalidArgumentError("the update removed the object's metadata");
   }
@@ -115,7 +126,9 @@ Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
                             std::chrono::steady_clock::time_point deadline,
                             std::vector<WatchEvent>* out, int64_t* now) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_until(lock, deadline, [&] { return closed_ || revision_ > after; });
+  ResourceSignal& signal = SignalLocked(&resource);
+  signal.changed.wait_until(lock, deadline,
+                            [&] { return closed_ || signal.last_revision > after; });
   if (closed_) return Status(StatusCode::kCancelled, "server shutting down");
   if (after < compacted_) {
     return OutOfRangeError("too old resource version: " + std::to_string(after) + " (" +
@@ -137,7 +150,7 @@ Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
 void Store::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
-  changed_.notify_all();
+  for (auto& [resource, signal] : signals_) signal.changed.notify_all();
 }
 
 }  // namespace hami::sim

@@ -27,6 +27,17 @@ namespace hami::sim {
 
 using ObjectPtr = std::shared_ptr<const nlohmann::json>;
 
+// An object's JSON text, made by the first watcher that needs it and shared by the rest (every
+// watcher of a resource sends the same bytes; serialising once per event, not once per watcher).
+class LazyText {
+ public:
+  const std::string& Get(const nlohmann::json& object) const;
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::string text_;
+};
+
 struct WatchEvent {
   int64_t revision = 0;
   std::string type;  // ADDED, MODIFIED, DELETED
@@ -34,6 +45,7 @@ struct WatchEvent {
   std::string ns;
   ObjectPtr object;    // the new state (the last state for DELETED)
   ObjectPtr previous;  // the state before a MODIFIED/DELETED; null for ADDED
+  std::shared_ptr<const LazyText> text = std::make_shared<LazyText>();  // `object` as JSON
 };
 
 class Store {
@@ -54,12 +66,12 @@ class Store {
   // revision the snapshot was taken at.
   std::vector<ObjectPtr> List(const ResourceInfo& resource, const std::string& ns,
                               int64_t* revision) const;
-  // Read-modify-write: `mutate` edits a copy of the current object (an error aborts the update
-  // and is returned). The name cannot change. A mutation that changes nothing still counts as an
-  // update (new resourceVersion), as on the real server for PUT.
-  Result<ObjectPtr> Update(const ResourceInfo& resource, const std::string& ns,
-                           const std::string& name,
-                           const std::function<Status(nlohmann::json&)>& mutate);
+  // Read-modify-write: `mutate` gets the current object and a copy of it to edit (an error
+  // aborts the update and is returned). The name cannot change. A mutation that changes nothing
+  // still counts as an update (new resourceVersion), as on the real server for PUT.
+  Result<ObjectPtr> Update(
+      const ResourceInfo& resource, const std::string& ns, const std::string& name,
+      const std::function<Status(const nlohmann::json& current, nlohmann::json& next)>& mutate);
   // Deletes after `precondition` (may be null) accepts the current object; returns the last state.
   Result<ObjectPtr> Delete(const ResourceInfo& resource, const std::string& ns,
                            const std::string& name,
@@ -67,10 +79,10 @@ class Store {
 
   int64_t revision() const;
 
-  // Blocks until the store has a revision newer than `after`, `deadline` passes or Close() is
-  // called. Appends the events of `resource` newer than `after` to *out and sets *now to the
-  // revision they are complete up to. OutOfRange when `after` fell out of the history window;
-  // Cancelled after Close().
+  // Blocks until the store has an event of `resource` newer than `after`, `deadline` passes or
+  // Close() is called (writes to other resources do not wake the caller). Appends the events of
+  // `resource` newer than `after` to *out and sets *now to the revision they are complete up to.
+  // OutOfRange when `after` fell out of the history window; Cancelled after Close().
   Status WaitForEvents(const ResourceInfo& resource, int64_t after,
                        std::chrono::steady_clock::time_point deadline, std::vector<WatchEvent>* out,
                        int64_t* now);
@@ -81,10 +93,18 @@ class Store {
  private:
   void AppendLocked(WatchEvent event);
 
+  // Watchers of one resource wait on its own condition variable, so a pod write wakes pod
+  // watchers only.
+  struct ResourceSignal {
+    std::condition_variable changed;
+    int64_t last_revision = 0;  // of the newest event of this resource
+  };
+  ResourceSignal& SignalLocked(const ResourceInfo* resource);
+
   const size_t history_window_;
   mutable std::mutex mu_;
-  std::condition_variable changed_;
-  int64_t revision_ = 0;  // guarded by mu_
+  std::map<const ResourceInfo*, ResourceSignal> signals_;  // guarded by mu_
+  int64_t revision_ = 0;                                   // guarded by mu_
   // guarded by mu_
   std::map<const ResourceInfo*, std::map<std::string, ObjectPtr>> objects_;
   std::deque<WatchEvent> history_;  // guarded by mu_
