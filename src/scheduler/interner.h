@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace hami::scheduler {
@@ -45,8 +44,17 @@ class StringInterner {
   size_t chunk_used_ = kChunkBytes;
   size_t big_bytes_ = 0;
   size_t big_count_ = 0;
+  static uint64_t Hash(std::string_view s);
+  // The slot of `s` in `slots_`: where its id is, or the empty slot where it would go.
+  size_t Probe(std::string_view s, uint64_t hash) const;
+  void Grow();
+
   std::vector<std::string_view> strings_;
-  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::vector<uint64_t> hashes_;  // by id
+  // Open addressing, linear probing, at most half full: id + 1, 0 = empty. A lookup touches one
+  // slot array and the candidate's hash, not a chain of nodes (Find runs once per offered node
+  // per filter).
+  std::vector<uint32_t> slots_;
 };
 
 }  // namespace hami::scheduler

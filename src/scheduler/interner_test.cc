@@ -29,6 +29,12 @@ TEST(StringInterner, ViewsSurviveGrowthAndMove) {
   EXPECT_EQ(first, "node-0");
   EXPECT_EQ(moved.Get(19999), "node-19999");
   EXPECT_EQ(moved.Find("node-123"), 123u);
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_EQ(moved.Find("node-" + std::to_string(i)), static_cast<uint32_t>(i));
+    ASSERT_EQ(moved.Find("node-" + std::to_string(i) + "x"), StringInterner::kNotFound);
+  }
+  EXPECT_EQ(moved.Intern("node-77"), 77u);
+  EXPECT_EQ(moved.size(), 20001u);
   EXPECT_GT(moved.MemoryBytes(), 100000u);
 }
 

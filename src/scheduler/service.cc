@@ -15,6 +15,7 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "net/http_server.h"
+#include "scheduler/extender_args.h"
 #include "scheduler/k8s_objects.h"
 #include "scheduler/metrics/scheduler_metrics.h"
 #include "scheduler/webhook/admission.h"
@@ -621,14 +622,10 @@ std::string SchedulerService::Filter(std::string_view body) {
     ++stats_.filter_errors;
     return ErrorReply(msg);
   };
-  Result<Json> args = k8s::ParseJson(body);
-  if (!args.ok() || !args->is_object()) {
-    return fail("extender args are not a JSON object: " +
-                (args.ok() ? std::string("wrong type") : args.status().message()));
-  }
-  auto pod_it = args->find("pod");
-  if (pod_it == args->end() || !pod_it->is_object()) return fail("extender args missing pod");
-  auto pod_ptr = std::make_shared<const k8s::Object>(std::move(*pod_it));
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  if (!args.ok()) return fail("extender args are not a JSON object: " + args.status().message());
+  if (!args->pod.is_object()) return fail("extender args missing pod");
+  auto pod_ptr = std::make_shared<const k8s::Object>(std::move(args->pod));
   const k8s::Object& pod = *pod_ptr;
   const std::string key = PodKey(k8s::Namespace(pod), k8s::Name(pod));
 
@@ -648,33 +645,23 @@ std::string SchedulerService::Filter(std::string_view body) {
   spec.requests = std::move(*req);
 
   // Views into `args`, which outlives them: no copy of thousands of node names per filter.
-  std::vector<std::string_view> views;
-  bool by_name = false;
-  if (auto nn = args->find("nodenames"); nn != args->end() && !nn->is_null() && !nn->is_array()) {
-    return fail("extender args: nodenames is not a list");
-  }
-  if (auto nn = args->find("nodenames"); nn != args->end() && nn->is_array()) {
-    by_name = true;
-    views.reserve(nn->size());
-    for (const Json& n : *nn) {
-      if (n.is_string()) views.push_back(n.get_ref<const std::string&>());
-    }
-  }
+  if (args->names_not_list) return fail("extender args: nodenames is not a list");
+  const bool by_name = args->has_names;
+  const std::vector<std::string_view>& views = args->names;
   if (spec.requests.Empty()) {
     // Not ours to constrain: every offered node stays.
     Json out = Json::object();
     if (by_name) {
       out["nodenames"] = Json::array();
       for (std::string_view v : views) out["nodenames"].push_back(std::string(v));
-    } else if (auto nodes = args->find("nodes"); nodes != args->end()) {
-      out["nodes"] = *nodes;
+    } else if (!args->nodes.is_null()) {
+      out["nodes"] = args->nodes;
     }
     return out.dump();
   }
   if (!by_name) {
-    auto nodes = args->find("nodes");
-    if (nodes == args->end() || !nodes->is_object()) return fail("extender args carry no nodes");
-    return FilterSimulation(pod.dump(), *nodes);
+    if (!args->nodes.is_object()) return fail("extender args carry no nodes");
+    return FilterSimulation(pod.dump(), args->nodes);
   }
   if (spec.uid.empty()) return fail("pod " + key + " has no uid");
   if (!Ready() && !WaitReady(options_.filter_ready_wait)) {

@@ -1,6 +1,7 @@
 // Fuzzes what the extender reads from kube-scheduler's ExtenderArgs on the full-nodes
 // (simulation) path: the pod's resources and annotations, the nodes' registrations, then a
-// placement on a scratch ledger. Nothing may crash; a placement never exceeds a device.
+// placement on a scratch ledger. Nothing may crash; a placement never exceeds a device. The
+// filter's one-pass ExtenderArgs reader must agree with the parsed document (differential).
 #include <stddef.h>
 #include <stdint.h>
 
@@ -10,6 +11,7 @@
 #include "device/config.h"
 #include "device/vendor.h"
 #include "k8s/object.h"
+#include "scheduler/extender_args.h"
 #include "scheduler/k8s_objects.h"
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
@@ -19,8 +21,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       hami::device::VendorRegistry::FromConfig(hami::device::DefaultDeviceConfig()).value());
   static const hami::scheduler::FakeClock clock;
   static const hami::scheduler::PlacementEngine engine;
-  hami::Result<hami::k8s::Object> args =
-      hami::k8s::ParseObject(std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  hami::Result<hami::k8s::Object> args = hami::k8s::ParseObject(body);
+  {
+    // The one-pass reader the filter uses agrees with the parsed document.
+    hami::Result<hami::scheduler::ExtenderArgs> fast = hami::scheduler::ParseExtenderArgs(body);
+    if (fast.ok() != args.ok()) __builtin_trap();
+    if (args.ok()) {
+      if (fast->pod != args->value("pod", hami::k8s::Object())) __builtin_trap();
+      if (fast->nodes != args->value("nodes", hami::k8s::Object())) __builtin_trap();
+      auto nn = args->find("nodenames");
+      size_t strings = 0;
+      if (nn != args->end() && nn->is_array()) {
+        for (const auto& n : *nn) {
+          if (!n.is_string()) continue;
+          if (strings >= fast->names.size() || fast->names[strings] != n.get<std::string>()) {
+            __builtin_trap();
+          }
+          ++strings;
+        }
+      }
+      if (strings != fast->names.size()) __builtin_trap();
+    }
+  }
   if (!args.ok()) return 0;
   hami::scheduler::Ledger ledger(*vendors, clock);
   std::vector<std::string> names;

@@ -315,7 +315,8 @@ class ApiServer::Impl {
   // --- verbs ---
 
   Result<ObjectPtr> Create(const ResourceInfo& r, const std::string& path_ns, json obj,
-                           const std::string& user) {
+                           const std::string& user,
+                           std::shared_ptr<const LazyText>* text = nullptr) {
     if (!obj.is_object()) return InvalidArgumentError("the request body must be a JSON object");
     if (obj.contains("kind") && Str(obj, "kind") != r.kind) {
       return InvalidArgumentError("the kind \"" + Str(obj, "kind") + "\" does not match the " +
@@ -381,7 +382,7 @@ class ApiServer::Impl {
         obj["apiVersion"] = r.api_version();
       }
     }
-    return store.Create(r, path_ns, std::move(obj));
+    return store.Create(r, path_ns, std::move(obj), text);
   }
 
   static void ApplyCreateDefaults(const ResourceInfo& r, json& obj) {
@@ -504,19 +505,21 @@ class ApiServer::Impl {
           if (w == "true" || w == "1") return Watch(req, t, res);
           return List(req, t, res);
         }
-        Result<ObjectPtr> obj = store.Get(r, t.ns, t.name);
+        std::shared_ptr<const LazyText> text;
+        Result<ObjectPtr> obj = store.Get(r, t.ns, t.name, &text);
         if (!obj.ok()) return WriteError(res, obj.status(), details);
         if (WantsTable(req)) return WriteObject(res, 200, TableOf(r, {*obj}, store.revision()));
-        return WriteObject(res, 200, **obj);
+        return res.SetJson(200, text->Get(**obj));
       }
       if (req.method == "POST") {
         if (t.sub == "binding") return Bind(req, t, res);
         if (!t.name.empty()) return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
         json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
         if (body.is_discarded()) return BadBody(res);
-        Result<ObjectPtr> created = Create(r, t.ns, std::move(body), User(req));
+        std::shared_ptr<const LazyText> text;
+        Result<ObjectPtr> created = Create(r, t.ns, std::move(body), User(req), &text);
         if (!created.ok()) return WriteError(res, created.status(), details);
-        return WriteObject(res, 201, **created);
+        return res.SetJson(201, text->Get(**created));
       }
       if (req.method == "PUT") return Update(req, t, res);
       if (req.method == "PATCH") return Patch(req, t, res);
@@ -722,13 +725,17 @@ class ApiServer::Impl {
                              ") does not match the name on the URL (" + t.name + ")");
     }
     std::string wanted_rv = Str(body["metadata"], "resourceVersion");
-    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](const json& current, json& next) {
-      HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
-      next = body;
-      return FinishUpdate(r, t.sub, current, next);
-    });
+    std::shared_ptr<const LazyText> text;
+    Result<ObjectPtr> updated = store.Update(
+        r, t.ns, t.name,
+        [&](const json& current, json& next) {
+          HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
+          next = body;
+          return FinishUpdate(r, t.sub, current, next);
+        },
+        &text);
     if (!updated.ok()) return WriteError(res, updated.status(), details);
-    WriteObject(res, 200, **updated);
+    res.SetJson(200, text->Get(**updated));
   }
 
   void Patch(const HttpRequest& req, const Target& t, HttpResponse& res) {
@@ -759,27 +766,31 @@ class ApiServer::Impl {
       return WriteStatus(res, 400, "BadRequest", "a JSON patch must be a JSON array");
     }
     if (ct == "application/strategic-merge-patch+json") StripDirectives(patch);
-    Result<ObjectPtr> updated = store.Update(r, t.ns, t.name, [&](const json& current, json& next) {
-      if (kind == kMerge) {
-        next.merge_patch(patch);
-      } else {
-        try {
-          next = current.patch(patch);
-        } catch (const json::exception& e) {
-          return FailedPreconditionError(std::string("the JSON patch cannot be applied: ") +
-                                         e.what());
-        }
-      }
-      if (!next.is_object() || !next.contains("metadata") || !next["metadata"].is_object()) {
-        return FailedPreconditionError("the patch removed the object's metadata");
-      }
-      // A resourceVersion in the patched object is a precondition, as on the real server.
-      std::string wanted_rv = Str(next["metadata"], "resourceVersion");
-      HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
-      return FinishUpdate(r, t.sub, current, next);
-    });
+    std::shared_ptr<const LazyText> text;
+    Result<ObjectPtr> updated = store.Update(
+        r, t.ns, t.name,
+        [&](const json& current, json& next) {
+          if (kind == kMerge) {
+            next.merge_patch(patch);
+          } else {
+            try {
+              next = current.patch(patch);
+            } catch (const json::exception& e) {
+              return FailedPreconditionError(std::string("the JSON patch cannot be applied: ") +
+                                             e.what());
+            }
+          }
+          if (!next.is_object() || !next.contains("metadata") || !next["metadata"].is_object()) {
+            return FailedPreconditionError("the patch removed the object's metadata");
+          }
+          // A resourceVersion in the patched object is a precondition, as on the real server.
+          std::string wanted_rv = Str(next["metadata"], "resourceVersion");
+          HAMI_RETURN_IF_ERROR(CheckResourceVersion(r, t.name, wanted_rv, current));
+          return FinishUpdate(r, t.sub, current, next);
+        },
+        &text);
     if (!updated.ok()) return WriteError(res, updated.status(), details);
-    WriteObject(res, 200, **updated);
+    res.SetJson(200, text->Get(**updated));
   }
 
   void Bind(const HttpRequest& req, const Target& t, HttpResponse& res) {

@@ -26,18 +26,21 @@ Store::ResourceSignal& Store::SignalLocked(const ResourceInfo* resource) {
 
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
-void Store::AppendLocked(WatchEvent event) {
+std::shared_ptr<const LazyText> Store::AppendLocked(WatchEvent event) {
   ResourceSignal& signal = SignalLocked(event.resource);
   signal.last_revision = event.revision;
+  std::shared_ptr<const LazyText> text = event.text;
   history_.push_back(std::move(event));
   while (history_.size() > history_window_) {
     compacted_ = history_.front().revision;
     history_.pop_front();
   }
   signal.changed.notify_all();
+  return text;
 }
 
-Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object) {
+Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object,
+                                std::shared_ptr<const LazyText>* text) {
   std::string name = object["metadata"].value("name", "");
   std::lock_guard<std::mutex> lock(mu_);
   auto& bucket = objects_[&resource];
@@ -47,18 +50,23 @@ Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string&
   }
   object["metadata"]["resourceVersion"] = std::to_string(++revision_);
   auto ptr = std::make_shared<const json>(std::move(object));
-  bucket[key] = ptr;
-  AppendLocked({revision_, "ADDED", &resource, ns, ptr, nullptr});
+  std::shared_ptr<const LazyText> t =
+      AppendLocked({revision_, "ADDED", &resource, ns, ptr, nullptr});
+  bucket[key] = Stored{ptr, t};
+  if (text != nullptr) *text = std::move(t);
   return ObjectPtr(ptr);
 }
 
 Result<ObjectPtr> Store::Get(const ResourceInfo& resource, const std::string& ns,
-                             const std::string& name) const {
+                             const std::string& name, std::shared_ptr<const LazyText>* text) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto b = objects_.find(&resource);
   if (b != objects_.end()) {
     auto it = b->second.find(Key(ns, name));
-    if (it != b->second.end()) return it->second;
+    if (it != b->second.end()) {
+      if (text != nullptr) *text = it->second.text;
+      return it->second.object;
+    }
   }
   return NotFoundError(NotFoundMessage(resource, name));
 }
@@ -73,29 +81,32 @@ std::vector<ObjectPtr> Store::List(const ResourceInfo& resource, const std::stri
   auto it = ns.empty() ? b->second.begin() : b->second.lower_bound(ns + "/");
   for (; it != b->second.end(); ++it) {
     if (!ns.empty() && it->first.compare(0, ns.size() + 1, ns + "/") != 0) break;
-    out.push_back(it->second);
+    out.push_back(it->second.object);
   }
   return out;
 }
 
 Result<ObjectPtr> Store::Update(
     const ResourceInfo& resource, const std::string& ns, const std::string& name,
-    const std::function<Status(const json& current, json& next)>& mutate) {
+    const std::function<Status(const json& current, json& next)>& mutate,
+    std::shared_ptr<const LazyText>* text) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& bucket = objects_[&resource];
   auto it = bucket.find(Key(ns, name));
   if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
-  json next = *it->second;
-  HAMI_RETURN_IF_ERROR(mutate(*it->second, next));
+  json next = *it->second.object;
+  HAMI_RETURN_IF_ERROR(mutate(*it->second.object, next));
   if (!next.is_object() || !next["metadata"].is_object()) {
     return InvalidArgumentError("the update removed the object's metadata");
   }
   next["metadata"]["name"] = name;
   next["metadata"]["resourceVersion"] = std::to_string(++revision_);
   auto ptr = std::make_shared<const json>(std::move(next));
-  ObjectPtr previous = it->second;
-  it->second = ptr;
-  AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, previous});
+  ObjectPtr previous = it->second.object;
+  std::shared_ptr<const LazyText> t =
+      AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, previous});
+  it->second = Stored{ptr, t};
+  if (text != nullptr) *text = std::move(t);
   return ObjectPtr(ptr);
 }
 
@@ -106,12 +117,12 @@ Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string&
   auto& bucket = objects_[&resource];
   auto it = bucket.find(Key(ns, name));
   if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
-  if (precondition) HAMI_RETURN_IF_ERROR(precondition(*it->second));
+  if (precondition) HAMI_RETURN_IF_ERROR(precondition(*it->second.object));
   // The DELETED event carries the last state with the deletion's revision, as the real server.
-  json last = *it->second;
+  json last = *it->second.object;
   last["metadata"]["resourceVersion"] = std::to_string(++revision_);
   auto ptr = std::make_shared<const json>(std::move(last));
-  ObjectPtr previous = it->second;
+  ObjectPtr previous = it->second.object;
   bucket.erase(it);
   AppendLocked({revision_, "DELETED", &resource, ns, ptr, previous});
   return ObjectPtr(ptr);

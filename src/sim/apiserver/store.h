@@ -57,11 +57,13 @@ class Store {
 
   // Stores `object` (metadata.name must be set) and stamps metadata.resourceVersion.
   // AlreadyExists when the name is taken.
+  // `text` (optional) receives the stored object's JSON text holder, shared with its watch event.
   Result<ObjectPtr> Create(const ResourceInfo& resource, const std::string& ns,
-                           nlohmann::json object);
+                           nlohmann::json object, std::shared_ptr<const LazyText>* text = nullptr);
   // NotFound when absent.
   Result<ObjectPtr> Get(const ResourceInfo& resource, const std::string& ns,
-                        const std::string& name) const;
+                        const std::string& name,
+                        std::shared_ptr<const LazyText>* text = nullptr) const;
   // Objects of `resource` in `ns` ("" = every namespace) in (namespace, name) order, and the
   // revision the snapshot was taken at.
   std::vector<ObjectPtr> List(const ResourceInfo& resource, const std::string& ns,
@@ -71,7 +73,8 @@ class Store {
   // still counts as an update (new resourceVersion), as on the real server for PUT.
   Result<ObjectPtr> Update(
       const ResourceInfo& resource, const std::string& ns, const std::string& name,
-      const std::function<Status(const nlohmann::json& current, nlohmann::json& next)>& mutate);
+      const std::function<Status(const nlohmann::json& current, nlohmann::json& next)>& mutate,
+      std::shared_ptr<const LazyText>* text = nullptr);
   // Deletes after `precondition` (may be null) accepts the current object; returns the last state.
   Result<ObjectPtr> Delete(const ResourceInfo& resource, const std::string& ns,
                            const std::string& name,
@@ -91,7 +94,8 @@ class Store {
   void Close();
 
  private:
-  void AppendLocked(WatchEvent event);
+  // Appends the event and returns its text holder.
+  std::shared_ptr<const LazyText> AppendLocked(WatchEvent event);
 
   // Watchers of one resource wait on its own condition variable, so a pod write wakes pod
   // watchers only.
@@ -105,8 +109,14 @@ class Store {
   mutable std::mutex mu_;
   std::map<const ResourceInfo*, ResourceSignal> signals_;  // guarded by mu_
   int64_t revision_ = 0;                                   // guarded by mu_
+  // An object and the text of its latest write (what its watch event, the write's reply and
+  // later GETs send).
+  struct Stored {
+    ObjectPtr object;
+    std::shared_ptr<const LazyText> text;
+  };
   // guarded by mu_
-  std::map<const ResourceInfo*, std::map<std::string, ObjectPtr>> objects_;
+  std::map<const ResourceInfo*, std::map<std::string, Stored>> objects_;
   std::deque<WatchEvent> history_;  // guarded by mu_
   int64_t compacted_ = 0;           // guarded by mu_: highest revision dropped from history_
   bool closed_ = false;             // guarded by mu_

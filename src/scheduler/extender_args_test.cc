@@ -1,0 +1,75 @@
+#include "scheduler/extender_args.h"
+
+#include <gtest/gtest.h>
+
+namespace hami::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+// What the reader must agree with: the same fields taken from the parsed document.
+void ExpectSameAsDocument(std::string_view body) {
+  SCOPED_TRACE(std::string(body));
+  Result<k8s::Object> doc = k8s::ParseJson(body);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  ASSERT_EQ(doc.ok() && doc->is_object(), args.ok()) << args.status().ToString();
+  if (!args.ok()) {
+    EXPECT_EQ(args.status().message(), doc.ok() ? "wrong type" : "malformed JSON");
+    return;
+  }
+  EXPECT_EQ(args->pod, doc->value("pod", Json()));
+  EXPECT_EQ(args->nodes, doc->value("nodes", Json()));
+  auto nn = doc->find("nodenames");
+  EXPECT_EQ(args->has_names, nn != doc->end() && nn->is_array());
+  EXPECT_EQ(args->names_not_list, nn != doc->end() && !nn->is_null() && !nn->is_array());
+  std::vector<std::string_view> want;
+  if (nn != doc->end() && nn->is_array()) {
+    for (const Json& n : *nn) {
+      if (n.is_string()) want.push_back(n.get_ref<const std::string&>());
+    }
+  }
+  EXPECT_EQ(args->names, want);
+}
+
+TEST(ExtenderArgsTest, AgreesWithTheDocument) {
+  for (const char* body : {
+           R"({"pod":{"metadata":{"name":"p","annotations":{"a":"b"}},"spec":{"containers":[
+               {"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}},
+               "nodenames":["node-1","node-2","a-much-longer-node-name.example.internal"]})",
+           R"({"pod":{},"nodenames":null,"nodes":{"items":[{"metadata":{"name":"n"}}]}})",
+           R"({"nodenames":["x",1,null,["y"],{"z":"w"},"\u00e9\"q\\"],"pod":{"a":[1,2.5,true]}})",
+           R"({"nodenames":"node-1","pod":{}})",
+           R"({"nodenames":{"a":"b"}})",
+           R"({"nodenames":7})",
+           R"({"nodenames":["a"],"nodenames":["b","c"],"pod":{"x":1},"pod":{"y":2}})",
+           R"({"pod":{"a":{"b":1},"a":{"c":2}}})",
+           R"({"pod":5,"nodes":"n","other":{"deep":[[[{}]]]}})",
+           R"({})",
+           R"([])",
+           R"("text")",
+           R"({"pod":{)",
+           R"({"nodenames":["a",]})",
+           R"({"pod":{}} trailing)",
+           "",
+           R"({"nodenames":[]})",
+       }) {
+    ExpectSameAsDocument(body);
+  }
+}
+
+TEST(ExtenderArgsTest, NamesStayValidAfterMoves) {
+  std::string body = R"({"nodenames":[)";
+  for (int i = 0; i < 2000; ++i)
+    body += (i ? ",\"" : "\"") + std::string("node-") + std::to_string(i) + "\"";
+  body += "]}";
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  ASSERT_TRUE(args.ok());
+  ExtenderArgs moved = std::move(*args);
+  body.assign(body.size(), 'x');  // the views do not point into the body
+  ASSERT_EQ(moved.names.size(), 2000u);
+  EXPECT_EQ(moved.names[0], "node-0");
+  EXPECT_EQ(moved.names[1999], "node-1999");
+}
+
+}  // namespace
+}  // namespace hami::scheduler
