@@ -33,7 +33,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "sim/apiserver/api_server.h"
-#include "tests/e2e/fake_device_plugin.h"
+#include "sim/cluster/fake_device_plugin.h"
 
 namespace {
 
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   double setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // Four acknowledging workers keep up with the binds, so the measured window carries the
   // plugins' API load too (a cluster has one plugin per node, working in parallel).
-  hami::e2e::FakeDevicePlugin plugin(*client, 4);
+  hami::sim::FakeDevicePlugin plugin(*client, 4);
 
   // The scheduler logs one line per decision: to a file, so a full pipe never stalls it.
   std::string cmd = std::string("exec ") + HAMI_SCHEDULER_BIN + " --kubeconfig=" + kubeconfig +

@@ -12,9 +12,13 @@
 
 #include "common/subprocess.h"
 #include "scheduler/test_util.h"
-#include "tests/e2e/cluster.h"
+#include "sim/cluster/sim_cluster.h"
 
 namespace hami::e2e {
+using sim::SimCluster;
+using sim::SimClusterOptions;
+using sim::SplitYamlDocuments;
+using sim::YamlToJson;
 namespace {
 
 using scheduler::testing::Gpu;

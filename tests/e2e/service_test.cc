@@ -8,9 +8,13 @@
 #include "scheduler/node_locker.h"
 #include "scheduler/quota.h"
 #include "scheduler/test_util.h"
-#include "tests/e2e/cluster.h"
+#include "sim/cluster/sim_cluster.h"
 
 namespace hami::e2e {
+using sim::SimCluster;
+using sim::SimClusterOptions;
+using sim::SplitYamlDocuments;
+using sim::YamlToJson;
 namespace {
 
 using Json = nlohmann::json;

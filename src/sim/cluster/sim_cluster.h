@@ -1,4 +1,4 @@
-// A whole simulated control plane in one test process: the in-memory API server, hami-scheduler
+// A whole simulated control plane in one process: the in-memory API server, hami-scheduler
 // (SchedulerService behind an HTTPS server, registered as the pods' mutating webhook), the
 // kube-scheduler stand-in configured with the extender, and a fake device plugin per node that
 // writes registrations and acknowledges allocations the way a device plugin does.
@@ -8,7 +8,8 @@
 //   c.ApplyYamlFile(path, "default");               // pods go through the webhook
 //   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });
 //
-// Not for production. Thread safety: test thread only (the parts run their own threads).
+// For tests, benchmarks and the demo (hami-sim-cluster), not for production. Thread safety: one
+// owning thread (the parts run their own threads).
 #pragma once
 
 #include <chrono>
@@ -24,7 +25,7 @@
 #include "scheduler/service.h"
 #include "sim/apiserver/api_server.h"
 
-namespace hami::e2e {
+namespace hami::sim {
 
 class FakeDevicePlugin;
 
@@ -96,4 +97,4 @@ Result<k8s::Object> YamlToJson(const std::string& yaml_document);
 // Splits a multi-document YAML file at "---" lines.
 std::vector<std::string> SplitYamlDocuments(const std::string& text);
 
-}  // namespace hami::e2e
+}  // namespace hami::sim

@@ -21,7 +21,7 @@
 #include "scheduler/clock.h"
 #include "scheduler/node_locker.h"
 
-namespace hami::e2e {
+namespace hami::sim {
 
 using Json = nlohmann::json;
 
@@ -101,4 +101,4 @@ class FakeDevicePlugin {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace hami::e2e
+}  // namespace hami::sim

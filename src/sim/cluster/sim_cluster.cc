@@ -1,4 +1,4 @@
-#include "tests/e2e/cluster.h"
+#include "sim/cluster/sim_cluster.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -18,11 +18,11 @@
 #include "net/tls.h"
 #include "scheduler/node_locker.h"
 #include "sim/apiserver/admission.h"
+#include "sim/cluster/fake_device_plugin.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/kube_scheduler.h"
-#include "tests/e2e/fake_device_plugin.h"
 
-namespace hami::e2e {
+namespace hami::sim {
 namespace {
 
 using Json = nlohmann::json;
@@ -297,4 +297,4 @@ std::vector<k8s::Object> SimCluster::Events(const std::string& ns, const std::st
   return out;
 }
 
-}  // namespace hami::e2e
+}  // namespace hami::sim
