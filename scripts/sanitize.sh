@@ -12,5 +12,6 @@ BUILD_DIR="$build" bash "$root/scripts/build.sh" -DHAMI_SANITIZE="$mode" -DHAMI_
 cd "$build"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+# tsan.supp: reports from inside Debian's uninstrumented libcpp-httplib (see the file).
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp}
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"
