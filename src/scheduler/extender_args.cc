@@ -13,9 +13,6 @@ class DomBuilder {
  public:
   explicit DomBuilder(Json* root) : root_(root) {}
 
-  // True when the value just completed is the whole subtree.
-  bool Done() const { return stack_.empty() && started_; }
-
   void Value(Json v) { Place(std::move(v)); }
   void Key(std::string k) { key_ = std::move(k); }
   void StartObject() { stack_.push_back(Place(Json::object())); }
@@ -24,7 +21,6 @@ class DomBuilder {
 
  private:
   Json* Place(Json v) {
-    started_ = true;
     if (stack_.empty()) {
       *root_ = std::move(v);
       return root_;
@@ -42,7 +38,6 @@ class DomBuilder {
   Json* root_;
   std::vector<Json*> stack_;
   std::string key_;
-  bool started_ = false;
 };
 
 class ArgsReader : public nlohmann::json_sax<Json> {

@@ -40,15 +40,16 @@ class StringInterner {
  private:
   static constexpr size_t kChunkBytes = 64 * 1024;
 
+  static uint64_t Hash(std::string_view s);
+  // The slot of `s` in `slots_`: where its id is, or the empty slot where it would go.
+  size_t Probe(std::string_view s, uint64_t hash) const;
+  // Doubles the slot array (64 at first) and re-inserts every id.
+  void Grow();
+
   std::vector<std::unique_ptr<char[]>> chunks_;
   size_t chunk_used_ = kChunkBytes;
   size_t big_bytes_ = 0;
   size_t big_count_ = 0;
-  static uint64_t Hash(std::string_view s);
-  // The slot of `s` in `slots_`: where its id is, or the empty slot where it would go.
-  size_t Probe(std::string_view s, uint64_t hash) const;
-  void Grow();
-
   std::vector<std::string_view> strings_;
   std::vector<uint64_t> hashes_;  // by id
   // Open addressing, linear probing, at most half full: id + 1, 0 = empty. A lookup touches one

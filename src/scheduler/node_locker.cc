@@ -1,5 +1,8 @@
 #include "scheduler/node_locker.h"
 
+#include <algorithm>
+#include <initializer_list>
+
 #include "common/log.h"
 #include "device/node_lock.h"
 #include "k8s/api_error.h"
@@ -11,41 +14,48 @@ std::string NodeLockOf(const k8s::Object& node) {
   return k8s::GetString(node, "/metadata/annotations/hami.io~1mutex.lock");
 }
 
-bool OnlyNodeLockChanged(const k8s::Object& before, const k8s::Object& after) {
-  if (!before.is_object() || !after.is_object() || before.size() != after.size()) return false;
-  for (auto it = after.begin(); it != after.end(); ++it) {
-    auto other = before.find(it.key());
-    if (other == before.end()) return false;
-    if (it.key() != "metadata") {
-      if (*other != it.value()) return false;
-      continue;
-    }
-    const nlohmann::json& a = it.value();
-    const nlohmann::json& b = *other;
-    if (!a.is_object() || !b.is_object() || a.size() != b.size()) return false;
-    for (auto m = a.begin(); m != a.end(); ++m) {
-      auto o = b.find(m.key());
-      if (o == b.end()) return false;
-      if (m.key() == "resourceVersion" || m.key() == "managedFields") continue;
-      if (m.key() != "annotations") {
-        if (*o != m.value()) return false;
-        continue;
-      }
-      const nlohmann::json& an = m.value();
-      const nlohmann::json& bn = *o;
-      if (!an.is_object() || !bn.is_object()) return false;
-      auto without_lock = [](const nlohmann::json& annos) {
-        return annos.size() - (annos.contains(device::kNodeLockAnnotation) ? 1 : 0);
-      };
-      if (without_lock(an) != without_lock(bn)) return false;
-      for (auto k = an.begin(); k != an.end(); ++k) {
-        if (k.key() == device::kNodeLockAnnotation) continue;
-        auto ok = bn.find(k.key());
-        if (ok == bn.end() || *ok != k.value()) return false;
-      }
-    }
+namespace {
+
+// Whether objects `a` and `b` have the same members apart from those named in `ignored`.
+// Non-objects compare whole.
+bool SameMembersExcept(const nlohmann::json& a, const nlohmann::json& b,
+                       std::initializer_list<std::string_view> ignored) {
+  if (!a.is_object() || !b.is_object()) return a == b;
+  auto is_ignored = [&](const std::string& key) {
+    return std::find(ignored.begin(), ignored.end(), key) != ignored.end();
+  };
+  auto counted = [&](const nlohmann::json& o) {
+    size_t n = 0;
+    for (auto it = o.begin(); it != o.end(); ++it) n += is_ignored(it.key()) ? 0 : 1;
+    return n;
+  };
+  if (counted(a) != counted(b)) return false;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (is_ignored(it.key())) continue;
+    auto other = b.find(it.key());
+    if (other == b.end() || *other != it.value()) return false;
   }
   return true;
+}
+
+// The member `key` of `o`, or an empty object when `o` is not an object or lacks it.
+const nlohmann::json& MemberOrEmpty(const nlohmann::json& o, const char* key) {
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  if (!o.is_object()) return kEmpty;
+  auto it = o.find(key);
+  return it == o.end() ? kEmpty : *it;
+}
+
+}  // namespace
+
+bool OnlyNodeLockChanged(const k8s::Object& before, const k8s::Object& after) {
+  if (!before.is_object() || !after.is_object()) return false;
+  const nlohmann::json& mb = MemberOrEmpty(before, "metadata");
+  const nlohmann::json& ma = MemberOrEmpty(after, "metadata");
+  return SameMembersExcept(before, after, {"metadata"}) &&
+         SameMembersExcept(mb, ma, {"resourceVersion", "managedFields", "annotations"}) &&
+         SameMembersExcept(MemberOrEmpty(mb, "annotations"), MemberOrEmpty(ma, "annotations"),
+                           {device::kNodeLockAnnotation});
 }
 
 NodeLocker::NodeLocker(k8s::RestClient& client, const Clock& clock, NodeLockOptions options)

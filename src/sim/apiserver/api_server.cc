@@ -403,8 +403,6 @@ class ApiServer::Impl {
     }
   }
 
-  // Carries over what a client may not change with PUT/PATCH and bumps generation when the spec
-  // part changed. `sub` is "" or "status".
   // Whether anything but metadata and status differs (what bumps metadata.generation).
   static bool SpecChanged(const json& a, const json& b) {
     auto counted = [](const json& o) {
@@ -421,6 +419,8 @@ class ApiServer::Impl {
     return false;
   }
 
+  // Carries over what a client may not change with PUT/PATCH and bumps generation when the spec
+  // part changed. `sub` is "" or "status".
   static Status FinishUpdate(const ResourceInfo& r, const std::string& sub, const json& current,
                              json& next) {
     if (!next.is_object()) return InvalidArgumentError("the object must be a JSON object");

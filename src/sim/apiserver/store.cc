@@ -20,14 +20,10 @@ const std::string& LazyText::Get(const json& object) const {
   return text_;
 }
 
-Store::ResourceSignal& Store::SignalLocked(const ResourceInfo* resource) {
-  return signals_[resource];
-}
-
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
 std::shared_ptr<const LazyText> Store::AppendLocked(WatchEvent event) {
-  ResourceSignal& signal = SignalLocked(event.resource);
+  ResourceSignal& signal = signals_[event.resource];
   signal.last_revision = event.revision;
   std::shared_ptr<const LazyText> text = event.text;
   history_.push_back(std::move(event));
@@ -137,7 +133,7 @@ Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
                             std::chrono::steady_clock::time_point deadline,
                             std::vector<WatchEvent>* out, int64_t* now) {
   std::unique_lock<std::mutex> lock(mu_);
-  ResourceSignal& signal = SignalLocked(&resource);
+  ResourceSignal& signal = signals_[&resource];
   signal.changed.wait_until(lock, deadline,
                             [&] { return closed_ || signal.last_revision > after; });
   if (closed_) return Status(StatusCode::kCancelled, "server shutting down");

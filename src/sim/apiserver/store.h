@@ -27,8 +27,8 @@ namespace hami::sim {
 
 using ObjectPtr = std::shared_ptr<const nlohmann::json>;
 
-// An object's JSON text, made by the first watcher that needs it and shared by the rest (every
-// watcher of a resource sends the same bytes; serialising once per event, not once per watcher).
+// An object's JSON text, made by the first reader that needs it (a watcher, the write's reply, a
+// GET) and shared by the rest: one serialisation per write, not one per watcher and request.
 class LazyText {
  public:
   const std::string& Get(const nlohmann::json& object) const;
@@ -103,7 +103,6 @@ class Store {
     std::condition_variable changed;
     int64_t last_revision = 0;  // of the newest event of this resource
   };
-  ResourceSignal& SignalLocked(const ResourceInfo* resource);
 
   const size_t history_window_;
   mutable std::mutex mu_;

@@ -1,8 +1,8 @@
-// FakeDevicePlugin: plays every node's device plugin after a bind, for tests and benchmarks:
-// acknowledges the allocation (bind-phase success, pod Running) and releases the node lock, as
-// upstream's plugin does at the end of Allocate. It does not run containers.
+// FakeDevicePlugin: plays every node's device plugin after a bind, for tests, benchmarks and the
+// demo: acknowledges the allocation (bind-phase success, pod Running) and releases the node lock,
+// as upstream's plugin does at the end of Allocate. It does not run containers.
 //
-// Thread safety: owns an informer and a worker thread; construct and destroy on one thread.
+// Thread safety: owns an informer and its worker threads; construct and destroy on one thread.
 #pragma once
 
 #include <algorithm>
@@ -22,8 +22,6 @@
 #include "scheduler/node_locker.h"
 
 namespace hami::sim {
-
-using Json = nlohmann::json;
 
 class FakeDevicePlugin {
  public:
@@ -79,7 +77,7 @@ class FakeDevicePlugin {
       std::string ns = k8s::Namespace(*p), name = k8s::Name(*p);
       std::string node = k8s::GetString(*p, "/spec/nodeName");
       (void)k8s::PatchPodAnnotations(client_, ns, name, {{"hami.io/bind-phase", "success"}});
-      Json status;
+      nlohmann::json status;
       status["status"]["phase"] = "Running";
       (void)client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
       (void)locker_.Release(node, ns, name);
