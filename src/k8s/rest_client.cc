@@ -6,6 +6,7 @@
 #include "k8s/api_error.h"
 #include "k8s/curl_transport.h"
 #include "k8s/object.h"
+#include "k8s/socket_transport.h"
 
 namespace hami::k8s {
 
@@ -103,10 +104,17 @@ std::string ResourcePath(const Resource& r, std::string_view ns, std::string_vie
 
 Result<std::unique_ptr<RestClient>> RestClient::Create(const RestConfig& config) {
   static RealClock* real_clock = new RealClock();  // process lifetime, never destroyed
-  CurlOptions options;
-  options.tls = config.tls;
-  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<CurlTransport> transport,
-                        CurlTransport::Create(std::move(options)));
+  std::unique_ptr<Transport> transport;
+  if (ProxyConfiguredFor(config.server)) {
+    // libcurl reads the proxy variables (and their no_proxy exceptions) itself.
+    CurlOptions options;
+    options.tls = config.tls;
+    HAMI_ASSIGN_OR_RETURN(transport, CurlTransport::Create(std::move(options)));
+  } else {
+    SocketOptions options;
+    options.tls = config.tls;
+    HAMI_ASSIGN_OR_RETURN(transport, SocketTransport::Create(std::move(options)));
+  }
   return std::make_unique<RestClient>(config, std::move(transport), *real_clock);
 }
 

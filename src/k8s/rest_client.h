@@ -88,7 +88,8 @@ struct WriteAck {
 
 class RestClient {
  public:
-  // Production client on a CurlTransport and the real clock.
+  // Production client on the real clock: a SocketTransport, or a CurlTransport when a proxy
+  // environment variable applies to the server (ProxyConfiguredFor).
   static Result<std::unique_ptr<RestClient>> Create(const RestConfig& config);
   // Any transport and clock (tests; a shared transport). `clock` must outlive the client.
   RestClient(RestConfig config, std::unique_ptr<Transport> transport, Clock& clock,

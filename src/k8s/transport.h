@@ -1,6 +1,6 @@
 // Transport: one HTTP exchange with the API server. The seam between the REST client and the
-// network: CurlTransport (curl_transport.h) in production, FakeTransport (fake_transport.h) in
-// tests.
+// network: SocketTransport (socket_transport.h) in production, CurlTransport (curl_transport.h)
+// behind a proxy, FakeTransport (fake_transport.h) in tests.
 //
 // Error contract of Do() (the REST client's retry policy depends on it):
 //   Unavailable       the request was certainly not delivered (connect/resolve/TLS handshake
