@@ -10,7 +10,9 @@
 //   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread
 //
 // Everything runs on this machine: the API server's work (patches, bindings, watch fan-out) and
-// the client's share the CPUs with the scheduler.
+// the client's share the CPUs with the scheduler. The device plugins' and kubelets' requests are
+// served in process by default (--plugin-api inprocess: same server code, no socket), since in a
+// cluster they come from the nodes; --plugin-api http sends them over loopback HTTP too.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -32,8 +34,10 @@
 #include "device/node_registration.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
+#include "k8s/socket_transport.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/cluster/fake_device_plugin.h"
+#include "sim/cluster/in_process_transport.h"
 
 namespace {
 
@@ -49,6 +53,11 @@ struct Args {
   // Node names per filter call; 0 = all. kube-scheduler's default percentageOfNodesToScore offers
   // the extender max(100, N * (50 - N/125) %) feasible nodes, e.g. 500 of 5,000, rotating.
   int offer = 0;
+  // How the device plugins and kubelets reach the API server: "inprocess" (default; their API
+  // requests are served by the same server code without a socket: in a cluster that traffic
+  // comes from the nodes and is served by kube-apiserver, off the scheduler's machine) or "http"
+  // (loopback HTTP like the scheduler's, so the 2 cores also carry its transport costs).
+  std::string plugin_api = "inprocess";
 };
 
 long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
@@ -95,6 +104,11 @@ int main(int argc, char** argv) {
     if (k == "--warmup") a.warmup = std::atoi(v.c_str());
     if (k == "--policy") a.policy = v;
     if (k == "--offer") a.offer = std::atoi(v.c_str());
+    if (k == "--plugin-api") a.plugin_api = v;
+  }
+  if (a.plugin_api != "inprocess" && a.plugin_api != "http") {
+    std::fprintf(stderr, "--plugin-api must be inprocess or http, not %s\n", a.plugin_api.c_str());
+    return 2;
   }
   hami::sim::ApiServerOptions api;
   api.worker_threads = 512;
@@ -157,7 +171,16 @@ int main(int argc, char** argv) {
   double setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // Four acknowledging workers keep up with the binds, so the measured window carries the
   // plugins' API load too (a cluster has one plugin per node, working in parallel).
-  hami::sim::FakeDevicePlugin plugin(*client, 4);
+  std::unique_ptr<hami::k8s::RestClient> plugin_client;
+  if (a.plugin_api == "inprocess") {
+    static hami::k8s::RealClock clock;
+    plugin_client = std::make_unique<hami::k8s::RestClient>(
+        cfg,
+        std::make_unique<hami::sim::InProcessTransport>(
+            *server, hami::k8s::SocketTransport::Create({}).value()),
+        clock);
+  }
+  hami::sim::FakeDevicePlugin plugin(plugin_client ? *plugin_client : *client, 4);
 
   // The scheduler logs one line per decision: to a file, so a full pipe never stalls it.
   std::string cmd = std::string("exec ") + HAMI_SCHEDULER_BIN + " --kubeconfig=" + kubeconfig +
@@ -266,7 +289,8 @@ int main(int argc, char** argv) {
   long rss = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
   long hwm = ProcKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
   std::printf(
-      "nodes %d (%d offered per filter), pods %d, clients %d, policy %s (setup %.1f s)\n"
+      "nodes %d (%d offered per filter), pods %d, clients %d, policy %s, plugin API %s"
+      " (setup %.1f s)\n"
       "  throughput   %.0f pods/s (filter+bind, %.2f s)\n"
       "  filter       p50 %.2f ms  p99 %.2f ms\n"
       "  bind         p50 %.2f ms  p99 %.2f ms\n"
@@ -276,8 +300,8 @@ int main(int argc, char** argv) {
       "  CPU during the run: scheduler %.2f cores (%.2f ms per pod), API server + device plugin"
       " + clients %.2f cores\n",
       a.nodes, a.offer > 0 && a.offer < a.nodes ? a.offer : a.nodes, a.pods, a.clients,
-      a.policy.c_str(), setup_s, static_cast<double>(total_ms.size()) / secs, secs,
-      Pct(filter_ms, 0.5), Pct(filter_ms, 0.99), Pct(bind_ms, 0.5), Pct(bind_ms, 0.99),
+      a.policy.c_str(), a.plugin_api.c_str(), setup_s, static_cast<double>(total_ms.size()) / secs,
+      secs, Pct(filter_ms, 0.5), Pct(filter_ms, 0.99), Pct(bind_ms, 0.5), Pct(bind_ms, 0.99),
       Pct(total_ms, 0.5), Pct(total_ms, 0.99), unfit.load(), errors.load(),
       static_cast<double>(rss_idle) / 1024, static_cast<double>(rss) / 1024,
       static_cast<double>(hwm) / 1024, sched_cpu / secs,

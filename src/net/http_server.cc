@@ -96,6 +96,24 @@ class HttpServer::Impl {
     return best;
   }
 
+  void Serve(const HttpRequest& req, HttpResponse& res) const {
+    bool path_known = false;
+    const Route* route = Find(req.method, req.path, &path_known);
+    if (!route) {
+      res.SetText(path_known ? 405 : 404, path_known ? "method not allowed\n" : "not found\n");
+      return;
+    }
+    try {
+      route->handler(req, res);
+    } catch (const std::exception& e) {
+      res = HttpResponse();
+      res.SetText(500, std::string("internal error: ") + e.what() + "\n");
+    } catch (...) {
+      res = HttpResponse();
+      res.SetText(500, "internal error\n");
+    }
+  }
+
   void Dispatch(const httplib::Request& hreq, httplib::Response& hres) {
     HttpRequest req;
     req.method = hreq.method;
@@ -105,21 +123,7 @@ class HttpServer::Impl {
     req.headers.insert(hreq.headers.begin(), hreq.headers.end());
     req.params.insert(hreq.params.begin(), hreq.params.end());
     HttpResponse res;
-    bool path_known = false;
-    const Route* route = Find(req.method, req.path, &path_known);
-    if (!route) {
-      res.SetText(path_known ? 405 : 404, path_known ? "method not allowed\n" : "not found\n");
-    } else {
-      try {
-        route->handler(req, res);
-      } catch (const std::exception& e) {
-        res = HttpResponse();
-        res.SetText(500, std::string("internal error: ") + e.what() + "\n");
-      } catch (...) {
-        res = HttpResponse();
-        res.SetText(500, "internal error\n");
-      }
-    }
+    Serve(req, res);
     hres.status = res.status;
     for (auto& [k, v] : res.headers) hres.set_header(k, v);
     if (res.stream) {
@@ -273,6 +277,8 @@ void HttpServer::Stop() {
   if (m.thread.joinable()) m.thread.join();
   m.server.reset();
 }
+
+void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) const { impl_->Serve(req, res); }
 
 bool HttpServer::tls() const { return impl_->cert != nullptr; }
 int HttpServer::port() const { return impl_->port; }

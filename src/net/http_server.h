@@ -133,6 +133,12 @@ class HttpServer {
   // GET /metrics answers with the returned Prometheus text exposition.
   void SetMetricsHandler(std::function<std::string()> render);
 
+  // Routes one request to its handler on the calling thread, exactly as a request arriving over
+  // the network would be (404/405, a handler's exception as 500), without any socket. For
+  // in-process clients of a server (the simulated API server's, in benchmarks). A streaming
+  // response is left in `res.stream` for the caller to run.
+  void Serve(const HttpRequest& req, HttpResponse& res) const;
+
   // Binds, starts serving on a background thread and returns the bound port.
   Result<int> Start();
   // Stops accepting, waits for in-flight requests and joins. Open streams see Write() and

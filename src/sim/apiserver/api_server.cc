@@ -1016,6 +1016,14 @@ bool ApiServer::tls() const { return !impl_->ca_pem.empty(); }
 const std::string& ApiServer::ca_pem() const { return impl_->ca_pem; }
 int64_t ApiServer::revision() const { return impl_->store.revision(); }
 
+void ApiServer::ServeInProcess(const net::HttpRequest& req, net::HttpResponse& res) const {
+  if (!impl_->http) {
+    res.SetText(503, "the API server is stopped\n");
+    return;
+  }
+  impl_->http->Serve(req, res);
+}
+
 std::map<std::string, uint64_t> ApiServer::RequestCounts() const {
   std::lock_guard<std::mutex> lock(impl_->counts_mu);
   return impl_->request_counts;

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "net/http_server.h"
 
 namespace hami::sim {
 
@@ -82,6 +83,13 @@ class ApiServer {
   // "PATCH nodes", "POST pods/binding"; watches count as "WATCH pods"). For benchmarks: what a
   // workload costs the API server.
   std::map<std::string, uint64_t> RequestCounts() const;
+
+  // Serves one request on the calling thread without a connection: the same routing, auth,
+  // admission, storage and watch events as over HTTP (and counted in RequestCounts), minus the
+  // transport. `req.path` is decoded and `req.params` hold the decoded query. A watch comes back
+  // as `res.stream`; run it only while the server is up (Stop() ends it). For in-process clients
+  // such as the benchmark's device plugins, whose API traffic a cluster serves elsewhere.
+  void ServeInProcess(const net::HttpRequest& req, net::HttpResponse& res) const;
 
   // A kubeconfig (YAML) with one cluster/user/context "hami-sim" (namespace default).
   std::string Kubeconfig() const;
