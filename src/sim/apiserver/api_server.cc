@@ -653,6 +653,15 @@ class ApiServer::Impl {
     Selectors selectors = std::move(sel).value();
     res.stream = [st, r, ns, selectors, initial = std::move(initial), start, deadline, bookmarks,
                   bookmark_every, table](net::ChunkWriter& w) {
+      // Events of one wake-up go out as one chunk (up to about 1 MiB): one send for the batch,
+      // and one read and wake-up on the watcher's side, however many writes landed meanwhile.
+      std::string out;
+      auto flush = [&] {
+        if (out.empty()) return true;
+        bool ok = w.Write(out);
+        out.clear();
+        return ok;
+      };
       auto emit = [&](const WatchEvent& e) {
         if (!ns.empty() && e.ns != ns) return true;
         bool now_match = selectors.Matches(*e.object);
@@ -665,14 +674,15 @@ class ApiServer::Impl {
         } else if (!now_match) {
           return true;
         }
-        std::string line = "{\"type\":\"" + type + "\",\"object\":";
-        line += table ? TableOf(*r, {e.object}, e.revision).dump() : e.text->Get(*e.object);
-        line += "}\n";
-        return w.Write(line);
+        out.append("{\"type\":\"").append(type).append("\",\"object\":");
+        out.append(table ? TableOf(*r, {e.object}, e.revision).dump() : e.text->Get(*e.object));
+        out.append("}\n");
+        return out.size() < (1 << 20) || flush();
       };
       for (const WatchEvent& e : initial) {
         if (!emit(e)) return;
       }
+      if (!flush()) return;
       int64_t last = start;
       auto next_bookmark = Clock::now() + bookmark_every;
       std::vector<WatchEvent> batch;
@@ -701,6 +711,7 @@ class ApiServer::Impl {
         for (const WatchEvent& e : batch) {
           if (!emit(e)) return;
         }
+        if (!flush()) return;
       }
     };
   }
