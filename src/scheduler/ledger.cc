@@ -1,6 +1,7 @@
 #include "scheduler/ledger.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 
@@ -99,6 +100,15 @@ std::vector<CollapsedCharge> CollapsePodDevices(const device::PodDevices& device
 Ledger::Ledger(const device::VendorRegistry& vendors, const Clock& clock, LedgerOptions options)
     : vendors_(vendors), clock_(clock), options_(options) {}
 
+namespace {
+
+uint64_t NextNodeVersion() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+}  // namespace
+
 uint32_t Ledger::NodeSlot(std::string_view name) {
   uint32_t id = strings_.nodes.Intern(name);
   if (id >= node_by_name_.size()) node_by_name_.resize(id + 1, -1);
@@ -106,6 +116,7 @@ uint32_t Ledger::NodeSlot(std::string_view name) {
     node_by_name_[id] = static_cast<int32_t>(nodes_.size());
     LedgerNode n;
     n.name = id;
+    n.version = NextNodeVersion();
     nodes_.push_back(std::move(n));
   }
   return static_cast<uint32_t>(node_by_name_[id]);
@@ -245,6 +256,7 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
   LedgerNode& node = nodes_[slot];
   if (node.registration_hash == h) return OkStatus();
   node.registration_hash = h;
+  node.version = NextNodeVersion();
   Status s = BuildDevices(obj, node);
   // Devices start empty: re-apply every pod held on this node.
   for (uint32_t p : node.pods) ApplyPod(p, +1);
@@ -264,11 +276,13 @@ void Ledger::RemoveNode(std::string_view name) {
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;
   node.registration_hash = 0;
+  node.version = NextNodeVersion();
 }
 
 void Ledger::ApplyPod(uint32_t pod_slot, int sign) {
   LedgerPod& pod = pods_[pod_slot];
   LedgerNode& node = nodes_[pod.node];
+  node.version = NextNodeVersion();
   if (node.devices.empty()) return;
   auto find = [&](uint32_t uuid) -> int {
     for (size_t i = 0; i < node.devices.size(); ++i) {

@@ -110,6 +110,11 @@ struct LedgerNode {
   std::vector<uint32_t> pods;
   // Hash of the annotations the devices were built from, to skip unchanged updates.
   uint64_t registration_hash = 0;
+  // Changes whenever anything a placement reads of this node may have changed (registration,
+  // health, cordon, policies, any charge). Drawn from one process-wide counter, so a value
+  // never repeats, in this ledger or any other: a placement verdict remembered together with
+  // the version is still right while the version is (placement.h, verdict cache). Never 0.
+  uint64_t version = 0;
 
   int32_t PairScore(size_t a, size_t b) const {
     return pair_scores.empty() ? 0 : pair_scores[a * devices.size() + b];

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <unordered_map>
 
+#include "common/log.h"
 #include "device/text_util.h"
 
 namespace hami::scheduler {
@@ -700,7 +703,123 @@ Reservation Decision::ToReservation(const PodSpec& pod) const {
   return r;
 }
 
-PlacementEngine::PlacementEngine(EngineOptions options) : options_(std::move(options)) {
+namespace {
+
+// Everything in the context a node's verdict depends on besides the node itself, as bytes.
+// The interned ids (UUID filters) are the ledger's: ids are never reused within a ledger, and
+// other ledgers' nodes carry other versions.
+std::string ShapeKey(const PodContext& ctx) {
+  std::string k;
+  auto num = [&k](int64_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  auto str = [&](std::string_view v) {
+    num(static_cast<int64_t>(v.size()));
+    k.append(v);
+  };
+  auto policy = [&](const GpuPolicy& p) {
+    num(p.key_count);
+    for (size_t i = 0; i < p.key_count; ++i) num(static_cast<int64_t>(p.keys[i]));
+    num(p.mutex);
+    num(p.topology);
+    num(p.numa_first);
+  };
+  num(static_cast<int64_t>(ctx.filters.size()));
+  for (const VendorFilter& f : ctx.filters) {
+    num(static_cast<int64_t>(f.use_types.size()));
+    for (const std::string& t : f.use_types) str(t);
+    num(static_cast<int64_t>(f.nouse_types.size()));
+    for (const std::string& t : f.nouse_types) str(t);
+    num(f.has_use_uuid);
+    num(static_cast<int64_t>(f.use_uuids.size()));
+    for (uint32_t u : f.use_uuids) num(u);
+    num(static_cast<int64_t>(f.nouse_uuids.size()));
+    for (uint32_t u : f.nouse_uuids) num(u);
+    num(f.has_mode);
+    str(f.mode_value);
+    num(f.numa_bind);
+    num(f.mig_allowed);
+  }
+  num(static_cast<int64_t>(ctx.containers.size()));
+  for (const std::vector<Req>& c : ctx.containers) {
+    num(static_cast<int64_t>(c.size()));
+    for (const Req& r : c) {
+      num(r.vendor);
+      str(r.r.vendor);
+      num(r.r.count);
+      num(r.r.mem_mib);
+      num(r.r.mem_percent);
+      num(r.r.cores);
+      num(r.r.priority);
+    }
+  }
+  num(static_cast<int64_t>(ctx.init_count));
+  num(ctx.w.slot);
+  num(ctx.w.core);
+  num(ctx.w.memory);
+  num(ctx.has_pod_gpu);
+  if (ctx.has_pod_gpu) policy(ctx.pod_gpu);
+  num(ctx.has_pod_node);
+  num(static_cast<int64_t>(ctx.pod_node));
+  policy(*ctx.global_gpu);
+  num(static_cast<int64_t>(ctx.global_node));
+  num(ctx.has_quota);
+  for (int64_t q : ctx.quota_mem) num(q);
+  for (int64_t q : ctx.quota_cores) num(q);
+  return k;
+}
+
+struct CachedVerdict {
+  uint64_t version = 0;  // LedgerNode::version the verdict was computed at; 0 = none
+  bool fit = false;
+  NodePolicy policy = NodePolicy::kBinpack;
+  double score = 0;
+  NodeFailure failure;
+};
+
+}  // namespace
+
+// Per request shape, the last verdict of every node slot. Bounded: past kMaxShapes shapes the
+// least recently used one is dropped.
+class VerdictCache {
+ public:
+  struct Shape {
+    std::mutex mu;                       // held while a placement reads and fills the entries
+    std::vector<CachedVerdict> by_slot;  // guarded by mu
+    uint64_t last_use = 0;               // guarded by VerdictCache::mu_
+  };
+
+  std::shared_ptr<Shape> Get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<Shape>& s = shapes_[key];
+    if (!s) {
+      s = std::make_shared<Shape>();
+      if (shapes_.size() > kMaxShapes) {
+        auto oldest = shapes_.end();
+        for (auto it = shapes_.begin(); it != shapes_.end(); ++it) {
+          if (it->second != s &&
+              (oldest == shapes_.end() || it->second->last_use < oldest->second->last_use)) {
+            oldest = it;
+          }
+        }
+        shapes_.erase(oldest);
+      }
+    }
+    s->last_use = ++tick_;
+    return s;
+  }
+  void Drop(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    shapes_.erase(key);
+  }
+
+ private:
+  static constexpr size_t kMaxShapes = 64;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Shape>> shapes_;  // guarded by mu_
+  uint64_t tick_ = 0;                                               // guarded by mu_
+};
+
+PlacementEngine::PlacementEngine(EngineOptions options)
+    : options_(std::move(options)), cache_(std::make_shared<VerdictCache>()) {
   if (!ParseGpuPolicy(options_.gpu_policy, &global_gpu_)) global_gpu_ = GpuPolicy::Default();
 }
 
@@ -709,7 +828,7 @@ Result<Decision> PlacementEngine::Place(const Ledger& ledger, const PodSpec& pod
                                         TraceLevel trace) const {
   std::vector<int32_t> slots(node_names.size());
   for (size_t i = 0; i < node_names.size(); ++i) slots[i] = ledger.FindNode(node_names[i]);
-  return PlaceSlots(ledger, pod, node_names, slots, trace);
+  return PlaceSlots(ledger, pod, node_names, slots, trace, true);
 }
 
 Result<Decision> PlacementEngine::PlaceOnAllNodes(const Ledger& ledger, const PodSpec& pod,
@@ -722,13 +841,13 @@ Result<Decision> PlacementEngine::PlaceOnAllNodes(const Ledger& ledger, const Po
     names.push_back(ledger.strings().nodes.Get(n.name));
     slots.push_back(static_cast<int32_t>(i));
   }
-  return PlaceSlots(ledger, pod, names, slots, trace);
+  return PlaceSlots(ledger, pod, names, slots, trace, true);
 }
 
 Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec& pod,
                                              std::span<const std::string_view> names,
-                                             std::span<const int32_t> slots,
-                                             TraceLevel trace) const {
+                                             std::span<const int32_t> slots, TraceLevel trace,
+                                             bool use_cache) const {
   Decision d;
   HAMI_ASSIGN_OR_RETURN(PodContext ctx,
                         BuildContext(ledger, pod, options_, global_gpu_, &d.policies));
@@ -744,6 +863,17 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
   NodeEvaluator eval(ctx, s);
   d.verdicts.resize(names.size());
   double best = 0;
+  use_cache = use_cache && trace == TraceLevel::kNodes;
+  std::string shape_key;
+  std::shared_ptr<VerdictCache::Shape> shape;
+  std::unique_lock<std::mutex> shape_lock;
+  if (use_cache) {
+    shape_key = ShapeKey(ctx);
+    shape = cache_->Get(shape_key);
+    shape_lock = std::unique_lock<std::mutex>(shape->mu);
+    if (shape->by_slot.size() < ledger.nodes().size()) shape->by_slot.resize(ledger.nodes().size());
+  }
+  bool from_cache = false;  // whether any verdict was reused
   for (size_t i = 0; i < names.size(); ++i) {
     NodeVerdict& v = d.verdicts[i];
     v.node = names[i];
@@ -752,9 +882,21 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
       v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
       continue;
     }
-    v.node = ledger.strings().nodes.Get(ledger.nodes()[slots[i]].name);
-    s.verdict = static_cast<uint32_t>(i);
-    eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
+    const LedgerNode& node = ledger.nodes()[slots[i]];
+    v.node = ledger.strings().nodes.Get(node.name);
+    CachedVerdict* cached = use_cache ? &shape->by_slot[slots[i]] : nullptr;
+    if (cached != nullptr && cached->version == node.version) {
+      v.fit = cached->fit;
+      v.policy = cached->policy;
+      v.score = cached->score;
+      v.failure = cached->failure;
+      from_cache = true;
+    } else {
+      s.verdict = static_cast<uint32_t>(i);
+      eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
+      if (cached != nullptr)
+        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.failure};
+    }
     if (!v.fit) continue;
     double pref = v.policy == NodePolicy::kSpread ? -v.score : v.score;
     if (d.chosen < 0 || pref > best) {
@@ -773,6 +915,15 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
   NodeEvaluator again(ctx, rec);
   NodeVerdict check;
   again.Evaluate(static_cast<uint32_t>(win.slot), &check);
+  if (!check.fit && from_cache) {
+    // A remembered verdict outlived a change of the node it was about: forget the shape and
+    // decide again from scratch. Never expected; the warning makes a missed version bump visible.
+    HAMI_LOG(Warning) << "placement verdict cache was stale for " << d.node
+                      << "; placing without it";
+    shape_lock.unlock();
+    cache_->Drop(shape_key);
+    return PlaceSlots(ledger, pod, names, slots, trace, false);
+  }
   if (!check.fit) return InternalError("placement on " + d.node + " did not reproduce");
   const device::VendorRegistry& vendors = ledger.vendors();
   for (const std::vector<Req>& c : ctx.containers) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -122,6 +123,18 @@ struct Decision {
   Reservation ToReservation(const PodSpec& pod) const;
 };
 
+class VerdictCache;
+
+// Thread safety: Place and PlaceOnAllNodes may run concurrently (callers hold the ledger's lock
+// for reading); the verdict cache has its own locks.
+//
+// Verdict cache: most filters ask for the same request shape, and between two of them only the
+// nodes touched by the last bind changed. The engine remembers, per request shape, each node's
+// verdict (fit, score, failure) together with the node's LedgerNode::version, and reuses it while
+// the version is unchanged; everything else about the pod (name, uid, unrelated annotations)
+// is not part of the shape. The chosen node is always evaluated afresh to materialise the
+// devices, so a stale verdict could at worst cost a second, uncached pass (logged), never a
+// placement the ledger does not allow. Traced placements (TraceLevel::kDevices) bypass it.
 class PlacementEngine {
  public:
   explicit PlacementEngine(EngineOptions options = {});
@@ -140,10 +153,12 @@ class PlacementEngine {
  private:
   Result<Decision> PlaceSlots(const Ledger& ledger, const PodSpec& pod,
                               std::span<const std::string_view> names,
-                              std::span<const int32_t> slots, TraceLevel trace) const;
+                              std::span<const int32_t> slots, TraceLevel trace,
+                              bool use_cache) const;
 
   EngineOptions options_;
   GpuPolicy global_gpu_;
+  std::shared_ptr<VerdictCache> cache_;  // shared by copies of the engine (same options)
 };
 
 // The Filter step of the service: drops the pod's previous (unbound) entry, places it and, when a

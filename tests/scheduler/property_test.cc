@@ -3,7 +3,8 @@
 //   - the ledger is internally consistent (usage == sum of charges, indexes agree);
 //   - no device exceeds its slots, memory or cores (every pod was placed by the engine);
 //   - every device the engine chose passed the filters the pod asked for;
-//   - the incremental ledger equals one rebuilt from scratch from the same objects.
+//   - the incremental ledger equals one rebuilt from scratch from the same objects;
+//   - the engine's remembered verdicts (verdict cache) agree with a fresh engine's, node by node.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -44,7 +45,10 @@ const int32_t kMems[] = {15360, 32768, 40960, 81920};
 
 class PropertyRun {
  public:
-  explicit PropertyRun(uint64_t seed) : rng_(seed) {}
+  explicit PropertyRun(uint64_t seed)
+      : rng_(seed),
+        probe_(
+            w_.Pod("probe", {Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1024"}})})) {}
 
   void Run(int steps) {
     int nodes = 3 + rng_.Below(6);
@@ -58,6 +62,7 @@ class PropertyRun {
 
   uint64_t fingerprint() const { return w_.ledger().Fingerprint(); }
   int placed() const { return placed_; }
+  int cache_checks() const { return cache_checks_; }
 
  private:
   static bool HasFailure() { return ::testing::Test::HasFailure(); }
@@ -124,6 +129,7 @@ class PropertyRun {
     if (op < 55) {
       PodSpec pod = RandomPod(next_pod_++);
       std::vector<std::string_view> names = w_.NodeNames();
+      CheckCachedVerdicts(pod, names);
       Result<Decision> d = PlaceAndReserve(w_.ledger(), w_.engine(), pod, names);
       ASSERT_TRUE(d.ok()) << d.status().ToString();
       if (!d->fit()) return;
@@ -188,6 +194,28 @@ class PropertyRun {
     }
   }
 
+  // The long-lived engine (whose cache has seen every earlier step) decides exactly as a new
+  // one would; the second ask of the cached engine is answered from its cache.
+  void CheckCachedVerdicts(const PodSpec& pod, std::span<const std::string_view> names) {
+    PlacementEngine fresh(w_.engine().options());
+    Result<Decision> want = fresh.Place(w_.ledger(), pod, names);
+    for (int round = 0; round < 2; ++round) {
+      Result<Decision> got = w_.engine().Place(w_.ledger(), pod, names);
+      ASSERT_EQ(want.ok(), got.ok());
+      if (!want.ok()) return;
+      ASSERT_EQ(got->node, want->node);
+      ASSERT_EQ(got->verdicts.size(), want->verdicts.size());
+      for (size_t i = 0; i < want->verdicts.size(); ++i) {
+        const NodeVerdict& a = want->verdicts[i];
+        const NodeVerdict& b = got->verdicts[i];
+        ASSERT_EQ(a.fit, b.fit) << a.node;
+        ASSERT_EQ(a.score, b.score) << a.node;
+        ASSERT_EQ(a.failure.ToString(), b.failure.ToString()) << a.node;
+      }
+    }
+    ++cache_checks_;
+  }
+
   // Every chosen device is on the chosen node, healthy, not cordoned and of an allowed type.
   void CheckChoice(const PodSpec& pod, const Decision& d) {
     const Ledger& l = w_.ledger();
@@ -219,6 +247,10 @@ class PropertyRun {
   }
 
   void CheckInvariants(int step) {
+    // A fixed-shape probe after every step: its remembered verdicts see every kind of change.
+    std::vector<std::string_view> names = w_.NodeNames();
+    CheckCachedVerdicts(probe_, names);
+    if (HasFailure()) return;
     const Ledger& l = w_.ledger();
     Status s = l.CheckConsistency();
     ASSERT_TRUE(s.ok()) << "step " << step << ": " << s.ToString();
@@ -236,10 +268,12 @@ class PropertyRun {
 
   Rng rng_;
   SchedulerWorld w_;
+  PodSpec probe_;
   std::map<std::string, Reservation> memory_only_;
   std::map<std::string, std::vector<device::DeviceInfo>> devices_;
   int next_pod_ = 0;
   int placed_ = 0;
+  int cache_checks_ = 0;
 };
 
 TEST(SchedulerProperties, RandomClustersAndPodStreams) {
@@ -249,6 +283,7 @@ TEST(SchedulerProperties, RandomClustersAndPodStreams) {
     run.Run(400);
     if (::testing::Test::HasFailure()) return;
     EXPECT_GT(run.placed(), 20);
+    EXPECT_GT(run.cache_checks(), 400);
   }
 }
 
