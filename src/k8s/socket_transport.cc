@@ -333,10 +333,6 @@ struct SocketTransport::Impl {
   Result<std::unique_ptr<Conn>> Connect(const Url& url, const Cancellation* cancel);
   std::unique_ptr<Conn> TakeIdle(const std::string& key);
   void Return(std::unique_ptr<Conn> c);
-  // One exchange on `c`. *reusable: the connection may carry another one. *stale: it failed
-  // before the server answered anything (a connection the server had closed, when reused).
-  Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& request, bool* reusable,
-                                bool* stale);
 };
 
 Status SocketTransport::Impl::BuildTlsContext() {
@@ -524,9 +520,12 @@ Result<std::unique_ptr<Conn>> SocketTransport::Impl::Connect(const Url& url,
   return conn;
 }
 
-Result<HttpResponse> SocketTransport::Impl::Exchange(Conn& c, const Url& url,
-                                                     const HttpRequest& request, bool* reusable,
-                                                     bool* stale) {
+namespace {
+
+// One exchange on `c`. *reusable: the connection may carry another one. *stale: it failed before
+// the server answered anything (a connection the server had closed, when reused).
+Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& request, bool* reusable,
+                              bool* stale) {
   *reusable = false;
   *stale = false;
   const bool has_deadline = request.timeout.count() > 0;
@@ -606,12 +605,16 @@ Result<HttpResponse> SocketTransport::Impl::Exchange(Conn& c, const Url& url,
     std::string_view block(c.data(), header_end);
     size_t eol = block.find("\r\n");
     std::string_view status_line = block.substr(0, eol);
-    if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12 ||
-        !std::isdigit(static_cast<unsigned char>(status_line[9]))) {
+    // "HTTP/1.<d> <ddd>[ <reason>]", the code in 100..999.
+    auto digit = [&](size_t i) { return status_line[i] >= '0' && status_line[i] <= '9'; };
+    if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0 || !digit(7) ||
+        status_line[8] != ' ' || !digit(9) || status_line[9] == '0' || !digit(10) || !digit(11) ||
+        (status_line.size() > 12 && status_line[12] != ' ')) {
       return Status(StatusCode::kUnknown, "malformed status line from " + url.host_header + ": " +
                                               std::string(status_line.substr(0, 80)));
     }
-    response.status = std::atoi(std::string(status_line.substr(9, 3)).c_str());
+    response.status =
+        (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
     keep_alive = status_line[7] == '1';  // HTTP/1.1 keeps the connection by default
     response.headers.clear();
     while (eol != std::string_view::npos) {
@@ -709,7 +712,8 @@ Result<HttpResponse> SocketTransport::Impl::Exchange(Conn& c, const Url& url,
     if (end == cl.c_str() || *end != '\0') {
       return Status(StatusCode::kUnknown, "malformed Content-Length from " + url.host_header);
     }
-    if (!streaming) response.body.reserve(static_cast<size_t>(length));
+    // The length is the server's word: reserve only what a sane response needs up front.
+    if (!streaming) response.body.reserve(static_cast<size_t>(std::min<uint64_t>(length, 1 << 24)));
     uint64_t left = length;
     while (left > 0) {
       if (c.available() == 0) HAMI_RETURN_IF_ERROR(fill([&] { return c.available() > 0; }));
@@ -743,6 +747,8 @@ Result<HttpResponse> SocketTransport::Impl::Exchange(Conn& c, const Url& url,
   return response;
 }
 
+}  // namespace
+
 SocketTransport::SocketTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SocketTransport::~SocketTransport() = default;
 
@@ -772,7 +778,7 @@ Result<HttpResponse> SocketTransport::Do(const HttpRequest& request) {
       HAMI_ASSIGN_OR_RETURN(conn, impl_->Connect(url, request.cancel));
     }
     bool reusable = false, stale = false;
-    Result<HttpResponse> response = impl_->Exchange(*conn, url, request, &reusable, &stale);
+    Result<HttpResponse> response = Exchange(*conn, url, request, &reusable, &stale);
     if (response.ok()) {
       if (reusable) impl_->Return(std::move(conn));
       return response;
@@ -783,6 +789,16 @@ Result<HttpResponse> SocketTransport::Do(const HttpRequest& request) {
     const bool idempotent = request.method == "GET" || request.method == "HEAD";
     if (!(reused && stale && idempotent && attempt == 0)) return response.status();
   }
+}
+
+Result<HttpResponse> SocketTransportExchangeForTesting(int fd, const HttpRequest& request) {
+  HAMI_ASSIGN_OR_RETURN(Url url, ParseUrl(request.url));
+  Conn conn;
+  conn.fd = fd;
+  bool reusable = false, stale = false;
+  Result<HttpResponse> r = Exchange(conn, url, request, &reusable, &stale);
+  conn.fd = -1;  // the caller's
+  return r;
 }
 
 bool ProxyConfiguredFor(const std::string& url) {

@@ -64,6 +64,11 @@ class SocketTransport final : public Transport {
   std::unique_ptr<Impl> impl_;
 };
 
+// For tests and the fuzz target: one exchange of `request` (its URL names the host only for the
+// request line) over the connected plain socket `fd`, which stays open. Reading the response
+// from a peer that sends anything at all must end in a response or an error, never a crash.
+Result<HttpResponse> SocketTransportExchangeForTesting(int fd, const HttpRequest& request);
+
 // Whether libcurl would send a request to `url` through a proxy named by the environment
 // (http_proxy for http://, https_proxy/HTTPS_PROXY for https://, all_proxy/ALL_PROXY, minus
 // no_proxy/NO_PROXY host suffixes or "*").

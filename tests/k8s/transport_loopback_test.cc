@@ -458,6 +458,21 @@ TEST(SocketTransportTest, ServerClosingAPooledConnectionRetriesOnlyIdempotentReq
   EXPECT_TRUE(transport->Do(req).ok());  // nothing pooled now: a new connection
 }
 
+TEST(SocketTransportTest, MalformedResponsesAreErrors) {
+  // Found by fuzz_http_response: a status line without the space after the version.
+  for (const char* reply :
+       {"HTTP/1.200 OK\r\n\r\n", "HTTP/1.1 099 Low\r\n\r\n", "SSH-2.0-OpenSSH\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}) {
+    OneShotServer server(reply);
+    auto transport = SocketTransport::Create({}).value();
+    HttpRequest req;
+    req.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/api/v1/nodes/n";
+    req.timeout = std::chrono::seconds(10);
+    Result<HttpResponse> r = transport->Do(req);
+    EXPECT_EQ(r.status().code(), StatusCode::kUnknown) << reply << " -> " << r.status().ToString();
+  }
+}
+
 TEST(SocketTransportTest, DeadlineAndCancellation) {
   ServerThread st(std::make_unique<httplib::Server>());
   std::mutex mu;
