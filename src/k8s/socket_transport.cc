@@ -657,6 +657,20 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
     return OkStatus();
   };
 
+  // Hands the next `n` body bytes to deliver(), reading as needed; ends early once the caller's
+  // callback declined more.
+  auto pass = [&](uint64_t n) -> Status {
+    while (n > 0 && !stopped) {
+      if (c.available() == 0) HAMI_RETURN_IF_ERROR(fill([&] { return c.available() > 0; }));
+      size_t take = static_cast<size_t>(std::min<uint64_t>(n, c.available()));
+      deliver(c.data(), take);
+      c.Consume(take);
+      n -= take;
+      HAMI_RETURN_IF_ERROR(check_cancel());
+    }
+    return OkStatus();
+  };
+
   const bool no_body = request.method == "HEAD" || response.status == 204 || response.status == 304;
   std::string te = response.Header("transfer-encoding");
   std::string cl = response.Header("content-length");
@@ -690,16 +704,8 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
         }
         break;
       }
-      uint64_t left = size;
-      while (left > 0) {
-        if (c.available() == 0) HAMI_RETURN_IF_ERROR(fill([&] { return c.available() > 0; }));
-        size_t take = static_cast<size_t>(std::min<uint64_t>(left, c.available()));
-        deliver(c.data(), take);
-        c.Consume(take);
-        left -= take;
-        if (stopped) return response;  // the connection is mid-body: not reused
-        HAMI_RETURN_IF_ERROR(check_cancel());
-      }
+      HAMI_RETURN_IF_ERROR(pass(size));
+      if (stopped) return response;  // the connection is mid-body: not reused
       HAMI_RETURN_IF_ERROR(fill([&] { return c.available() >= 2; }));
       if (c.data()[0] != '\r' || c.data()[1] != '\n') {
         return Status(StatusCode::kUnknown, "malformed chunk end from " + url.host_header);
@@ -714,16 +720,8 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
     }
     // The length is the server's word: reserve only what a sane response needs up front.
     if (!streaming) response.body.reserve(static_cast<size_t>(std::min<uint64_t>(length, 1 << 24)));
-    uint64_t left = length;
-    while (left > 0) {
-      if (c.available() == 0) HAMI_RETURN_IF_ERROR(fill([&] { return c.available() > 0; }));
-      size_t take = static_cast<size_t>(std::min<uint64_t>(left, c.available()));
-      deliver(c.data(), take);
-      c.Consume(take);
-      left -= take;
-      if (stopped) return response;
-      HAMI_RETURN_IF_ERROR(check_cancel());
-    }
+    HAMI_RETURN_IF_ERROR(pass(length));
+    if (stopped) return response;
   } else {
     // No framing: the body runs to the end of the connection.
     keep_alive = false;

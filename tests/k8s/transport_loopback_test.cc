@@ -281,13 +281,18 @@ std::unique_ptr<httplib::Server> TlsServer(bool require_client_cert) {
   return std::make_unique<httplib::SSLServer>(pki.cert_path.c_str(), pki.key_path.c_str());
 }
 
+// GET /api/v1/nodes/n answers a node named n.
+void ServeNodeN(httplib::Server& s) {
+  s.Get("/api/v1/nodes/n", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"metadata":{"name":"n"}})", "application/json");
+  });
+}
+
 TEST_P(TransportLoopbackTest, TlsWithCaFromMemoryAndInsecure) {
   const Pki& pki = TestPki();
   if (pki.cert_pem.empty()) GTEST_SKIP() << "openssl CLI could not generate a certificate";
   ServerThread st(TlsServer(false));
-  st.server().Get("/api/v1/nodes/n", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"metadata":{"name":"n"}})", "application/json");
-  });
+  ServeNodeN(st.server());
   std::string base = "https://127.0.0.1:" + std::to_string(st.port());
 
   TlsConfig with_ca;
@@ -310,9 +315,7 @@ TEST_P(TransportLoopbackTest, ClientCertificateFromKubeconfigData) {
   const Pki& pki = TestPki();
   if (pki.cert_pem.empty()) GTEST_SKIP() << "openssl CLI could not generate a certificate";
   ServerThread st(TlsServer(true));
-  st.server().Get("/api/v1/nodes/n", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"metadata":{"name":"n"}})", "application/json");
-  });
+  ServeNodeN(st.server());
   std::string base = "https://127.0.0.1:" + std::to_string(st.port());
   std::string kubeconfig =
       "current-context: c\n"
@@ -504,9 +507,7 @@ TEST(SocketTransportTest, TlsServerNameOverridesTheVerifiedName) {
   const Pki& pki = TestPki();
   if (pki.cert_pem.empty()) GTEST_SKIP() << "openssl CLI could not generate a certificate";
   ServerThread st(TlsServer(false));
-  st.server().Get("/api/v1/nodes/n", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"metadata":{"name":"n"}})", "application/json");
-  });
+  ServeNodeN(st.server());
   std::string base = "https://127.0.0.1:" + std::to_string(st.port());
   TlsConfig tls;
   tls.ca_pem = pki.cert_pem;
