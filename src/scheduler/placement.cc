@@ -778,7 +778,8 @@ struct CachedVerdict {
 }  // namespace
 
 // Per request shape, the last verdict of every node slot. Bounded: past kMaxShapes shapes the
-// least recently used one is dropped.
+// least recently used one is dropped (at most 64 x nodes entries of about 64 bytes: 20 MiB at
+// 5,000 nodes; a cluster's pods usually come in a handful of shapes).
 class VerdictCache {
  public:
   struct Shape {
