@@ -563,6 +563,12 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
   bool any_byte = false;
   auto fill = [&](auto ready) -> Status {
     while (!ready()) {
+      // Checked before each read, so data that completes the response is never discarded for
+      // a deadline that passed while it arrived.
+      if (any_byte && has_deadline && SteadyClock::now() >= deadline) {
+        return DeadlineExceededError("response from " + url.host_header + " took longer than " +
+                                     std::to_string(request.timeout.count()) + " ms");
+      }
       IoResult r = ReadMore(c, &error);
       if (r == IoResult::kOk) {
         any_byte = true;
@@ -581,10 +587,6 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
       } else {
         return Status(StatusCode::kUnknown, "reading from " + url.host_header + ": " + error);
       }
-      if (has_deadline && SteadyClock::now() >= deadline) {
-        return DeadlineExceededError("response from " + url.host_header + " took longer than " +
-                                     std::to_string(request.timeout.count()) + " ms");
-      }
     }
     return OkStatus();
   };
@@ -592,7 +594,10 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
   HttpResponse response;
   size_t header_end = 0;
   bool keep_alive = true;
-  for (;;) {  // skips 1xx interim responses
+  for (int interim = 0;; ++interim) {  // skips 1xx interim responses (a few at most)
+    if (interim > 8) {
+      return Status(StatusCode::kUnknown, "too many interim responses from " + url.host_header);
+    }
     HAMI_RETURN_IF_ERROR(fill([&] {
       std::string_view have(c.data(), c.available());
       header_end = have.find("\r\n\r\n");
@@ -697,8 +702,11 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
         for (;;) {  // trailers, up to the empty line
           HAMI_RETURN_IF_ERROR(fill([&] {
             line_end = std::string_view(c.data(), c.available()).find("\r\n");
-            return line_end != std::string_view::npos;
+            return line_end != std::string_view::npos || c.available() > kMaxHeaderBytes;
           }));
+          if (line_end == std::string_view::npos) {
+            return Status(StatusCode::kUnknown, "oversized trailer from " + url.host_header);
+          }
           c.Consume(line_end + 2);
           if (line_end == 0) break;
         }
