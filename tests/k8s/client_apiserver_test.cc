@@ -1,6 +1,7 @@
-// The real API client (hami_k8s on its socket transport) against the simulated API server (hami_sim_apiserver)
-// in the same process: CRUD and resourceVersion conflicts, watch resumption, 410 Gone and informer
-// relists, bearer-token/TLS variants, and pod binding. Hermetic: port 0, temp dirs, no sleeps.
+// The real API client (hami_k8s on its socket transport) against the simulated API server
+// (hami_sim_apiserver) in the same process: CRUD and resourceVersion conflicts, watch resumption,
+// 410 Gone and informer relists, bearer-token/TLS variants, and pod binding. Hermetic: port 0,
+// temp dirs, no sleeps.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
