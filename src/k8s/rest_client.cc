@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "k8s/api_error.h"
-#include "k8s/curl_transport.h"
 #include "k8s/object.h"
 #include "k8s/socket_transport.h"
 
@@ -104,17 +103,8 @@ std::string ResourcePath(const Resource& r, std::string_view ns, std::string_vie
 
 Result<std::unique_ptr<RestClient>> RestClient::Create(const RestConfig& config) {
   static RealClock* real_clock = new RealClock();  // process lifetime, never destroyed
-  std::unique_ptr<Transport> transport;
-  if (ProxyConfiguredFor(config.server)) {
-    // libcurl reads the proxy variables (and their no_proxy exceptions) itself.
-    CurlOptions options;
-    options.tls = config.tls;
-    HAMI_ASSIGN_OR_RETURN(transport, CurlTransport::Create(std::move(options)));
-  } else {
-    SocketOptions options;
-    options.tls = config.tls;
-    HAMI_ASSIGN_OR_RETURN(transport, SocketTransport::Create(std::move(options)));
-  }
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
+                        NewTransportFor(config.server, config.tls, std::chrono::seconds(10)));
   return std::make_unique<RestClient>(config, std::move(transport), *real_clock);
 }
 

@@ -26,6 +26,8 @@
 #include <mutex>
 #include <vector>
 
+#include "k8s/curl_transport.h"
+
 namespace hami::k8s {
 namespace {
 
@@ -805,6 +807,26 @@ Result<HttpResponse> SocketTransportExchangeForTesting(int fd, const HttpRequest
   Result<HttpResponse> r = Exchange(conn, url, request, &reusable, &stale);
   conn.fd = -1;  // the caller's
   return r;
+}
+
+Result<std::unique_ptr<Transport>> NewTransportFor(const std::string& url, const TlsConfig& tls,
+                                                   std::chrono::milliseconds connect_timeout) {
+  if (ProxyConfiguredFor(url)) {
+    // libcurl reads the proxy variables (and their no_proxy exceptions) itself.
+    if (!tls.server_name.empty()) {
+      return UnimplementedError("tls-server-name is not supported through a proxy");
+    }
+    CurlOptions options;
+    options.tls = tls;
+    options.connect_timeout = connect_timeout;
+    HAMI_ASSIGN_OR_RETURN(std::unique_ptr<CurlTransport> t, CurlTransport::Create(options));
+    return std::unique_ptr<Transport>(std::move(t));
+  }
+  SocketOptions options;
+  options.tls = tls;
+  options.connect_timeout = connect_timeout;
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<SocketTransport> t, SocketTransport::Create(options));
+  return std::unique_ptr<Transport>(std::move(t));
 }
 
 bool ProxyConfiguredFor(const std::string& url) {

@@ -69,6 +69,12 @@ class SocketTransport final : public Transport {
 // from a peer that sends anything at all must end in a response or an error, never a crash.
 Result<HttpResponse> SocketTransportExchangeForTesting(int fd, const HttpRequest& request);
 
+// The production transport for a server: SocketTransport, or CurlTransport when a proxy
+// variable applies to `url` (ProxyConfiguredFor). `connect_timeout` bounds connecting (and the
+// TLS handshake).
+Result<std::unique_ptr<Transport>> NewTransportFor(const std::string& url, const TlsConfig& tls,
+                                                   std::chrono::milliseconds connect_timeout);
+
 // Whether libcurl would send a request to `url` through a proxy named by the environment
 // (http_proxy for http://, https_proxy/HTTPS_PROXY for https://, all_proxy/ALL_PROXY, minus
 // no_proxy/NO_PROXY host suffixes or "*").

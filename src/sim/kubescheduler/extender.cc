@@ -2,10 +2,9 @@
 
 #include <set>
 
-#include "common/log.h"
 #include "k8s/config.h"
-#include "k8s/curl_transport.h"
 #include "k8s/object.h"
+#include "k8s/socket_transport.h"
 
 namespace hami::sim {
 namespace {
@@ -44,34 +43,27 @@ bool RequestsAny(const Object& containers, const std::set<std::string>& names) {
 }  // namespace
 
 Result<std::unique_ptr<Extender>> Extender::Create(const ExtenderConfig& config) {
-  k8s::CurlOptions options;
+  k8s::TlsConfig client;
   const ExtenderTlsConfig& tls = config.tls;
-  options.tls.insecure_skip_verify = tls.insecure;
-  options.tls.ca_pem = tls.ca_data;
-  if (options.tls.ca_pem.empty() && !tls.ca_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(options.tls.ca_pem, k8s::ReadFileToString(tls.ca_file));
+  client.insecure_skip_verify = tls.insecure;
+  client.ca_pem = tls.ca_data;
+  if (client.ca_pem.empty() && !tls.ca_file.empty()) {
+    HAMI_ASSIGN_OR_RETURN(client.ca_pem, k8s::ReadFileToString(tls.ca_file));
   }
-  options.tls.client_cert_pem = tls.cert_data;
-  if (options.tls.client_cert_pem.empty() && !tls.cert_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(options.tls.client_cert_pem, k8s::ReadFileToString(tls.cert_file));
+  client.client_cert_pem = tls.cert_data;
+  if (client.client_cert_pem.empty() && !tls.cert_file.empty()) {
+    HAMI_ASSIGN_OR_RETURN(client.client_cert_pem, k8s::ReadFileToString(tls.cert_file));
   }
-  options.tls.client_key_pem = tls.key_data;
-  if (options.tls.client_key_pem.empty() && !tls.key_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(options.tls.client_key_pem, k8s::ReadFileToString(tls.key_file));
+  client.client_key_pem = tls.key_data;
+  if (client.client_key_pem.empty() && !tls.key_file.empty()) {
+    HAMI_ASSIGN_OR_RETURN(client.client_key_pem, k8s::ReadFileToString(tls.key_file));
   }
-  if (config.enable_https && options.tls.ca_pem.empty()) options.tls.insecure_skip_verify = true;
-  if (!tls.server_name.empty()) {
-    if (!options.tls.insecure_skip_verify) {
-      return UnimplementedError("extender " + config.url_prefix +
-                                ": tlsConfig.serverName is not supported with verification on");
-    }
-    HAMI_LOG(Warning) << "extender " << config.url_prefix
-                      << ": ignoring tlsConfig.serverName (certificate verification is off)";
-  }
+  if (config.enable_https && client.ca_pem.empty()) client.insecure_skip_verify = true;
+  // Verified against and sent as SNI instead of the URL's host.
+  client.server_name = tls.server_name;
   // Connecting is part of the call budget, as with Go's http.Client timeout.
-  options.connect_timeout = config.http_timeout;
-  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::CurlTransport> transport,
-                        k8s::CurlTransport::Create(std::move(options)));
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::Transport> transport,
+                        k8s::NewTransportFor(config.url_prefix, client, config.http_timeout));
   return std::make_unique<Extender>(config, std::move(transport));
 }
 

@@ -16,8 +16,7 @@
 //     failures and undecodable bodies are errors too. Every call is bounded by httpTimeout.
 //   - TLS: tlsConfig's CA/client certificate (files or data) are loaded at Create(). With
 //     enableHTTPS and no CA, the server certificate is not verified (kube-scheduler does the
-//     same). tlsConfig.serverName is not supported by the transport; it is ignored when
-//     verification is off and rejected otherwise.
+//     same). tlsConfig.serverName replaces the URL's host for verification and SNI.
 //
 // Thread safety: all methods may be called concurrently (the transport allows concurrent calls).
 #pragma once
@@ -49,7 +48,8 @@ struct ExtenderBindingArgs {
 
 class Extender {
  public:
-  // Production extender on a CurlTransport configured from `config`'s TLS settings.
+  // Production extender on k8s::NewTransportFor (socket transport unless a proxy applies),
+  // configured from `config`'s TLS settings (serverName included).
   static Result<std::unique_ptr<Extender>> Create(const ExtenderConfig& config);
   // Any transport (tests).
   Extender(ExtenderConfig config, std::unique_ptr<k8s::Transport> transport);
