@@ -63,21 +63,28 @@ const Pki& TestPki() {
   return *pki;
 }
 
-// Runs an httplib server on 127.0.0.1:<ephemeral> for the test's lifetime.
+// Runs an httplib server on 127.0.0.1:<ephemeral> for the test's lifetime. Register routes on
+// server() before the first port() call: that call starts the server, so the routes are written
+// before its threads exist (httplib reads them without a lock).
 class ServerThread {
  public:
   explicit ServerThread(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {
     port_ = server_->bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_->listen_after_bind(); });
-    // httplib 0.11 has no readiness wait; stop() before the accept loop starts would be lost.
-    while (!server_->is_running()) std::this_thread::yield();
   }
   ~ServerThread() {
+    if (!thread_.joinable()) return;
     server_->stop();
     thread_.join();
   }
   httplib::Server& server() { return *server_; }
-  int port() const { return port_; }
+  int port() {
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { server_->listen_after_bind(); });
+      // httplib 0.11 has no readiness wait; stop() before the accept loop starts would be lost.
+      while (!server_->is_running()) std::this_thread::yield();
+    }
+    return port_;
+  }
 
  private:
   std::unique_ptr<httplib::Server> server_;
@@ -189,8 +196,10 @@ TEST_P(TransportLoopbackTest, WatchStreamsChunkedEvents) {
       "\n"
       R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})"
       "\n";
+  std::mutex mu;  // the handler runs on the server's thread
   std::string query;
   st.server().Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
     query = req.get_param_value("resourceVersion") + "|" + req.get_param_value("watch");
     res.set_chunked_content_provider("application/json", [events](size_t, httplib::DataSink& sink) {
       // Split the first event across two chunks.
@@ -210,6 +219,7 @@ TEST_P(TransportLoopbackTest, WatchStreamsChunkedEvents) {
   });
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(seen, (std::vector<std::string>{"ADDED@5", "BOOKMARK@9"}));
+  std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(query, "4|true");
 }
 
