@@ -118,7 +118,9 @@ class HttpServer::Impl {
     HttpRequest req;
     req.method = hreq.method;
     req.path = hreq.path;
-    req.body = hreq.body;
+    // The request is httplib's own mutable local and its body is not read after dispatch:
+    // moved, not copied (a filter with 5,000 node names is 75 KB).
+    req.body = std::move(const_cast<httplib::Request&>(hreq).body);
     req.remote_addr = hreq.remote_addr;
     req.headers.insert(hreq.headers.begin(), hreq.headers.end());
     req.params.insert(hreq.params.begin(), hreq.params.end());
