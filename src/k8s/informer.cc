@@ -80,7 +80,13 @@ Status Informer::Relist() {
       if (!item.is_object()) continue;
       std::string key = ObjectKey(item);
       if (key.empty()) continue;
-      fresh[key] = std::make_shared<const Object>(std::move(item));
+      if (options_.transform) {
+        Object kept = options_.transform(item);
+        item = Object();  // freed now, so the next items' copies can reuse its memory
+        fresh[key] = std::make_shared<const Object>(std::move(kept));
+      } else {
+        fresh[key] = std::make_shared<const Object>(std::move(item));
+      }
     }
   }
   std::vector<ObjectPtr> added, deleted;
@@ -131,6 +137,9 @@ void Informer::Apply(const WatchEvent& ev) {
   }
   std::string key = ObjectKey(*ev.object);
   if (key.empty()) return;
+  const ObjectPtr obj = options_.transform
+                            ? std::make_shared<const Object>(options_.transform(*ev.object))
+                            : ev.object;
   ObjectPtr old_obj;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -139,17 +148,17 @@ void Informer::Apply(const WatchEvent& ev) {
     if (ev.type == WatchEvent::Type::kDeleted) {
       store_.erase(key);
     } else {
-      store_[key] = ev.object;
+      store_[key] = obj;
     }
     if (!rv.empty()) resource_version_ = rv;
   }
   for (const InformerHandler& h : handlers_) {
     if (ev.type == WatchEvent::Type::kDeleted) {
-      if (h.on_delete) h.on_delete(old_obj ? old_obj : ev.object);
+      if (h.on_delete) h.on_delete(old_obj ? old_obj : obj);
     } else if (old_obj) {
-      if (h.on_update) h.on_update(old_obj, ev.object);
+      if (h.on_update) h.on_update(old_obj, obj);
     } else if (h.on_add) {
-      h.on_add(ev.object);
+      h.on_add(obj);
     }
   }
 }

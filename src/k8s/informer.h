@@ -51,6 +51,11 @@ struct InformerOptions {
   std::chrono::milliseconds resync_period{0};      // 0 = never
   std::chrono::milliseconds initial_backoff{200};  // after a failed list/watch
   std::chrono::milliseconds max_backoff{30000};
+  // When set, every listed or watched object (not bookmarks) is replaced by what this returns
+  // before it is cached or handed to a handler: a consumer that reads a few fields keeps only
+  // those (client-go's TransformFunc). It must keep metadata name, namespace and
+  // resourceVersion.
+  std::function<Object(const Object&)> transform{};
 };
 
 struct InformerHandler {

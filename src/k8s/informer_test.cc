@@ -96,6 +96,41 @@ TEST(InformerTest, RelistThenWatchResumesFromLastVersion) {
   EXPECT_NE(reqs[2].url.find("resourceVersion=110&"), std::string::npos) << reqs[2].url;
 }
 
+TEST(InformerTest, TransformAppliesToListedAndWatchedObjects) {
+  FakeClient fc;
+  InformerOptions opts;
+  opts.transform = [](const Object& o) {
+    Object kept = {{"metadata", o["metadata"]}};
+    kept["metadata"]["labels"] = {{"seen", "yes"}};
+    return kept;
+  };
+  Informer inf(*fc.client, kPods, opts);
+  std::vector<std::string> seen;
+  inf.AddEventHandler(
+      {.on_add =
+           [&](const ObjectPtr& o) { seen.push_back(GetString(*o, "/metadata/labels/seen")); },
+       .on_update =
+           [&](const ObjectPtr& old_obj, const ObjectPtr& o) {
+             seen.push_back(GetString(*old_obj, "/metadata/labels/seen") + "->" +
+                            GetString(*o, "/metadata/labels/seen"));
+           },
+       .on_delete =
+           [&](const ObjectPtr& o) { seen.push_back(GetString(*o, "/metadata/labels/seen")); }});
+  std::string big = R"({"metadata":{"name":"a","namespace":"ns","resourceVersion":"1"},)"
+                    R"("spec":{"volumes":[1,2,3]}})";
+  fc.fake->Push("GET", "/pods", J(200, PodList("1", {big})));
+  ASSERT_TRUE(inf.Relist().ok());
+  fc.fake->Push("GET", "watch=true",
+                J(200, Ev("MODIFIED", Pod("a", "2")) + Ev("ADDED", Pod("b", "3")) +
+                           Ev("DELETED", Pod("b", "4"))));
+  ASSERT_TRUE(inf.WatchOnce(nullptr).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"yes", "yes->yes", "yes", "yes"}));
+  ObjectPtr a = inf.Get("ns/a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_FALSE(a->contains("spec"));  // the cache holds the transformed object
+  EXPECT_EQ(ResourceVersion(*a), "2");
+}
+
 // HasSynced means the handlers have been given the whole first list, not just that it arrived:
 // the scheduler's ledger must hold every listed pod before the service calls itself ready.
 TEST(InformerTest, SyncedOnlyAfterHandlersSawTheList) {

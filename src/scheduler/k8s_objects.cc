@@ -1,6 +1,7 @@
 #include "scheduler/k8s_objects.h"
 
 #include <charconv>
+#include <initializer_list>
 
 #include "device/resource_quantity.h"
 #include "k8s/object.h"
@@ -77,6 +78,68 @@ device::PodResources PodResourcesOf(const k8s::Object& pod) {
   if (spec == pod.end() || !spec->is_object()) return out;
   ReadContainers(*spec, "initContainers", &out.init_containers);
   ReadContainers(*spec, "containers", &out.containers);
+  return out;
+}
+
+k8s::Object TrimPodForScheduler(const k8s::Object& pod) {
+  if (!pod.is_object()) return pod;
+  Json out = Json::object();
+  // Copies the listed members of `from` that exist into `to`.
+  auto keep = [](const Json& from, Json& to, std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      auto it = from.find(k);
+      if (it != from.end()) to[k] = *it;
+    }
+  };
+  keep(pod, out, {"apiVersion", "kind"});
+  if (auto md = pod.find("metadata"); md != pod.end() && md->is_object()) {
+    Json& m = out["metadata"];
+    m = Json::object();
+    keep(*md, m,
+         {"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+          "labels", "annotations"});
+    if (m.contains("annotations") && m["annotations"].is_object()) {
+      m["annotations"].erase("kubectl.kubernetes.io/last-applied-configuration");
+    }
+  }
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    Json& sp = out["spec"];
+    sp = Json::object();
+    keep(*spec, sp, {"nodeName", "schedulerName", "priority"});
+    for (const char* list : {"initContainers", "containers"}) {
+      auto it = spec->find(list);
+      if (it == spec->end()) continue;
+      if (!it->is_array()) {
+        sp[list] = *it;  // malformed: kept as is, for the readers to reject as before
+        continue;
+      }
+      Json& cs = sp[list];
+      cs = Json::array();
+      for (const Json& c : *it) {
+        Json kept = Json::object();
+        if (c.is_object()) keep(c, kept, {"name", "resources"});
+        cs.push_back(std::move(kept));
+      }
+    }
+  }
+  if (auto st = pod.find("status"); st != pod.end() && st->is_object()) {
+    Json& so = out["status"];
+    so = Json::object();
+    keep(*st, so, {"phase"});
+    if (auto ics = st->find("initContainerStatuses"); ics != st->end()) {
+      if (!ics->is_array()) {
+        so["initContainerStatuses"] = *ics;
+      } else {
+        Json& list = so["initContainerStatuses"];
+        list = Json::array();
+        for (const Json& c : *ics) {
+          Json kept = Json::object();
+          if (c.is_object()) keep(c, kept, {"name", "state"});
+          list.push_back(std::move(kept));
+        }
+      }
+    }
+  }
   return out;
 }
 

@@ -33,6 +33,15 @@ PodObject PodObjectOf(const k8s::Object& pod);
 // Node name and annotations.
 NodeObject NodeObjectOf(const k8s::Object& node);
 
+// The part of a pod the scheduler service reads, for its pod informer's cache (every pod of the
+// cluster, so its size is the scheduler's memory): apiVersion, kind; metadata name, namespace,
+// uid, resourceVersion, creation and deletion timestamps, labels and annotations (without
+// kubectl's last-applied-configuration copy of the whole object); spec nodeName, schedulerName,
+// priority and each (init) container's name and resources; status phase and each init
+// container status's name and state. managedFields, env, volumes, probes and the rest go.
+// PodObjectOf and PodResourcesOf give the same result for the trimmed pod as for the whole one.
+k8s::Object TrimPodForScheduler(const k8s::Object& pod);
+
 // status.allocatable[resource] as an integer; 0 when absent or not an integer quantity.
 int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource);
 

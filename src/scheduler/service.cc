@@ -124,6 +124,7 @@ Status SchedulerService::Start() {
   leader_.store(!options_.leader_elect);
 
   k8s::InformerOptions pod_opts;
+  pod_opts.transform = TrimPodForScheduler;  // every pod of the cluster is cached: keep little
   pods_ = std::make_unique<k8s::Informer>(client_, k8s::kPods, pod_opts);
   pods_->AddEventHandler({
       .on_add = [this](const k8s::ObjectPtr& p) { OnPod(p, false); },

@@ -418,6 +418,9 @@ TEST_F(KubeSchedulerDriverTest, ExtenderErrorRetriesWithBackoffUntilFixed) {
   broken = false;
   // ...and succeeds once it is fixed.
   ASSERT_TRUE(WaitBound("p1"));
+  // The driver counts the pod when its Binding call returns, which can be after the pod is
+  // seen bound.
+  ASSERT_TRUE(WaitFor([&] { return sched.Stats().scheduled == 1; }));
   KubeSchedulerStats st = sched.Stats();
   EXPECT_GE(st.errors, 3u);
   EXPECT_EQ(st.scheduled, 1u);
@@ -533,7 +536,7 @@ TEST_F(KubeSchedulerDriverTest, OnlyTheLeaderSchedules) {
   Result<Object> lease = k8s::GetLease(*client_, "kube-system", "hami-scheduler");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(k8s::GetString(*lease, "/spec/holderIdentity"), "host-a_1");
-  EXPECT_EQ(a.Stats().scheduled, 1u);
+  ASSERT_TRUE(WaitFor([&] { return a.Stats().scheduled == 1; }));  // counted after Binding returns
   EXPECT_FALSE(b.IsLeader());
   // The follower tracked p1 as pending until its informer saw the binding, but never ran a cycle.
   ASSERT_TRUE(WaitFor([&] { return b.Stats().queue.active == 0; }));
@@ -544,7 +547,7 @@ TEST_F(KubeSchedulerDriverTest, OnlyTheLeaderSchedules) {
   ASSERT_TRUE(WaitFor([&] { return b.IsLeader(); }));
   CreatePod("p2");
   ASSERT_TRUE(WaitBound("p2"));
-  EXPECT_EQ(b.Stats().scheduled, 1u);
+  ASSERT_TRUE(WaitFor([&] { return b.Stats().scheduled == 1; }));
   EXPECT_EQ(a.Stats().scheduled, 1u);
   lease = k8s::GetLease(*client_, "kube-system", "hami-scheduler");
   ASSERT_TRUE(lease.ok());
