@@ -5,7 +5,8 @@
 // device plugin acknowledging allocations (bind-phase success + node lock release). C client
 // threads then do what kube-scheduler does per pod: POST /filter with every node name
 // (nodeCacheCapable), then POST /bind to the chosen node. Reported: pods/s over the measured
-// pods, p50/p99 of filter, bind and filter+bind, and VmRSS/VmHWM of the scheduler.
+// pods, p50/p99 of filter, bind and filter+bind, and VmRSS/VmHWM of the scheduler, and how
+// much of the fake device plugin's work and of the scheduler's events was left at the end.
 //
 //   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread
 //
@@ -58,6 +59,9 @@ struct Args {
   // comes from the nodes and is served by kube-apiserver, off the scheduler's machine) or "http"
   // (loopback HTTP like the scheduler's, so the 2 cores also carry its transport costs).
   std::string plugin_api = "inprocess";
+  // The clients' HTTP implementation: "socket" (the project's HTTP/1.1 client: one write per
+  // request, as Go's) or "httplib".
+  std::string client = "socket";
 };
 
 long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     if (k == "--policy") a.policy = v;
     if (k == "--offer") a.offer = std::atoi(v.c_str());
     if (k == "--plugin-api") a.plugin_api = v;
+    if (k == "--client") a.client = v;
   }
   if (a.plugin_api != "inprocess" && a.plugin_api != "http") {
     std::fprintf(stderr, "--plugin-api must be inprocess or http, not %s\n", a.plugin_api.c_str());
@@ -227,10 +232,32 @@ int main(int argc, char** argv) {
   std::vector<double> filter_ms, bind_ms, total_ms;
   std::atomic<int> unfit{0}, errors{0};
   auto work = [&](int first, int last, bool record) {
-    httplib::Client c("127.0.0.1", port);
-    c.set_keep_alive(true);
-    c.set_tcp_nodelay(true);  // as Go's HTTP client (kube-scheduler) does
-    c.set_read_timeout(60, 0);
+    // One keep-alive connection per client thread, TCP_NODELAY, the request written with one
+    // system call: as Go's HTTP client (kube-scheduler's) does.
+    // (--client httplib: cpp-httplib's client, which polls before every read and write.)
+    auto transport = hami::k8s::SocketTransport::Create({}).value();
+    httplib::Client hc("127.0.0.1", port);
+    hc.set_keep_alive(true);
+    hc.set_tcp_nodelay(true);
+    hc.set_read_timeout(60, 0);
+    const std::string base = "http://127.0.0.1:" + std::to_string(port);
+    auto post = [&](const char* path, std::string body) -> hami::Result<hami::k8s::HttpResponse> {
+      if (a.client == "httplib") {
+        auto r = hc.Post(path, body, "application/json");
+        if (!r) return hami::UnavailableError("httplib: " + httplib::to_string(r.error()));
+        hami::k8s::HttpResponse resp;
+        resp.status = r->status;
+        resp.body = std::move(r->body);
+        return resp;
+      }
+      hami::k8s::HttpRequest r;
+      r.method = "POST";
+      r.url = base + path;
+      r.headers = {{"Content-Type", "application/json"}};
+      r.body = std::move(body);
+      r.timeout = std::chrono::seconds(60);
+      return transport->Do(r);
+    };
     for (;;) {
       int i = next.fetch_add(1);
       if (i >= last) return;
@@ -239,9 +266,9 @@ int main(int argc, char** argv) {
       std::string body = "{\"pod\":" + pod_texts[static_cast<size_t>(i)] +
                          ",\"nodenames\":" + offers[static_cast<size_t>(i) % offers.size()] + "}";
       auto s0 = Clock::now();
-      auto fr = c.Post("/filter", body, "application/json");
+      auto fr = post("/filter", std::move(body));
       auto s1 = Clock::now();
-      if (!fr || fr->status != 200) {
+      if (!fr.ok() || fr->status != 200) {
         ++errors;
         continue;
       }
@@ -255,9 +282,9 @@ int main(int argc, char** argv) {
       bind["podNamespace"] = "default";
       bind["podUID"] = pod["metadata"]["uid"];
       bind["node"] = res["nodenames"][0];
-      auto br = c.Post("/bind", bind.dump(), "application/json");
+      auto br = post("/bind", bind.dump());
       auto s2 = Clock::now();
-      if (!br || br->status != 200 || br->body != "{}") ++errors;
+      if (!br.ok() || br->status != 200 || br->body != "{}") ++errors;
       if (record) {
         std::lock_guard<std::mutex> l(mu);
         filter_ms.push_back(std::chrono::duration<double, std::milli>(s1 - s0).count());
@@ -286,6 +313,23 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   double drain_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  // The scheduler posts two events per placed pod (FilteringSucceed, BindingSucceed) from a
+  // background queue: how many were still queued when the window closed, and how long they took.
+  auto events_posted = [&] {
+    std::map<std::string, uint64_t> now = server->RequestCounts();
+    auto it = now.find("POST events");
+    return it == now.end() ? uint64_t{0} : it->second;
+  };
+  const uint64_t events_expected = 2 * expected;
+  const uint64_t events_at_end = [&] {
+    auto it = requests1.find("POST events");
+    return it == requests1.end() ? uint64_t{0} : it->second;
+  }();
+  auto e0 = Clock::now();
+  while (events_posted() < events_expected && Clock::now() - e0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double events_drain_s = std::chrono::duration<double>(Clock::now() - e0).count();
   long rss = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
   long hwm = ProcKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
   std::printf(
@@ -324,6 +368,10 @@ int main(int argc, char** argv) {
   std::printf("  API requests per pod: %.2f (%s)\n", total_requests, per_pod.c_str());
   std::printf("  device plugin backlog at the end: %llu pods, cleared %.2f s later\n",
               static_cast<unsigned long long>(backlog), drain_s);  // NOLINT(runtime/int)
+  std::printf("  scheduler events queued at the end: %llu, posted %.2f s later\n",
+              static_cast<unsigned long long>(  // NOLINT(runtime/int)
+                  events_expected - std::min(events_expected, events_at_end)),
+              events_drain_s);
   std::fflush(stdout);
   sched.Signal(SIGKILL);
   sched.Wait();

@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev
   nlohmann-json3-dev libyaml-cpp-dev
-  libcpp-httplib-dev libssl-dev libcurl4-openssl-dev openssl
+  libcpp-httplib-dev libssl-dev libcurl4-openssl-dev zlib1g-dev openssl
 )
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then

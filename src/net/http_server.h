@@ -1,6 +1,6 @@
 // HttpServer: the project's HTTP(S) server (scheduler extender, admission webhook, metrics, the
-// simulated API server). A thin, tuned wrapper over cpp-httplib 0.11 that keeps httplib and
-// OpenSSL out of every other header:
+// simulated API server). Its own HTTP/1.1 implementation (request parsing in net/http_wire.h),
+// keeping OpenSSL out of every other header:
 //
 //   net::HttpServerOptions opts;                // port 0 = pick a free port
 //   opts.tls = net::TlsOptions{cert_file, key_file};
@@ -14,11 +14,17 @@
 //   ...
 //   server->Stop();
 //
-// Tuning applied to every server (see dependencies-and-style.md 2.2): TCP_NODELAY, a large worker
-// pool (one thread per connection), high keep-alive count, listen backlog raised past the .so's
-// built-in 5, SO_REUSEADDR instead of SO_REUSEPORT (a second server on a port fails instead of
-// stealing half the connections), a request body limit (413 beyond it). TLS is 1.2 or newer and
-// the certificate files are re-read when they change (no restart needed).
+// Model: one acceptor thread; each connection is served by one worker thread from accept to
+// close (workers are started on demand up to `worker_threads`; connections beyond that wait for a
+// free worker). A request costs one blocking read (usually) and one write: the status line,
+// headers and body leave in a single sendmsg, so the client wakes once per answer. TCP_NODELAY,
+// keep-alive (HTTP/1.1 default; `keep_alive_max_requests` per connection), SO_REUSEADDR rather
+// than SO_REUSEPORT (a second server on a port fails instead of stealing half the connections),
+// request bodies limited to `max_body_bytes` (413 beyond), Content-Length or chunked request
+// bodies, `Expect: 100-continue`, pipelined requests. Plain answers of 4 KiB or more are gzipped
+// for clients that accept it; streams never are. Malformed requests get 400 (431 for a header
+// block over 64 KiB) and the connection is closed. TLS is 1.2 or newer and the certificate files
+// are re-read when they change (no restart needed).
 //
 // Routing: exact (method, path) routes win over prefix routes; among prefix routes the longest
 // prefix wins. "GET" routes also answer HEAD. Unmatched requests get 404 (405 when the path is
@@ -139,7 +145,12 @@ class HttpServer {
   // response is left in `res.stream` for the caller to run.
   void Serve(const HttpRequest& req, HttpResponse& res) const;
 
-  // Binds, starts serving on a background thread and returns the bound port.
+  // Serves one already connected plain socket on the calling thread, as a worker would, until
+  // the peer closes it or sends something unreadable (for the fuzz target and tests; the server
+  // need not be started). The caller closes `fd`.
+  void ServeConnectionForTesting(int fd) const;
+
+  // Binds, starts serving on background threads and returns the bound port.
   Result<int> Start();
   // Stops accepting, waits for in-flight requests and joins. Open streams see Write() and
   // ServerRunning() turn false; a stream that blocks between writes must also be woken by its

@@ -9,9 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "net/tls.h"
@@ -194,6 +199,180 @@ TEST(HttpServerTest, StreamingResponseIsChunked) {
   r = cli.Get("/plain", httplib::Headers{{"Accept-Encoding", "gzip, deflate"}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_EQ(r->body, std::string(4096, ' ') + "{}");  // the client inflated it
+  // Small answers are not worth compressing.
+  r = cli.Get("/healthz", httplib::Headers{{"Accept-Encoding", "gzip"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(r->body, "ok");
+}
+
+// Reads from `fd` until `count` complete responses (each with a Content-Length) have arrived;
+// returns their bodies ("!" + what was left when the peer closed early).
+std::vector<std::string> ReadResponses(int fd, size_t count) {
+  std::string in;
+  std::vector<std::string> bodies;
+  char buf[4096];
+  while (bodies.size() < count) {
+    size_t head_end = in.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      std::string head = in.substr(0, head_end);
+      size_t cl = head.find("Content-Length: ");
+      size_t len = cl == std::string::npos ? 0 : std::stoul(head.substr(cl + 16));
+      if (in.size() >= head_end + 4 + len) {
+        if (head.rfind("HTTP/1.1 100", 0) == 0) {
+          in.erase(0, head_end + 4);
+          continue;
+        }
+        bodies.push_back(in.substr(head_end + 4, len));
+        in.erase(0, head_end + 4 + len);
+        continue;
+      }
+    }
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      bodies.push_back("!" + in);
+      break;
+    }
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return bodies;
+}
+
+TEST(HttpServerTest, PipelinedChunkedAndContinueRequests) {
+  auto server = MakeServer();
+  server->Handle("POST", "/len", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, std::to_string(req.body.size()) + ":" + req.body.substr(0, 8));
+  });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  int fd = Connect(*port);
+  ASSERT_GE(fd, 0);
+  // Three requests in one write: Content-Length, chunked, and a GET; answered in order.
+  std::string reqs =
+      "POST /len HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+      "POST /len HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::send(fd, reqs.data(), reqs.size(), MSG_NOSIGNAL), static_cast<ssize_t>(reqs.size()));
+  EXPECT_EQ(ReadResponses(fd, 3), (std::vector<std::string>{"5:hello", "5:abcde", "ok"}));
+  // Expect: 100-continue gets the interim answer before the body is sent.
+  std::string head = "POST /len HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+  ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+  char buf[64];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_EQ(::send(fd, "xyz", 3, MSG_NOSIGNAL), 3);
+  EXPECT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"3:xyz"}));
+  // HEAD: headers with the length, no body; the connection stays usable.
+  std::string head_req = "HEAD /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
+  ASSERT_GT(::send(fd, head_req.data(), head_req.size(), MSG_NOSIGNAL), 0);
+  std::string got;
+  while (got.find("\r\n\r\nok") == std::string::npos) {
+    n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0);
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got.find("HTTP/1.1 200 OK"), 0u);
+  EXPECT_NE(got.find("Content-Length: 2\r\n\r\nHTTP/1.1 200 OK"), std::string::npos) << got;
+  ::close(fd);
+}
+
+TEST(HttpServerTest, ConnectionCloseHttp10AndOversizedHeads) {
+  auto server = MakeServer();
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  // Connection: close and HTTP/1.0 get one answer, then the server closes.
+  for (const char* req :
+       {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", "GET /healthz HTTP/1.0\r\n\r\n"}) {
+    int fd = Connect(*port);
+    ASSERT_GE(fd, 0);
+    ASSERT_GT(::send(fd, req, std::strlen(req), MSG_NOSIGNAL), 0);
+    std::vector<std::string> got = ReadResponses(fd, 2);
+    ASSERT_EQ(got.size(), 2u) << req;
+    EXPECT_EQ(got[0], "ok");
+    EXPECT_EQ(got[1], "!");  // closed by the server
+    ::close(fd);
+  }
+  EXPECT_EQ(RawExchange(*port, "GET / HTTP/1.1\r\nX: " + std::string(70000, 'a') + "\r\n\r\n"),
+            "HTTP/1.1 431 Request Header Fields Too Large");
+  EXPECT_EQ(RawExchange(*port, "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(RawExchange(*port, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n"),
+            "HTTP/1.1 400 Bad Request");
+}
+
+TEST(HttpServerTest, StopWakesIdleKeepAliveConnections) {
+  HttpServerOptions opts;
+  opts.worker_threads = 2;
+  auto made = HttpServer::Create(opts);
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<HttpServer> server = std::move(made).value();
+  server->Handle("GET", "/x", [](const HttpRequest&, HttpResponse& res) { res.SetText(200, "x"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  // Two idle keep-alive connections hold both workers (keep-alive timeout 5 s); Stop must not
+  // wait for that timeout: ctest's limit would catch a hang.
+  int a = Connect(*port), b = Connect(*port);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  std::string req = "GET /x HTTP/1.1\r\n\r\n";
+  for (int fd : {a, b}) {
+    ASSERT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+    EXPECT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"x"}));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  server->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  EXPECT_EQ(ReadResponses(a, 1), (std::vector<std::string>{"!"}));
+  ::close(a);
+  ::close(b);
+  // The server can be started again.
+  port = server->Start();
+  ASSERT_TRUE(port.ok());
+  httplib::Client cli("127.0.0.1", *port);
+  auto r = cli.Get("/x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "x");
+}
+
+TEST(HttpServerTest, MoreConnectionsThanWorkersAreServedInTurn) {
+  HttpServerOptions opts;
+  opts.worker_threads = 2;
+  auto server = HttpServer::Create(opts).value();
+  server->Handle("GET", "/x", [](const HttpRequest&, HttpResponse& res) { res.SetText(200, "x"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    clients.emplace_back([&] {
+      httplib::Client cli("127.0.0.1", *port);
+      cli.set_keep_alive(false);
+      for (int k = 0; k < 5; ++k) {
+        auto r = cli.Get("/x");
+        if (r && r->body == "x") ++ok;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 30);
+}
+
+TEST(HttpServerTest, ServeConnectionForTestingOverSocketPair) {
+  auto server = MakeServer();
+  server->Handle("POST", "/len", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, std::to_string(req.body.size()));
+  });
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::string req = "POST /len HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd";
+  ASSERT_GT(::send(sv[1], req.data(), req.size(), MSG_NOSIGNAL), 0);
+  ::shutdown(sv[1], SHUT_WR);
+  server->ServeConnectionForTesting(sv[0]);
+  ::close(sv[0]);
+  EXPECT_EQ(ReadResponses(sv[1], 2), (std::vector<std::string>{"4", "!"}));
+  ::close(sv[1]);
 }
 
 TEST(HttpServerTest, BadInputGets4xxAndServerKeepsRunning) {

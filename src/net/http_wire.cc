@@ -1,0 +1,385 @@
+#include "net/http_wire.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace hami::net::wire {
+namespace {
+
+bool IsTokenChar(unsigned char c) {
+  if (std::isalnum(c)) return true;
+  switch (c) {
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Calls fn(item) for each comma-separated, trimmed, non-empty list element.
+template <class Fn>
+void ForEachListItem(std::string_view value, Fn fn) {
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    std::string_view item = Trim(value.substr(0, comma));
+    if (!item.empty()) fn(item);
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+// Whether an Accept-Encoding element ("gzip", "gzip;q=0.5", "gzip; q=0") accepts gzip.
+bool AcceptsGzipItem(std::string_view item) {
+  size_t semi = item.find(';');
+  std::string_view coding = Trim(item.substr(0, semi));
+  if (!EqualsNoCase(coding, "gzip") && !EqualsNoCase(coding, "x-gzip")) return false;
+  if (semi == std::string_view::npos) return true;
+  std::string_view param = Trim(item.substr(semi + 1));
+  if (param.size() < 2 || (param[0] != 'q' && param[0] != 'Q') || param[1] != '=') return true;
+  param.remove_prefix(2);
+  // q=0, q=0.0, q=0.000 refuse; anything else accepts.
+  return !(param.find_first_not_of("0.") == std::string_view::npos && !param.empty() &&
+           param[0] == '0');
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view s, bool plus_as_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%' && i + 2 < s.size()) {
+      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(plus_as_space && c == '+' ? ' ' : c);
+  }
+  return out;
+}
+
+void ParseQuery(std::string_view query, std::multimap<std::string, std::string>* params) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (!pair.empty()) {
+      size_t eq = pair.find('=');
+      std::string key = PercentDecode(pair.substr(0, eq), true);
+      std::string value =
+          eq == std::string_view::npos ? std::string() : PercentDecode(pair.substr(eq + 1), true);
+      params->emplace(std::move(key), std::move(value));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+}
+
+Status ParseRequestHead(std::string_view head, RequestHead* out) {
+  *out = RequestHead();
+  auto next_line = [&head](std::string_view* line) {
+    if (head.empty()) return false;
+    size_t lf = head.find('\n');
+    *line = head.substr(0, lf);
+    head.remove_prefix(lf == std::string_view::npos ? head.size() : lf + 1);
+    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    return true;
+  };
+  std::string_view line;
+  if (!next_line(&line)) return InvalidArgumentError("empty request");
+
+  // Request line: METHOD SP target SP HTTP/1.x
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || sp1 == 0 ||
+      sp2 == sp1 + 1 || line.find(' ', sp2 + 1) != std::string_view::npos) {
+    return InvalidArgumentError("malformed request line");
+  }
+  std::string_view method = line.substr(0, sp1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view version = line.substr(sp2 + 1);
+  for (char c : method) {
+    if (!IsTokenChar(static_cast<unsigned char>(c))) return InvalidArgumentError("bad method");
+  }
+  if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." || version[7] < '0' ||
+      version[7] > '9') {
+    return InvalidArgumentError("unsupported HTTP version");
+  }
+  for (char c : target) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return InvalidArgumentError("bad request target");
+  }
+  out->method = std::string(method);
+  out->minor_version = version[7] - '0';
+  if (target == "*") {
+    out->path = "*";
+  } else if (!target.empty() && target[0] == '/') {
+    size_t q = target.find('?');
+    out->path = PercentDecode(target.substr(0, q), false);
+    if (q != std::string_view::npos) ParseQuery(target.substr(q + 1), &out->params);
+  } else {
+    return InvalidArgumentError("request target must be a path");
+  }
+
+  bool connection_close = false, connection_keep_alive = false, has_te = false;
+  while (next_line(&line)) {
+    if (line.empty()) break;  // tolerated: the caller normally cuts before the blank line
+    if (line[0] == ' ' || line[0] == '\t') return InvalidArgumentError("obsolete line folding");
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return InvalidArgumentError("malformed header line");
+    }
+    std::string_view name = line.substr(0, colon);
+    for (char c : name) {
+      if (!IsTokenChar(static_cast<unsigned char>(c))) {
+        return InvalidArgumentError("bad header name");
+      }
+    }
+    std::string_view value = Trim(line.substr(colon + 1));
+    for (char c : value) {
+      unsigned char u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && u != '\t') || u == 0x7f) {
+        return InvalidArgumentError("control character in header value");
+      }
+    }
+    if (EqualsNoCase(name, "Content-Length")) {
+      uint64_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+        return InvalidArgumentError("bad Content-Length");
+      }
+      if (out->has_length && out->content_length != n) {
+        return InvalidArgumentError("conflicting Content-Length headers");
+      }
+      out->has_length = true;
+      out->content_length = n;
+    } else if (EqualsNoCase(name, "Transfer-Encoding")) {
+      has_te = true;
+      bool only_chunked = true;
+      int items = 0;
+      ForEachListItem(value, [&](std::string_view item) {
+        ++items;
+        if (!EqualsNoCase(item, "chunked")) only_chunked = false;
+      });
+      if (!only_chunked || items != 1 || out->chunked) {
+        return InvalidArgumentError("unsupported Transfer-Encoding");
+      }
+      out->chunked = true;
+    } else if (EqualsNoCase(name, "Connection")) {
+      ForEachListItem(value, [&](std::string_view item) {
+        if (EqualsNoCase(item, "close")) connection_close = true;
+        if (EqualsNoCase(item, "keep-alive")) connection_keep_alive = true;
+      });
+    } else if (EqualsNoCase(name, "Expect")) {
+      if (EqualsNoCase(value, "100-continue")) out->expect_continue = true;
+    } else if (EqualsNoCase(name, "Accept-Encoding")) {
+      ForEachListItem(value, [&](std::string_view item) {
+        if (AcceptsGzipItem(item)) out->accepts_gzip = true;
+      });
+    }
+    out->headers.emplace(std::string(name), std::string(value));
+  }
+  if (has_te && out->has_length) {
+    return InvalidArgumentError("both Content-Length and Transfer-Encoding");
+  }
+  out->keep_alive =
+      out->minor_version >= 1 ? !connection_close : (connection_keep_alive && !connection_close);
+  return OkStatus();
+}
+
+ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view in, size_t* used, std::string* body) {
+  constexpr size_t kMaxLine = 4096;       // a chunk-size line with extensions
+  constexpr size_t kMaxTrailers = 16384;  // all trailer lines together
+  size_t i = 0;
+  auto fail = [&](std::string why) {
+    error_ = std::move(why);
+    *used = i;
+    return State::kError;
+  };
+  while (i < in.size() && phase_ != Phase::kDone) {
+    switch (phase_) {
+      case Phase::kSize:
+      case Phase::kTrailer: {
+        size_t lf = in.find('\n', i);
+        size_t take = (lf == std::string_view::npos ? in.size() : lf) - i;
+        if (line_.size() + take > kMaxLine) return fail("chunk line too long");
+        line_.append(in.substr(i, take));
+        if (lf == std::string_view::npos) {
+          i = in.size();
+          break;
+        }
+        i = lf + 1;
+        if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+        if (phase_ == Phase::kTrailer) {
+          trailer_bytes_ += line_.size();
+          if (trailer_bytes_ > kMaxTrailers) return fail("trailers too long");
+          if (line_.empty()) phase_ = Phase::kDone;
+          line_.clear();
+          break;
+        }
+        std::string_view size_text = line_;
+        size_text = size_text.substr(0, size_text.find(';'));
+        size_text = Trim(size_text);
+        uint64_t n = 0;
+        auto [end, ec] =
+            std::from_chars(size_text.data(), size_text.data() + size_text.size(), n, 16);
+        if (size_text.empty() || ec != std::errc() || end != size_text.data() + size_text.size()) {
+          return fail("bad chunk size");
+        }
+        line_.clear();
+        if (n == 0) {
+          phase_ = Phase::kTrailer;
+        } else {
+          if (n > max_body_ || body->size() > max_body_ - n) {
+            too_large_ = true;
+            return fail("request body too large");
+          }
+          remaining_ = n;
+          phase_ = Phase::kData;
+        }
+        break;
+      }
+      case Phase::kData: {
+        size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, in.size() - i));
+        body->append(in.substr(i, take));
+        i += take;
+        remaining_ -= take;
+        if (remaining_ == 0) phase_ = Phase::kDataEnd;
+        break;
+      }
+      case Phase::kDataEnd: {
+        // CRLF (or a bare LF) after the data.
+        if (in[i] == '\r' && line_.empty()) {
+          line_ = "\r";
+          ++i;
+          break;
+        }
+        if (in[i] != '\n') return fail("missing CRLF after chunk data");
+        ++i;
+        line_.clear();
+        phase_ = Phase::kSize;
+        break;
+      }
+      case Phase::kDone:
+        break;
+    }
+  }
+  *used = i;
+  return phase_ == Phase::kDone ? State::kDone : State::kMore;
+}
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 101:
+      return "Switching Protocols";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 206:
+      return "Partial Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 411:
+      return "Length Required";
+    case 412:
+      return "Precondition Failed";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Unknown";
+  }
+}
+
+}  // namespace hami::net::wire

@@ -1,0 +1,74 @@
+// HTTP/1.1 request parsing for the project's server (http_server.cc): the request line and
+// header block, percent-decoding, query strings. Pure functions over bytes, so the fuzz target
+// and unit tests reach them without a socket.
+//
+// What is accepted: "METHOD SP origin-form SP HTTP/1.x" (or "*" for OPTIONS), header lines
+// "Name: value" with optional whitespace around the value, CRLF or bare LF line ends. Rejected
+// (the server answers 400 and closes): anything else on the request line, header names that are
+// not tokens, obsolete line folding, control characters in values, a request carrying both
+// Content-Length and Transfer-Encoding, a transfer coding other than "chunked", an unparsable
+// or repeated-and-different Content-Length.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace hami::net::wire {
+
+struct RequestHead {
+  std::string method;
+  std::string path;  // percent-decoded, without the query
+  std::multimap<std::string, std::string> params;
+  std::multimap<std::string, std::string> headers;  // names as sent
+  int minor_version = 1;                            // HTTP/1.<minor>
+  bool chunked = false;                             // Transfer-Encoding: chunked
+  bool has_length = false;
+  uint64_t content_length = 0;
+  bool expect_continue = false;  // Expect: 100-continue
+  bool keep_alive = true;        // from the version and the Connection header
+  bool accepts_gzip = false;     // Accept-Encoding lists gzip (q > 0)
+};
+
+// Parses `head`: the bytes before the blank line that ends the header block (the request line,
+// then header lines). InvalidArgument with a short reason on malformed input.
+Status ParseRequestHead(std::string_view head, RequestHead* out);
+
+// %XX sequences decoded; with `plus_as_space` (query strings) '+' becomes ' '. Malformed escapes
+// are kept literally.
+std::string PercentDecode(std::string_view s, bool plus_as_space);
+
+// Decodes "a=1&b=&c" into params (values decoded, keys too).
+void ParseQuery(std::string_view query, std::multimap<std::string, std::string>* params);
+
+// Incremental decoder for a chunked request body. Feed() consumes what it can from `in` and
+// reports how many bytes it used; the decoded data is appended to *body.
+class ChunkedDecoder {
+ public:
+  enum class State { kMore, kDone, kError };
+  explicit ChunkedDecoder(uint64_t max_body) : max_body_(max_body) {}
+  State Feed(std::string_view in, size_t* used, std::string* body);
+  // Why the last Feed returned kError.
+  const std::string& error() const { return error_; }
+  // True when the error was the body limit (413 rather than 400).
+  bool too_large() const { return too_large_; }
+
+ private:
+  enum class Phase { kSize, kData, kDataEnd, kTrailer, kDone };
+  uint64_t max_body_;
+  Phase phase_ = Phase::kSize;
+  uint64_t remaining_ = 0;
+  std::string line_;  // a size or trailer line being collected
+  size_t trailer_bytes_ = 0;
+  std::string error_;
+  bool too_large_ = false;
+};
+
+// The reason phrase of a status code ("OK", "Not Found", ...; "Unknown" for others).
+const char* ReasonPhrase(int status);
+
+}  // namespace hami::net::wire

@@ -1,0 +1,141 @@
+#include "net/http_wire.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace hami::net::wire {
+namespace {
+
+TEST(HttpWireTest, ParsesRequestLineQueryAndHeaders) {
+  RequestHead h;
+  ASSERT_TRUE(
+      ParseRequestHead("GET /api/v1/pods%2Fx?labelSelector=a%3Db&watch=1&x&y=a+b HTTP/1.1\r\n"
+                       "Host: h\r\nAccept-Encoding: br, gzip;q=0.5\r\nX-A:  v  \r\n",
+                       &h)
+          .ok());
+  EXPECT_EQ(h.method, "GET");
+  EXPECT_EQ(h.path, "/api/v1/pods/x");
+  EXPECT_EQ(h.params.find("labelSelector")->second, "a=b");
+  EXPECT_EQ(h.params.find("watch")->second, "1");
+  EXPECT_EQ(h.params.find("x")->second, "");
+  EXPECT_EQ(h.params.find("y")->second, "a b");
+  EXPECT_EQ(h.headers.find("X-A")->second, "v");
+  EXPECT_TRUE(h.keep_alive);
+  EXPECT_TRUE(h.accepts_gzip);
+  EXPECT_FALSE(h.has_length);
+  EXPECT_FALSE(h.chunked);
+}
+
+TEST(HttpWireTest, KeepAliveFollowsVersionAndConnection) {
+  RequestHead h;
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.0\r\n", &h).ok());
+  EXPECT_FALSE(h.keep_alive);
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n", &h).ok());
+  EXPECT_TRUE(h.keep_alive);
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.1\r\nConnection: foo, close\r\n", &h).ok());
+  EXPECT_FALSE(h.keep_alive);
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.1\nHost: x\n", &h).ok());  // bare LF lines
+  EXPECT_TRUE(h.keep_alive);
+}
+
+TEST(HttpWireTest, BodyFraming) {
+  RequestHead h;
+  ASSERT_TRUE(ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: 12\r\n", &h).ok());
+  EXPECT_TRUE(h.has_length);
+  EXPECT_EQ(h.content_length, 12u);
+  ASSERT_TRUE(
+      ParseRequestHead("POST / HTTP/1.1\r\ncontent-length: 3\r\nContent-Length: 3\r\n", &h).ok());
+  ASSERT_TRUE(ParseRequestHead(
+                  "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n", &h)
+                  .ok());
+  EXPECT_TRUE(h.chunked);
+  EXPECT_TRUE(h.expect_continue);
+  // Smuggling-prone or unsupported framings are refused.
+  EXPECT_FALSE(
+      ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n", &h).ok());
+  EXPECT_FALSE(
+      ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n", &h)
+          .ok());
+  EXPECT_FALSE(
+      ParseRequestHead("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n", &h).ok());
+  EXPECT_FALSE(ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: -1\r\n", &h).ok());
+  EXPECT_FALSE(ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: 1x\r\n", &h).ok());
+  EXPECT_FALSE(
+      ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n", &h).ok());
+}
+
+TEST(HttpWireTest, MalformedHeadsAreRejected) {
+  RequestHead h;
+  for (const char* bad : {"", "GET", "GET /", "GET / HTTP/2.0", "GET  / HTTP/1.1",
+                          "GET / HTTP/1.1 x", "G(T / HTTP/1.1", "GET http://x/ HTTP/1.1",
+                          "GET /\x01 HTTP/1.1", "GET / HTTP/1.1\r\nNo colon here",
+                          "GET / HTTP/1.1\r\n: empty name", "GET / HTTP/1.1\r\nA: b\r\n folded",
+                          "GET / HTTP/1.1\r\nBad Name: x", "GET / HTTP/1.1\r\nA: b\x01c"}) {
+    EXPECT_FALSE(ParseRequestHead(bad, &h).ok()) << bad;
+  }
+  EXPECT_TRUE(ParseRequestHead("OPTIONS * HTTP/1.1", &h).ok());
+  EXPECT_EQ(h.path, "*");
+}
+
+TEST(HttpWireTest, GzipAcceptance) {
+  RequestHead h;
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.1\r\nAccept-Encoding: gzip;q=0\r\n", &h).ok());
+  EXPECT_FALSE(h.accepts_gzip);
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.1\r\nAccept-Encoding: deflate\r\n", &h).ok());
+  EXPECT_FALSE(h.accepts_gzip);
+  ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.1\r\nAccept-Encoding: GZIP\r\n", &h).ok());
+  EXPECT_TRUE(h.accepts_gzip);
+}
+
+TEST(HttpWireTest, PercentDecoding) {
+  EXPECT_EQ(PercentDecode("a%20b%zz%4", false), "a b%zz%4");
+  EXPECT_EQ(PercentDecode("a+b", false), "a+b");
+  EXPECT_EQ(PercentDecode("a+b%2B", true), "a b+");
+  EXPECT_EQ(PercentDecode("%", true), "%");
+}
+
+TEST(HttpWireTest, ChunkedBodiesDecodeAcrossArbitrarySplits) {
+  const std::string wire =
+      "4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\n";
+  for (size_t split = 0; split <= wire.size(); ++split) {
+    ChunkedDecoder d(1 << 20);
+    std::string body;
+    size_t used = 0;
+    auto s = d.Feed(std::string_view(wire).substr(0, split), &used, &body);
+    ASSERT_NE(s, ChunkedDecoder::State::kError) << split << ": " << d.error();
+    std::string rest = wire.substr(used);
+    if (s != ChunkedDecoder::State::kDone) {
+      s = d.Feed(rest, &used, &body);
+      ASSERT_EQ(s, ChunkedDecoder::State::kDone) << split;
+      EXPECT_EQ(used, rest.size());
+    }
+    EXPECT_EQ(body, "Wikipedia in\r\n\r\nchunks.") << split;
+  }
+}
+
+TEST(HttpWireTest, ChunkedErrorsAndLimits) {
+  std::string body;
+  size_t used = 0;
+  ChunkedDecoder bad_size(100);
+  EXPECT_EQ(bad_size.Feed("zz\r\n", &used, &body), ChunkedDecoder::State::kError);
+  ChunkedDecoder no_crlf(100);
+  EXPECT_EQ(no_crlf.Feed("1\r\nab\r\n", &used, &body), ChunkedDecoder::State::kError);
+  ChunkedDecoder limit(4);
+  body.clear();
+  EXPECT_EQ(limit.Feed("3\r\nabc\r\n3\r\ndef\r\n", &used, &body), ChunkedDecoder::State::kError);
+  EXPECT_TRUE(limit.too_large());
+  ChunkedDecoder huge(100);
+  EXPECT_EQ(huge.Feed("ffffffffffffffffff\r\n", &used, &body), ChunkedDecoder::State::kError);
+  ChunkedDecoder long_line(100);
+  EXPECT_EQ(long_line.Feed(std::string(5000, '1'), &used, &body), ChunkedDecoder::State::kError);
+}
+
+TEST(HttpWireTest, ReasonPhrases) {
+  EXPECT_STREQ(ReasonPhrase(200), "OK");
+  EXPECT_STREQ(ReasonPhrase(410), "Gone");
+  EXPECT_STREQ(ReasonPhrase(799), "Unknown");
+}
+
+}  // namespace
+}  // namespace hami::net::wire
