@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 
@@ -17,7 +18,10 @@ void Informer::AddEventHandler(InformerHandler handler) { handlers_.push_back(st
 void Informer::Start() {
   if (thread_.joinable()) return;
   stop_ = std::make_unique<Cancellation>();
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetCurrentThreadName("inf-" + resource_.plural);
+    Run();
+  });
 }
 
 void Informer::Stop() {

@@ -25,6 +25,7 @@
 #include <set>
 #include <thread>
 
+#include "common/thread_name.h"
 #include "net/http_wire.h"
 #include "net/tls.h"
 
@@ -541,6 +542,7 @@ class HttpServer::Impl {
   }
 
   void WorkerLoop() {
+    SetCurrentThreadName("http-conn");
     for (;;) {
       int fd;
       {
@@ -577,6 +579,7 @@ class HttpServer::Impl {
   }
 
   void AcceptLoop() {
+    SetCurrentThreadName("http-accept");
     pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
     int backoff_ms = -1;
     while (running.load()) {

@@ -1,6 +1,7 @@
 #include "scheduler/event_recorder.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "k8s/object.h"
 
 namespace hami::scheduler {
@@ -14,7 +15,10 @@ void EventRecorder::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetCurrentThreadName("events");
+    Run();
+  });
 }
 
 void EventRecorder::Stop() {

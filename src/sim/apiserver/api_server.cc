@@ -343,7 +343,7 @@ class ApiServer::Impl {
     if (!ValidName(name)) {
       return FailedPreconditionError(r.kind + " \"" + name + "\" is invalid: metadata.name");
     }
-    json ns_object;
+    ObjectPtr ns_object;  // for admission
     if (r.namespaced) {
       std::string body_ns = Str(md, "namespace");
       if (!body_ns.empty() && body_ns != path_ns) {
@@ -354,7 +354,7 @@ class ApiServer::Impl {
       md["namespace"] = path_ns;
       Result<ObjectPtr> ns = store.Get(Res("", "namespaces"), "", path_ns);
       if (!ns.ok()) return NotFoundError("namespaces \"" + path_ns + "\" not found");
-      ns_object = **ns;
+      ns_object = *ns;
     } else {
       md.erase("namespace");
     }
@@ -370,7 +370,8 @@ class ApiServer::Impl {
           Res("admissionregistration.k8s.io", "mutatingwebhookconfigurations"), "", &unused);
       if (!configs.empty()) {
         json before = md;
-        HAMI_ASSIGN_OR_RETURN(obj, AdmitCreate(configs, r, ns_object, std::move(obj), user));
+        HAMI_ASSIGN_OR_RETURN(
+            obj, AdmitCreate(configs, r, ns_object ? *ns_object : json(), std::move(obj), user));
         if (!obj.is_object() || !obj["metadata"].is_object()) {
           return InternalError("a mutating webhook removed the object's metadata");
         }

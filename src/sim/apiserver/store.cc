@@ -86,24 +86,43 @@ Result<ObjectPtr> Store::Update(
     const ResourceInfo& resource, const std::string& ns, const std::string& name,
     const std::function<Status(const json& current, json& next)>& mutate,
     std::shared_ptr<const LazyText>* text) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& bucket = objects_[&resource];
-  auto it = bucket.find(Key(ns, name));
-  if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
-  json next = *it->second.object;
-  HAMI_RETURN_IF_ERROR(mutate(*it->second.object, next));
-  if (!next.is_object() || !next["metadata"].is_object()) {
-    return InvalidArgumentError("the update removed the object's metadata");
+  const std::string key = Key(ns, name);
+  // Optimistic: copy and mutate outside the lock (the expensive part), then commit only if no
+  // other write landed meanwhile, else start over from the newer state. Readers never see a
+  // half-made object and the lock is held for a lookup and an append.
+  for (;;) {
+    ObjectPtr current;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto b = objects_.find(&resource);
+      if (b != objects_.end()) {
+        auto it = b->second.find(key);
+        if (it != b->second.end()) current = it->second.object;
+      }
+    }
+    if (current == nullptr) return NotFoundError(NotFoundMessage(resource, name));
+    auto next = std::make_shared<json>(*current);
+    HAMI_RETURN_IF_ERROR(mutate(*current, *next));
+    if (!next->is_object() || !(*next)["metadata"].is_object()) {
+      return InvalidArgumentError("the update removed the object's metadata");
+    }
+    json& md = (*next)["metadata"];
+    md["name"] = name;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& bucket = objects_[&resource];
+    auto it = bucket.find(key);
+    if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
+    // Lost the race: mutate the newer state.
+    if (it->second.object != current) continue;
+    // `next` is not shared yet, so stamping it here is safe.
+    md["resourceVersion"] = std::to_string(++revision_);
+    ObjectPtr ptr = std::move(next);
+    std::shared_ptr<const LazyText> t =
+        AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, current});
+    it->second = Stored{ptr, t};
+    if (text != nullptr) *text = std::move(t);
+    return ptr;
   }
-  next["metadata"]["name"] = name;
-  next["metadata"]["resourceVersion"] = std::to_string(++revision_);
-  auto ptr = std::make_shared<const json>(std::move(next));
-  ObjectPtr previous = it->second.object;
-  std::shared_ptr<const LazyText> t =
-      AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, previous});
-  it->second = Stored{ptr, t};
-  if (text != nullptr) *text = std::move(t);
-  return ObjectPtr(ptr);
 }
 
 Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string& ns,

@@ -4,8 +4,10 @@
 // watch event to a bounded history. Watchers resume from any revision still in the history; older
 // revisions are reported as OutOfRange (the HTTP layer turns that into 410 Gone).
 //
-// Thread safety: all methods are safe to call concurrently. Mutation callbacks run under the
-// store's lock: keep them short and never call back into the store from them.
+// Thread safety: all methods are safe to call concurrently. Update's mutation callback runs
+// outside the store's lock and may run more than once (when another write to the object lands
+// first it is called again on the newer state), so it must depend on its arguments only. Delete's
+// precondition runs under the lock: keep it short and never call back into the store from it.
 #pragma once
 
 #include <chrono>
@@ -69,8 +71,9 @@ class Store {
   std::vector<ObjectPtr> List(const ResourceInfo& resource, const std::string& ns,
                               int64_t* revision) const;
   // Read-modify-write: `mutate` gets the current object and a copy of it to edit (an error
-  // aborts the update and is returned). The name cannot change. A mutation that changes nothing
-  // still counts as an update (new resourceVersion), as on the real server for PUT.
+  // aborts the update and is returned); see the class comment on retries. The name cannot change. A
+  // mutation that changes nothing still counts as an update (new resourceVersion), as on the real
+  // server for PUT.
   Result<ObjectPtr> Update(
       const ResourceInfo& resource, const std::string& ns, const std::string& name,
       const std::function<Status(const nlohmann::json& current, nlohmann::json& next)>& mutate,

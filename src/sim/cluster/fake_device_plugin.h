@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
@@ -34,7 +35,12 @@ class FakeDevicePlugin {
         {.on_add = [this](const k8s::ObjectPtr& p) { Offer(p); },
          .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { Offer(p); }});
     pods_.Start();
-    for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Run(); });
+    for (int i = 0; i < std::max(1, workers); ++i) {
+      workers_.emplace_back([this] {
+        SetCurrentThreadName("fake-plugin");
+        Run();
+      });
+    }
   }
   ~FakeDevicePlugin() {
     {
