@@ -975,8 +975,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
   });
   s.Handle("GET", "/api", [self](const HttpRequest& req, HttpResponse& res) {
     if (!self->Authorized(req, res)) return;
-    res.SetJson(200,
-                self->registry.CoreVersions(self->options.host + ":" + std::to_string(self->port)));
+    res.SetJson(200, self->registry.CoreVersions(self->options.host + ":" +
+                                                 std::to_string(self->http->port())));
   });
   s.Handle("GET", "/apis", [self](const HttpRequest& req, HttpResponse& res) {
     if (!self->Authorized(req, res)) return;
