@@ -286,14 +286,18 @@ void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
   std::string ns = k8s::Namespace(pod), name = k8s::Name(pod);
   if (!lock.ok() || !lock->HeldBy(ns, name)) return;
   std::string key = node + "/" + ns + "/" + name;
+  bool first;
   {
     std::lock_guard<std::mutex> l(bg_mu_);
     if (!release_pending_.insert(key).second) return;
     // Every entry has the same grace, so appending keeps releases_ in due order.
+    first = releases_.empty();
     releases_.push_back(LockRelease{
         node, ns, name, std::chrono::steady_clock::now() + options_.lock_release_grace});
   }
-  bg_cv_.notify_all();
+  // The background loop sleeps until the oldest entry is due: only a first entry changes that.
+  // (Waking it for every bound pod cost a context switch per pod.)
+  if (first) bg_cv_.notify_all();
 }
 
 void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
@@ -444,6 +448,11 @@ void SchedulerService::ReconcileNodes() {
 void SchedulerService::BackgroundLoop() {
   auto next_full = std::chrono::steady_clock::now();
   bool was_leader = false;
+  // Lock releases are checked in batches: the loop wakes this long after the oldest is due and
+  // handles every entry due by then (one wake-up per batch rather than per pod). The grace is a
+  // lower bound, so a release checked up to a quarter of it late (at most 250 ms) is fine.
+  const auto batch = std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(250),
+                                                                   options_.lock_release_grace / 4);
   for (;;) {
     std::vector<std::string> dirty;
     std::vector<LockRelease> releases;
@@ -451,13 +460,14 @@ void SchedulerService::BackgroundLoop() {
     {
       std::unique_lock<std::mutex> l(bg_mu_);
       auto release_due = [&] {
-        return !releases_.empty() && releases_.front().due <= std::chrono::steady_clock::now();
+        return !releases_.empty() &&
+               releases_.front().due + batch <= std::chrono::steady_clock::now();
       };
       auto wake = next_full;
-      if (!releases_.empty()) wake = std::min(wake, releases_.front().due);
+      if (!releases_.empty()) wake = std::min(wake, releases_.front().due + batch);
       bg_cv_.wait_until(l, wake, [&] {
         return stopping_ || !dirty_nodes_.empty() || release_due() || full_pass_ ||
-               (!releases_.empty() && releases_.front().due < wake);
+               (!releases_.empty() && releases_.front().due + batch < wake);
       });
       if (stopping_) return;
       dirty.assign(dirty_nodes_.begin(), dirty_nodes_.end());

@@ -22,34 +22,39 @@ const std::string& LazyText::Get(const json& object) const {
 
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
-std::shared_ptr<const LazyText> Store::AppendLocked(WatchEvent event) {
+void Store::AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock) {
   ResourceSignal& signal = signals_[event.resource];
   signal.last_revision = event.revision;
-  std::shared_ptr<const LazyText> text = event.text;
   history_.push_back(std::move(event));
+  // Events that fall out of the window (and the objects only they still hold) are freed after
+  // the lock is released.
+  std::vector<WatchEvent> evicted;
   while (history_.size() > history_window_) {
     compacted_ = history_.front().revision;
+    evicted.push_back(std::move(history_.front()));
     history_.pop_front();
   }
+  // Notified after unlocking: a watcher woken while the lock is still held would only block on
+  // it again (two context switches instead of one). `signal` lives as long as the store.
+  lock.unlock();
   signal.changed.notify_all();
-  return text;
 }
 
 Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object,
                                 std::shared_ptr<const LazyText>* text) {
   std::string name = object["metadata"].value("name", "");
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& bucket = objects_[&resource];
   std::string key = Key(ns, name);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& bucket = objects_[&resource];
   if (bucket.count(key)) {
     return AlreadyExistsError(resource.qualified() + " \"" + name + "\" already exists");
   }
   object["metadata"]["resourceVersion"] = std::to_string(++revision_);
   auto ptr = std::make_shared<const json>(std::move(object));
-  std::shared_ptr<const LazyText> t =
-      AppendLocked({revision_, "ADDED", &resource, ns, ptr, nullptr});
-  bucket[key] = Stored{ptr, t};
-  if (text != nullptr) *text = std::move(t);
+  WatchEvent event{revision_, "ADDED", &resource, ns, ptr, nullptr};
+  bucket[key] = Stored{ptr, event.text};
+  if (text != nullptr) *text = event.text;
+  AppendAndNotify(std::move(event), lock);
   return ObjectPtr(ptr);
 }
 
@@ -108,7 +113,7 @@ Result<ObjectPtr> Store::Update(
     }
     json& md = (*next)["metadata"];
     md["name"] = name;
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto& bucket = objects_[&resource];
     auto it = bucket.find(key);
     if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
@@ -117,10 +122,10 @@ Result<ObjectPtr> Store::Update(
     // `next` is not shared yet, so stamping it here is safe.
     md["resourceVersion"] = std::to_string(++revision_);
     ObjectPtr ptr = std::move(next);
-    std::shared_ptr<const LazyText> t =
-        AppendLocked({revision_, "MODIFIED", &resource, ns, ptr, current});
-    it->second = Stored{ptr, t};
-    if (text != nullptr) *text = std::move(t);
+    WatchEvent event{revision_, "MODIFIED", &resource, ns, ptr, current};
+    it->second = Stored{ptr, event.text};
+    if (text != nullptr) *text = event.text;
+    AppendAndNotify(std::move(event), lock);
     return ptr;
   }
 }
@@ -128,7 +133,7 @@ Result<ObjectPtr> Store::Update(
 Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string& ns,
                                 const std::string& name,
                                 const std::function<Status(const json&)>& precondition) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto& bucket = objects_[&resource];
   auto it = bucket.find(Key(ns, name));
   if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
@@ -139,7 +144,7 @@ Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string&
   auto ptr = std::make_shared<const json>(std::move(last));
   ObjectPtr previous = it->second.object;
   bucket.erase(it);
-  AppendLocked({revision_, "DELETED", &resource, ns, ptr, previous});
+  AppendAndNotify({revision_, "DELETED", &resource, ns, ptr, previous}, lock);
   return ObjectPtr(ptr);
 }
 

@@ -97,8 +97,9 @@ class Store {
   void Close();
 
  private:
-  // Appends the event and returns its text holder.
-  std::shared_ptr<const LazyText> AppendLocked(WatchEvent event);
+  // Appends the event, releases `lock` (which must hold mu_) and wakes the resource's watchers.
+  // The caller must not touch guarded state afterwards.
+  void AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock);
 
   // Watchers of one resource wait on its own condition variable, so a pod write wakes pod
   // watchers only.

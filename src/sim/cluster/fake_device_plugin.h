@@ -68,7 +68,7 @@ class FakeDevicePlugin {
       if (!offered_.insert(k8s::Uid(*p)).second) return;
       queue_.push_back(p);
     }
-    cv_.notify_all();
+    cv_.notify_one();  // one pod, one worker: waking all of them only sends the rest back to sleep
   }
   void Run() {
     for (;;) {
