@@ -211,6 +211,56 @@ Result<WriteAck> RestClient::CreateAck(const Resource& r, std::string_view ns,
   return DoAck("POST", path, std::move(body), "application/json");
 }
 
+std::vector<Result<WriteAck>> RestClient::CreateAckBatch(
+    const Resource& r, const std::vector<std::pair<std::string, std::string>>& items) {
+  std::vector<Result<WriteAck>> out;
+  out.reserve(items.size());
+  Result<std::string> token = BearerToken();
+  if (!token.ok()) {
+    for (size_t i = 0; i < items.size(); ++i) out.push_back(token.status());
+    return out;
+  }
+  std::vector<HttpRequest> reqs;
+  reqs.reserve(items.size());
+  for (const auto& [ns, body] : items) {
+    HttpRequest req;
+    req.method = "POST";
+    req.url = config_.server + ResourcePath(r, ns);
+    req.body = body;
+    req.timeout = config_.timeout;
+    req.headers.emplace_back("Accept", "application/json");
+    req.headers.emplace_back("User-Agent", config_.user_agent);
+    req.headers.emplace_back("Content-Type", "application/json");
+    if (!token->empty()) req.headers.emplace_back("Authorization", "Bearer " + *token);
+    if (limiter_.Accept(nullptr)) {
+      out.assign(items.size(), Status(StatusCode::kCancelled, "cancelled"));
+      return out;
+    }
+    reqs.push_back(std::move(req));
+  }
+  for (Result<HttpResponse>& resp : transport_->DoBatch(reqs)) {
+    if (!resp.ok()) {
+      out.push_back(resp.status());
+      continue;
+    }
+    if (resp->status < 200 || resp->status >= 300) {
+      out.push_back(StatusFromHttp(resp->status, resp->body));
+      continue;
+    }
+    WriteAck ack;
+    if (!resp->body.empty()) {
+      Result<std::string> rv = ScanResourceVersion(resp->body);
+      if (!rv.ok()) {
+        out.push_back(rv.status().WithContext("POST " + ResourcePath(r, "")));
+        continue;
+      }
+      ack.resource_version = std::move(*rv);
+    }
+    out.push_back(std::move(ack));
+  }
+  return out;
+}
+
 Result<WriteAck> RestClient::PatchAck(const Resource& r, std::string_view ns, std::string_view name,
                                       PatchType type, std::string patch,
                                       std::string_view subresource) {

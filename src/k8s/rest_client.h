@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "k8s/clock.h"
@@ -125,6 +126,12 @@ class RestClient {
                              std::string body, std::string_view subresource = "");
   Result<WriteAck> PatchAck(const Resource& r, std::string_view ns, std::string_view name,
                             PatchType type, std::string patch, std::string_view subresource = "");
+  // Creates several objects of `r` (each item: namespace, JSON body) in one pipelined batch
+  // (Transport::DoBatch): one result per item, in order. Each item takes a rate-limiter token.
+  // Not retried: a connection lost mid-batch leaves the unanswered items unknown, so this is for
+  // best-effort writes such as Events.
+  std::vector<Result<WriteAck>> CreateAckBatch(
+      const Resource& r, const std::vector<std::pair<std::string, std::string>>& items);
 
   // One watch stream. Blocks, calling `handler` for each ADDED/MODIFIED/DELETED/BOOKMARK event,
   // until the server ends the stream (OK), `handler` returns false (OK), `cancel` fires

@@ -526,18 +526,8 @@ namespace {
 
 // One exchange on `c`. *reusable: the connection may carry another one. *stale: it failed before
 // the server answered anything (a connection the server had closed, when reused).
-Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& request, bool* reusable,
-                              bool* stale) {
-  *reusable = false;
-  *stale = false;
-  const bool has_deadline = request.timeout.count() > 0;
-  const auto deadline = SteadyClock::now() + request.timeout;
-  int64_t wait = has_deadline ? request.timeout.count() : 0;
-  if (request.cancel != nullptr && (wait == 0 || wait > kCancelTick.count())) {
-    wait = kCancelTick.count();
-  }
-  SetIoTimeout(c, wait);
-
+// The request line and headers of `request`, ending with the blank line.
+std::string RequestHead(const Url& url, const HttpRequest& request) {
   std::string head;
   head.reserve(256 + request.url.size());
   head.append(request.method).append(" ").append(url.target).append(" HTTP/1.1\r\nHost: ");
@@ -555,10 +545,35 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
     head.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
   }
   head.append("\r\n");
+  return head;
+}
+
+bool Bodyless(const HttpRequest& request) {
+  return request.method == "GET" || request.method == "HEAD";
+}
+
+// One exchange on `c`: sends `request` (unless `sent`: a pipelined batch wrote it already) and
+// reads its response. `more_follow`: answers to later pipelined requests may already be buffered
+// behind this one, so leftover bytes do not make the connection unusable.
+Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& request, bool* reusable,
+                              bool* stale, bool sent = false, bool more_follow = false) {
+  *reusable = false;
+  *stale = false;
+  const bool has_deadline = request.timeout.count() > 0;
+  const auto deadline = SteadyClock::now() + request.timeout;
+  int64_t wait = has_deadline ? request.timeout.count() : 0;
+  if (request.cancel != nullptr && (wait == 0 || wait > kCancelTick.count())) {
+    wait = kCancelTick.count();
+  }
+  SetIoTimeout(c, wait);
+
   std::string error;
-  if (!SendAll(c, head, bodyless ? std::string() : request.body, &error)) {
-    *stale = true;  // nothing can have been processed from a request that did not arrive whole
-    return Status(StatusCode::kUnknown, "sending to " + url.host_header + ": " + error);
+  if (!sent) {
+    std::string head = RequestHead(url, request);
+    if (!SendAll(c, head, Bodyless(request) ? std::string() : request.body, &error)) {
+      *stale = true;  // nothing can have been processed from a request that did not arrive whole
+      return Status(StatusCode::kUnknown, "sending to " + url.host_header + ": " + error);
+    }
   }
 
   // Reads until `ready` holds, honouring the deadline and the cancellation.
@@ -751,7 +766,7 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
       }
     }
   }
-  *reusable = keep_alive && c.available() == 0;
+  *reusable = keep_alive && (more_follow || c.available() == 0);
   return response;
 }
 
@@ -797,6 +812,71 @@ Result<HttpResponse> SocketTransport::Do(const HttpRequest& request) {
     const bool idempotent = request.method == "GET" || request.method == "HEAD";
     if (!(reused && stale && idempotent && attempt == 0)) return response.status();
   }
+}
+
+std::vector<Result<HttpResponse>> SocketTransport::DoBatch(
+    const std::vector<HttpRequest>& requests) {
+  std::vector<Result<HttpResponse>> out;
+  out.reserve(requests.size());
+  std::vector<Url> urls;
+  bool pipelinable = requests.size() > 1;
+  for (const HttpRequest& r : requests) {
+    if (!pipelinable) break;
+    Result<Url> u = ParseUrl(r.url);
+    if (!u.ok() || r.on_body || (!urls.empty() && u->key != urls.front().key)) {
+      pipelinable = false;
+      break;
+    }
+    urls.push_back(std::move(*u));
+  }
+  if (!pipelinable) {
+    for (const HttpRequest& r : requests) out.push_back(Do(r));
+    return out;
+  }
+  const HttpRequest& first = requests.front();
+  if (first.cancel != nullptr && first.cancel->cancelled()) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      out.push_back(Status(StatusCode::kCancelled, "request cancelled"));
+    }
+    return out;
+  }
+  std::unique_ptr<Conn> conn = impl_->TakeIdle(urls.front().key);
+  if (conn == nullptr) {
+    Result<std::unique_ptr<Conn>> fresh = impl_->Connect(urls.front(), first.cancel);
+    if (!fresh.ok()) {
+      for (size_t i = 0; i < requests.size(); ++i) out.push_back(fresh.status());
+      return out;
+    }
+    conn = std::move(*fresh);
+  }
+  // Every request in one write, then the answers in order.
+  std::string all;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    all.append(RequestHead(urls[i], requests[i]));
+    if (!Bodyless(requests[i])) all.append(requests[i].body);
+  }
+  std::string error;
+  if (!SendAll(*conn, all, std::string(), &error)) {
+    Status s(StatusCode::kUnknown, "sending to " + urls.front().host_header + ": " + error);
+    for (size_t i = 0; i < requests.size(); ++i) out.push_back(s);
+    return out;
+  }
+  bool usable = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!usable) {
+      out.push_back(Status(StatusCode::kUnknown, "connection to " + urls[i].host_header +
+                                                     " lost after " + std::to_string(i) + " of " +
+                                                     std::to_string(requests.size()) +
+                                                     " pipelined requests were answered"));
+      continue;
+    }
+    bool reusable = false, stale = false;
+    out.push_back(Exchange(*conn, urls[i], requests[i], &reusable, &stale, /*sent=*/true,
+                           /*more_follow=*/i + 1 < requests.size()));
+    usable = out.back().ok() && reusable;
+  }
+  if (usable) impl_->Return(std::move(conn));
+  return out;
 }
 
 Result<HttpResponse> SocketTransportExchangeForTesting(int fd, const HttpRequest& request) {

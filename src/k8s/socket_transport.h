@@ -54,6 +54,9 @@ class SocketTransport final : public Transport {
   SocketTransport& operator=(const SocketTransport&) = delete;
 
   Result<HttpResponse> Do(const HttpRequest& request) override;
+  // HTTP/1.1 pipelining when every request goes to the same server and none streams; otherwise
+  // (and for a batch of one) the same as calling Do for each.
+  std::vector<Result<HttpResponse>> DoBatch(const std::vector<HttpRequest>& requests) override;
 
   // Connections opened so far (for tests of connection reuse).
   uint64_t connections_opened() const;

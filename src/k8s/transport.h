@@ -57,6 +57,18 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual Result<HttpResponse> Do(const HttpRequest& request) = 0;
+  // Several requests to one server, answered in order (one result per request). The default
+  // sends them one after another; SocketTransport pipelines them on one connection (all written
+  // at once, the answers read back in order), which costs one round trip instead of N. For
+  // non-idempotent requests the caller must accept that a connection lost mid-batch leaves the
+  // fate of the unanswered ones unknown (they are reported as errors, never retried). Requests
+  // with `on_body` are not allowed here.
+  virtual std::vector<Result<HttpResponse>> DoBatch(const std::vector<HttpRequest>& requests) {
+    std::vector<Result<HttpResponse>> out;
+    out.reserve(requests.size());
+    for (const HttpRequest& r : requests) out.push_back(Do(r));
+    return out;
+  }
 };
 
 }  // namespace hami::k8s

@@ -93,6 +93,16 @@ Result<WriteAck> CreateEvent(RestClient& c, const EventSpec& spec) {
   return c.CreateAck(kEvents, ns, Name(ev), ev.dump());
 }
 
+std::vector<Result<WriteAck>> CreateEvents(RestClient& c, const std::vector<EventSpec>& specs) {
+  std::vector<std::pair<std::string, std::string>> items;
+  items.reserve(specs.size());
+  for (const EventSpec& spec : specs) {
+    Object ev = MakeEvent(spec, c.clock().WallNow());
+    items.emplace_back(Namespace(ev), ev.dump());
+  }
+  return c.CreateAckBatch(kEvents, items);
+}
+
 Result<Object> GetLease(RestClient& c, std::string_view ns, std::string_view name) {
   return c.Get(kLeases, ns, name);
 }

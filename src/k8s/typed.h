@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "k8s/object_fwd.h"
@@ -53,6 +54,8 @@ struct EventSpec {
 // Builds the Event object (name "<object>.<hex nanoseconds>", first/lastTimestamp = now, count 1).
 Object MakeEvent(const EventSpec& spec, WallTimePoint now);
 Result<WriteAck> CreateEvent(RestClient& c, const EventSpec& spec);
+// Posts several events in one pipelined batch (RestClient::CreateAckBatch); one result each.
+std::vector<Result<WriteAck>> CreateEvents(RestClient& c, const std::vector<EventSpec>& specs);
 
 Result<Object> GetLease(RestClient& c, std::string_view ns, std::string_view name);
 Result<Object> CreateLease(RestClient& c, std::string_view ns, const Object& lease);

@@ -146,6 +146,7 @@ class Connection {
   // `deadline` passing.
   bool Fill(SteadyClock::time_point deadline, size_t want = 16384) {
     if (!healthy_) return false;
+    if (!queued_.empty() && !Flush()) return false;  // never wait for input with answers held
     size_t old = buf_.size();
     buf_.resize(old + want);
     for (;;) {
@@ -180,9 +181,30 @@ class Connection {
     }
   }
 
-  // Sends the pieces in order as one write (one TCP segment when they fit); false on failure.
+  // Holds an answer back while more pipelined requests are already buffered, so that their
+  // answers leave together (the next Send or Flush writes it first). Large backlogs go at once.
+  bool Queue(std::initializer_list<std::string_view> pieces) {
+    if (!healthy_) return false;
+    for (std::string_view p : pieces) queued_.append(p);
+    return queued_.size() < (256u << 10) || Flush();
+  }
+  bool Flush() { return queued_.empty() || Send({}); }
+
+  // Sends anything queued, then the pieces in order, as one write (one TCP segment when they
+  // fit); false on failure.
   bool Send(std::initializer_list<std::string_view> pieces) {
     if (!healthy_) return false;
+    if (!queued_.empty()) {
+      for (std::string_view p : pieces) queued_.append(p);
+      std::string all = std::move(queued_);
+      queued_.clear();
+      return SendPieces({all});
+    }
+    return SendPieces(pieces);
+  }
+
+ private:
+  bool SendPieces(std::initializer_list<std::string_view> pieces) {
     if (ssl_ != nullptr) {
       std::string all;
       size_t total = 0;
@@ -234,6 +256,7 @@ class Connection {
     return true;
   }
 
+ public:
   // After a final answer to a request that was not read to its end: stops sending and discards
   // what the client is still sending (up to 1 MiB or a second), so that closing does not reset
   // the connection before the client has read the answer.
@@ -258,6 +281,7 @@ class Connection {
   SSL* const ssl_;
   const std::atomic<bool>& running_;
   std::string buf_;
+  std::string queued_;  // answers held back for pipelined requests
   bool healthy_ = true;
   bool clean_ = true;
 };
@@ -481,13 +505,21 @@ class HttpServer::Impl {
       ++served;
       bool keep = head.keep_alive && served < o.keep_alive_max_requests &&
                   run.load(std::memory_order_relaxed);
-      if (!WriteResponse(conn, req, head.accepts_gzip, res, &keep) || !keep) return;
+      // Another request already buffered (pipelining): its answer will follow this one.
+      const bool more = keep && !buf.empty();
+      if (!WriteResponse(conn, req, head.accepts_gzip, res, more, &keep)) return;
+      if (!keep) {
+        // Closing on our side (request limit, shutting down) while pipelined requests may still
+        // be arriving: let the client read the answers before the close resets the connection.
+        if (head.keep_alive) conn.LingerBeforeClose();
+        return;
+      }
     }
   }
 
   // Sends `res`; false when the connection must be dropped. May clear *keep.
   static bool WriteResponse(Connection& conn, const HttpRequest& req, bool accepts_gzip,
-                            HttpResponse& res, bool* keep) {
+                            HttpResponse& res, bool more, bool* keep) {
     const bool head_only = req.method == "HEAD";
     std::string head;
     head.reserve(256);
@@ -537,8 +569,8 @@ class HttpServer::Impl {
       head += "\r\n";
     }
     head += "\r\n";
-    if (head_only || no_body) return conn.Send({head});
-    return conn.Send({head, body});
+    if (head_only || no_body) return more ? conn.Queue({head}) : conn.Send({head});
+    return more ? conn.Queue({head, body}) : conn.Send({head, body});
   }
 
   void WorkerLoop() {

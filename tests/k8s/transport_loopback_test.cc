@@ -25,6 +25,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
+#include "net/http_server.h"
 
 namespace hami::k8s {
 namespace {
@@ -431,6 +432,81 @@ TEST(SocketTransportTest, ReusesOneConnectionForSequentialRequests) {
     ASSERT_TRUE(client.Patch(kPods, "ns", "p1", PatchType::kMerge, R"({"a":1})").ok());
   }
   EXPECT_EQ(raw->connections_opened(), 1u);
+}
+
+// A server whose POSTs answer with their own sequence number as the resourceVersion, so the
+// order of the answers can be checked.
+std::unique_ptr<net::HttpServer> SequenceServer(size_t keep_alive_max_requests, int* port) {
+  net::HttpServerOptions opts;
+  opts.keep_alive_max_requests = keep_alive_max_requests;
+  auto server = net::HttpServer::Create(opts).value();
+  auto counter = std::make_shared<std::atomic<int>>(0);
+  server->HandlePrefix("POST", "/api/v1/namespaces/",
+                       [counter](const net::HttpRequest& req, net::HttpResponse& res) {
+                         int n = ++*counter;
+                         res.SetJson(201, "{\"metadata\":{\"resourceVersion\":\"" +
+                                              std::to_string(n) + "\"},\"echo\":" + req.body + "}");
+                       });
+  *port = server->Start().value();
+  return server;
+}
+
+TEST_P(TransportLoopbackTest, BatchedCreatesAreAnsweredInOrder) {
+  int port = 0;
+  auto server = SequenceServer(100000, &port);
+  auto client = MakeClient(GetParam(), "http://127.0.0.1:" + std::to_string(port));
+  std::vector<std::pair<std::string, std::string>> items;
+  for (int i = 0; i < 10; ++i) {
+    items.emplace_back(i % 2 ? "a" : "b", "{\"i\":" + std::to_string(i) + "}");
+  }
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Result<WriteAck>> got = client->CreateAckBatch(kEvents, items);
+    ASSERT_EQ(got.size(), items.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+      EXPECT_EQ(got[i]->resource_version, std::to_string(round * 10 + static_cast<int>(i) + 1));
+    }
+  }
+  EXPECT_TRUE(client->CreateAckBatch(kEvents, {}).empty());
+}
+
+TEST(SocketTransportTest, PipelinedBatchUsesOneConnectionAndReportsALostTail) {
+  int port = 0;
+  auto server = SequenceServer(100000, &port);
+  auto transport = SocketTransport::Create({}).value();
+  SocketTransport* raw = transport.get();
+  static RealClock clock;
+  RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  RestClient client(cfg, std::move(transport), clock);
+  std::vector<std::pair<std::string, std::string>> items(20, {"ns", "{}"});
+  for (int round = 0; round < 3; ++round) {
+    for (const Result<WriteAck>& r : client.CreateAckBatch(kEvents, items)) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+  EXPECT_EQ(raw->connections_opened(), 1u);  // 60 creates, one connection, three round trips
+
+  // A server that closes after 3 requests per connection answers 3 of 5; the other 2 are
+  // reported lost (never silently retried: POSTs are not idempotent).
+  int short_port = 0;
+  auto short_lived = SequenceServer(3, &short_port);
+  cfg.server = "http://127.0.0.1:" + std::to_string(short_port);
+  RestClient short_client(cfg, SocketTransport::Create({}).value(), clock);
+  std::vector<Result<WriteAck>> got = short_client.CreateAckBatch(
+      kEvents, std::vector<std::pair<std::string, std::string>>(5, {"ns", "{}"}));
+  ASSERT_EQ(got.size(), 5u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  for (int i = 3; i < 5; ++i) {
+    ASSERT_FALSE(got[i].ok()) << i;
+    EXPECT_NE(got[i].status().message().find("of 5 pipelined requests"), std::string::npos)
+        << got[i].status().ToString();
+  }
+  // The next batch opens a new connection and succeeds.
+  for (const Result<WriteAck>& r :
+       short_client.CreateAckBatch(kEvents, {{"ns", "{}"}, {"ns", "{}"}})) {
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  }
 }
 
 TEST(SocketTransportTest, ReadToCloseBodyAndSilentlyClosedConnections) {
