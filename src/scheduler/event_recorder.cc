@@ -1,5 +1,6 @@
 #include "scheduler/event_recorder.h"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,17 @@ void EventRecorder::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+// Events go out in batches of up to kBatch, pipelined on one connection (one round trip and one
+// wake-up per batch instead of per event). After the first event of a batch the recorder waits up
+// to kGather for more: events are advisory, and 10 ms is invisible to a reader of
+// `kubectl describe pod`.
+constexpr size_t kBatch = 64;
+constexpr auto kGather = std::chrono::milliseconds(10);
+}  // namespace
+
 void EventRecorder::Record(k8s::EventSpec event) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= max_queued_) {
@@ -41,15 +52,13 @@ void EventRecorder::Record(k8s::EventSpec event) {
       return;
     }
     queue_.push_back(std::move(event));
+    // The recorder waits for a first event, then for a full batch: nothing else needs a wake-up.
+    wake = queue_.size() == 1 || queue_.size() == kBatch;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void EventRecorder::Run() {
-  // Whatever is queued goes out together (up to kBatch events, pipelined on one connection: one
-  // round trip and one wake-up per batch instead of per event). Under light load a batch is one
-  // event, posted as soon as it is recorded.
-  constexpr size_t kBatch = 64;
   std::vector<k8s::EventSpec> batch;
   for (;;) {
     batch.clear();
@@ -57,6 +66,7 @@ void EventRecorder::Run() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
+      cv_.wait_for(lock, kGather, [&] { return stopping_ || queue_.size() >= kBatch; });
       while (!queue_.empty() && batch.size() < kBatch) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
