@@ -296,6 +296,17 @@ TEST_F(ApiServerTest, StatusSubresourceAndBinding) {
   put["status"]["phase"] = "Succeeded";
   EXPECT_EQ(client_->Put(path + "/status", put).body["status"]["phase"], "Succeeded");
   EXPECT_EQ(client_->Get(path + "/status").body["status"]["phase"], "Succeeded");
+  // Through /status, labels and annotations may change; other metadata and new fields may not.
+  Reply st2 = client_->Patch(
+      path + "/status",
+      R"({"metadata":{"labels":{"via":"status"},"finalizers":["x"]},"extra":{"a":1}})",
+      "application/merge-patch+json");
+  EXPECT_EQ(st2.body["metadata"]["labels"]["via"], "status");
+  EXPECT_EQ(st2.body["metadata"]["labels"]["l"], "1");
+  EXPECT_FALSE(st2.body["metadata"].contains("finalizers"));
+  EXPECT_FALSE(st2.body.contains("extra"));
+  EXPECT_EQ(st2.body["status"]["phase"], "Succeeded");
+  EXPECT_EQ(st2.body["spec"], st.body["spec"]);
 
   json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},

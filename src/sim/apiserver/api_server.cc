@@ -429,17 +429,40 @@ class ApiServer::Impl {
       next["metadata"] = json::object();
     }
     if (sub == "status") {
-      json merged = current;
-      if (next.contains("status")) {
-        merged["status"] = next["status"];
-      } else {
-        merged.erase("status");
-      }
-      // Labels and annotations may change through /status on the real server too.
+      // Only the status (and metadata labels and annotations, as on the real server) may change
+      // through /status: everything else in `next` is put back to `current`'s value, in place.
+      // Most of it is already equal, so this costs comparisons, not a copy of the object.
+      auto restore = [](json& into, const json& from, std::initializer_list<const char*> keep) {
+        auto kept = [&](const std::string& k) {
+          for (const char* x : keep) {
+            if (k == x) return true;
+          }
+          return false;
+        };
+        for (auto it = into.begin(); it != into.end();) {
+          if (kept(it.key())) {
+            ++it;
+            continue;
+          }
+          auto was = from.find(it.key());
+          if (was == from.end()) {
+            it = into.erase(it);
+            continue;
+          }
+          if (*it != *was) *it = *was;
+          ++it;
+        }
+        for (auto it = from.begin(); it != from.end(); ++it) {
+          if (!kept(it.key()) && !into.contains(it.key())) into[it.key()] = it.value();
+        }
+      };
+      restore(next, current, {"status", "metadata"});
+      json& md = next["metadata"];
+      const json& cur_md = current["metadata"];
+      restore(md, cur_md, {"labels", "annotations"});
       for (const char* k : {"labels", "annotations"}) {
-        if (next["metadata"].contains(k)) merged["metadata"][k] = next["metadata"][k];
+        if (!md.contains(k) && cur_md.contains(k)) md[k] = cur_md[k];
       }
-      next = std::move(merged);
     } else if (r.has_status) {
       if (current.contains("status")) {
         next["status"] = current["status"];
