@@ -471,6 +471,7 @@ class HttpServer::Impl {
             buf.erase(0, consumed);
             consumed = 0;
             if (!conn.Fill(deadline)) return;
+            deadline = SteadyClock::now() + o.read_timeout;  // a body may take long while it moves
           }
         } else {
           size_t need = static_cast<size_t>(head.content_length);
@@ -479,6 +480,7 @@ class HttpServer::Impl {
             if (!conn.Fill(deadline, std::min<size_t>(std::max<size_t>(missing, 16384), 1 << 20))) {
               return;
             }
+            deadline = SteadyClock::now() + o.read_timeout;  // a body may take long while it moves
           }
           if (consumed == 0 && buf.size() == need) {
             req.body = std::move(buf);
@@ -636,6 +638,11 @@ class HttpServer::Impl {
         timeval wt{static_cast<time_t>(options.write_timeout.count()), 0};
         ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof wt);
         std::lock_guard<std::mutex> lock(mu);
+        if (pending.size() >= static_cast<size_t>(std::max(options.listen_backlog, 1))) {
+          // Every worker busy and a full queue behind them: refuse rather than hoard sockets.
+          ::close(fd);
+          continue;
+        }
         pending.push_back(fd);
         if (static_cast<size_t>(idle_workers) < pending.size() &&
             static_cast<int>(workers.size()) < options.worker_threads) {

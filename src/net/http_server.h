@@ -110,10 +110,15 @@ struct HttpServerOptions {
   int port = 0;             // 0 = any free port; Start() returns the bound one
   int worker_threads = 64;  // >= expected concurrent connections (each pins a worker)
   size_t keep_alive_max_requests = 100000;
+  // How long an idle keep-alive connection waits for its next request.
   std::chrono::seconds keep_alive_timeout{5};
+  // A request head must arrive within this from its first byte; a body may take longer as long
+  // as no gap between two reads of it does.
   std::chrono::seconds read_timeout{10};
-  std::chrono::seconds write_timeout{10};
+  std::chrono::seconds write_timeout{10};  // per send
   size_t max_body_bytes = 64u << 20;
+  // The kernel's accept queue, and also how many accepted connections may wait for a worker;
+  // beyond that new connections are closed at once.
   int listen_backlog = 4096;
   std::optional<TlsOptions> tls;
   // Alternative to `tls`: an already built certificate source (e.g. a generated pair).

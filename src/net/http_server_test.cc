@@ -359,6 +359,29 @@ TEST(HttpServerTest, MoreConnectionsThanWorkersAreServedInTurn) {
   EXPECT_EQ(ok.load(), 30);
 }
 
+TEST(HttpServerTest, ConnectionsBeyondTheWaitingQueueAreClosed) {
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  opts.listen_backlog = 1;
+  auto server = HttpServer::Create(opts).value();
+  server->Handle("GET", "/x", [](const HttpRequest&, HttpResponse& res) { res.SetText(200, "x"); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  const std::string req = "GET /x HTTP/1.1\r\n\r\n";
+  int a = Connect(*port);
+  ASSERT_GT(::send(a, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  ASSERT_EQ(ReadResponses(a, 1), (std::vector<std::string>{"x"}));  // the only worker is on `a`
+  int b = Connect(*port);                                           // waits for the worker
+  ASSERT_GT(::send(b, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  int c = Connect(*port);  // the queue (1) is full: closed unanswered
+  (void)::send(c, req.data(), req.size(), MSG_NOSIGNAL);
+  EXPECT_EQ(ReadResponses(c, 1), (std::vector<std::string>{"!"}));
+  ::close(a);  // frees the worker for `b`
+  EXPECT_EQ(ReadResponses(b, 1), (std::vector<std::string>{"x"}));
+  ::close(b);
+  ::close(c);
+}
+
 TEST(HttpServerTest, ServeConnectionForTestingOverSocketPair) {
   auto server = MakeServer();
   server->Handle("POST", "/len", [](const HttpRequest& req, HttpResponse& res) {
