@@ -1,6 +1,7 @@
 #include "scheduler/extender_args.h"
 
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace hami::scheduler {
@@ -176,7 +177,15 @@ size_t ValueEnd(std::string_view s, size_t i) {
   if (i >= s.size()) return std::string_view::npos;
   char c = s[i];
   if (c != '{' && c != '[' && c != '"') {
-    while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !IsJsonSpace(s[i])) ++i;
+    // A number or literal: only their own characters (anything else, a NUL byte above all, which
+    // the JSON lexer reads as the end of its input, sends the body to the general reader).
+    while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !IsJsonSpace(s[i])) {
+      char d = s[i];
+      bool ok = (d >= '0' && d <= '9') || (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') ||
+                d == '+' || d == '-' || d == '.';
+      if (!ok) return std::string_view::npos;
+      ++i;
+    }
     return i;
   }
   int depth = 0;
@@ -205,6 +214,9 @@ size_t ValueEnd(std::string_view s, size_t i) {
 }
 
 bool FastParse(std::string_view body, ExtenderArgs* out) {
+  // The JSON lexer takes a NUL byte for the end of its input: a slice parsed on its own could end
+  // early where the whole body would not.
+  if (std::memchr(body.data(), '\0', body.size()) != nullptr) return false;
   size_t i = SkipSpace(body, 0);
   if (i >= body.size() || body[i] != '{') return false;
   i = SkipSpace(body, i + 1);
