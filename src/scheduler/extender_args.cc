@@ -1,5 +1,6 @@
 #include "scheduler/extender_args.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -221,7 +222,6 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
   if (i >= body.size() || body[i] != '{') return false;
   i = SkipSpace(body, i + 1);
   std::string& buffer = *out->name_buffer;
-  std::vector<std::pair<uint32_t, uint32_t>> spans;
   bool first = true;
   for (;;) {
     if (i >= body.size()) return false;
@@ -249,11 +249,14 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
       out->has_names = false;
       out->names_not_list = false;
       buffer.clear();
-      spans.clear();
+      out->names.clear();
       if (value[0] == '[') {
         out->has_names = true;
-        // The array's bytes are kept whole; each name is a view of its own characters.
+        // The array's bytes are kept whole (the buffer does not change afterwards); each name is
+        // a view of its own characters. At most one name per comma, plus one.
         buffer.assign(value);
+        out->names.reserve(static_cast<size_t>(std::count(value.begin(), value.end(), ',')) + 1);
+        const std::string_view kept(buffer);
         size_t j = SkipSpace(value, 1);
         if (j < value.size() && value[j] == ']') {
           j = SkipSpace(value, j + 1);
@@ -262,8 +265,7 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
             if (j >= value.size() || value[j] != '"') return false;
             size_t name_end = ScanPlainString(value, j);
             if (name_end == std::string_view::npos) return false;
-            spans.emplace_back(static_cast<uint32_t>(j + 1),
-                               static_cast<uint32_t>(name_end - j - 2));
+            out->names.push_back(kept.substr(j + 1, name_end - j - 2));
             j = SkipSpace(value, name_end);
             if (j < value.size() && value[j] == ',') {
               j = SkipSpace(value, j + 1);
@@ -297,12 +299,7 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
     }
     return false;
   }
-  if (i != body.size()) return false;
-  out->names.clear();
-  out->names.reserve(spans.size());
-  for (const auto& [offset, length] : spans)
-    out->names.emplace_back(buffer.data() + offset, length);
-  return true;
+  return i == body.size();
 }
 
 }  // namespace
