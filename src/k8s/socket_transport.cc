@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "k8s/curl_transport.h"
+#include "net/socket_bio.h"
 
 namespace hami::k8s {
 namespace {
@@ -106,47 +107,6 @@ std::string OpenSslErrors() {
     out += buf;
   }
   return out.empty() ? "unknown TLS error" : out;
-}
-
-// A BIO over the connection's socket that sends with MSG_NOSIGNAL: OpenSSL's own socket BIO
-// writes with write(2), which raises SIGPIPE on a connection the server closed.
-int BioWrite(BIO* bio, const char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  BIO_clear_retry_flags(bio);
-  for (;;) {
-    ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
-    if (n >= 0) return static_cast<int>(n);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
-    return -1;
-  }
-}
-
-int BioRead(BIO* bio, char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  BIO_clear_retry_flags(bio);
-  for (;;) {
-    ssize_t n = ::recv(fd, data, static_cast<size_t>(len), 0);
-    if (n >= 0) return static_cast<int>(n);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(bio);
-    return -1;
-  }
-}
-
-long BioCtrl(BIO*, int cmd, long, void*) {  // NOLINT(runtime/int)
-  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-}
-
-const BIO_METHOD* SocketBioMethod() {
-  static const BIO_METHOD* method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "hami-socket");
-    BIO_meth_set_write(m, BioWrite);
-    BIO_meth_set_read(m, BioRead);
-    BIO_meth_set_ctrl(m, BioCtrl);
-    return m;
-  }();
-  return method;
 }
 
 // One TCP (and maybe TLS) connection, used by one exchange at a time.
@@ -491,9 +451,8 @@ Result<std::unique_ptr<Conn>> SocketTransport::Impl::Connect(const Url& url,
   SetIoTimeout(*conn, std::max<int64_t>(1, left.count()));
   conn->ssl = SSL_new(ctx);
   if (conn->ssl == nullptr) return InternalError("cannot create a TLS session: " + OpenSslErrors());
-  BIO* bio = BIO_new(SocketBioMethod());
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(conn->fd)));
-  BIO_set_init(bio, 1);
+  BIO* bio = net::NewSocketBio(conn->fd);
+  if (bio == nullptr) return InternalError("cannot create a TLS socket BIO: " + OpenSslErrors());
   SSL_set_bio(conn->ssl, bio, bio);
   const std::string& name = options.tls.server_name.empty() ? url.host : options.tls.server_name;
   if (!IsIpLiteral(name)) SSL_set_tlsext_host_name(conn->ssl, name.c_str());

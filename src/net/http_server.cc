@@ -27,6 +27,7 @@
 
 #include "common/thread_name.h"
 #include "net/http_wire.h"
+#include "net/socket_bio.h"
 #include "net/tls.h"
 
 namespace hami::net {
@@ -48,47 +49,6 @@ struct Route {
   bool prefix = false;
   HttpHandler handler;
 };
-
-// A BIO over the connection's socket that sends with MSG_NOSIGNAL: OpenSSL's socket BIO writes
-// with write(2), which raises SIGPIPE when the peer has gone.
-int BioWrite(BIO* bio, const char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  BIO_clear_retry_flags(bio);
-  for (;;) {
-    ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
-    if (n >= 0) return static_cast<int>(n);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
-    return -1;
-  }
-}
-
-int BioRead(BIO* bio, char* data, int len) {
-  int fd = static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
-  BIO_clear_retry_flags(bio);
-  for (;;) {
-    ssize_t n = ::recv(fd, data, static_cast<size_t>(len), 0);
-    if (n >= 0) return static_cast<int>(n);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(bio);
-    return -1;
-  }
-}
-
-long BioCtrl(BIO*, int cmd, long, void*) {  // NOLINT(runtime/int)
-  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-}
-
-const BIO_METHOD* SocketBioMethod() {
-  static const BIO_METHOD* method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "hami-server");
-    BIO_meth_set_write(m, BioWrite);
-    BIO_meth_set_read(m, BioRead);
-    BIO_meth_set_ctrl(m, BioCtrl);
-    return m;
-  }();
-  return method;
-}
 
 std::string PeerAddress(int fd) {
   sockaddr_storage addr{};
@@ -592,10 +552,8 @@ class HttpServer::Impl {
       SSL* ssl = nullptr;
       if (ssl_ctx != nullptr) {
         ssl = SSL_new(ssl_ctx);
-        BIO* bio = ssl != nullptr ? BIO_new(SocketBioMethod()) : nullptr;
+        BIO* bio = ssl != nullptr ? NewSocketBio(fd) : nullptr;
         if (bio != nullptr) {
-          BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
-          BIO_set_init(bio, 1);
           SSL_set_bio(ssl, bio, bio);
           SSL_set_accept_state(ssl);
         } else if (ssl != nullptr) {
