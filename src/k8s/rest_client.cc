@@ -138,20 +138,38 @@ Result<std::string> RestClient::BearerToken() {
   return cached_token_;
 }
 
-Result<HttpResponse> RestClient::Send(std::string_view method, std::string_view path_and_query,
-                                      std::string body, std::string_view content_type,
-                                      const Cancellation* cancel) {
+HttpRequest RestClient::NewRequest(std::string_view method, std::string_view path_and_query,
+                                   std::string body, std::string_view content_type,
+                                   const std::string& token) const {
   HttpRequest req;
   req.method = std::string(method);
   req.url = config_.server + std::string(path_and_query);
   req.body = std::move(body);
   req.timeout = config_.timeout;
-  req.cancel = cancel;
   req.headers.emplace_back("Accept", "application/json");
   req.headers.emplace_back("User-Agent", config_.user_agent);
   if (!content_type.empty()) req.headers.emplace_back("Content-Type", std::string(content_type));
-  HAMI_ASSIGN_OR_RETURN(std::string token, BearerToken());
   if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  return req;
+}
+
+Result<WriteAck> RestClient::AckOf(const HttpResponse& resp, std::string_view method,
+                                   std::string_view path) {
+  if (resp.status < 200 || resp.status >= 300) return StatusFromHttp(resp.status, resp.body);
+  WriteAck ack;
+  if (resp.body.empty()) return ack;
+  Result<std::string> rv = ScanResourceVersion(resp.body);
+  if (!rv.ok()) return rv.status().WithContext(std::string(method) + " " + std::string(path));
+  ack.resource_version = std::move(*rv);
+  return ack;
+}
+
+Result<HttpResponse> RestClient::Send(std::string_view method, std::string_view path_and_query,
+                                      std::string body, std::string_view content_type,
+                                      const Cancellation* cancel) {
+  HAMI_ASSIGN_OR_RETURN(std::string token, BearerToken());
+  HttpRequest req = NewRequest(method, path_and_query, std::move(body), content_type, token);
+  req.cancel = cancel;
 
   const bool idempotent = IsIdempotent(method);
   std::chrono::milliseconds backoff = retry_.initial_backoff;
@@ -191,13 +209,7 @@ Result<Object> RestClient::DoJson(std::string_view method, const std::string& pa
 Result<WriteAck> RestClient::DoAck(std::string_view method, const std::string& path,
                                    std::string body, std::string_view content_type) {
   HAMI_ASSIGN_OR_RETURN(HttpResponse resp, Send(method, path, std::move(body), content_type));
-  if (resp.status < 200 || resp.status >= 300) return StatusFromHttp(resp.status, resp.body);
-  WriteAck ack;
-  if (resp.body.empty()) return ack;
-  Result<std::string> rv = ScanResourceVersion(resp.body);
-  if (!rv.ok()) return rv.status().WithContext(std::string(method) + " " + path);
-  ack.resource_version = std::move(*rv);
-  return ack;
+  return AckOf(resp, method, path);
 }
 
 Result<WriteAck> RestClient::CreateAck(const Resource& r, std::string_view ns,
@@ -223,40 +235,16 @@ std::vector<Result<WriteAck>> RestClient::CreateAckBatch(
   std::vector<HttpRequest> reqs;
   reqs.reserve(items.size());
   for (const auto& [ns, body] : items) {
-    HttpRequest req;
-    req.method = "POST";
-    req.url = config_.server + ResourcePath(r, ns);
-    req.body = body;
-    req.timeout = config_.timeout;
-    req.headers.emplace_back("Accept", "application/json");
-    req.headers.emplace_back("User-Agent", config_.user_agent);
-    req.headers.emplace_back("Content-Type", "application/json");
-    if (!token->empty()) req.headers.emplace_back("Authorization", "Bearer " + *token);
     if (limiter_.Accept(nullptr)) {
       out.assign(items.size(), Status(StatusCode::kCancelled, "cancelled"));
       return out;
     }
-    reqs.push_back(std::move(req));
+    reqs.push_back(NewRequest("POST", ResourcePath(r, ns), body, "application/json", *token));
   }
-  for (Result<HttpResponse>& resp : transport_->DoBatch(reqs)) {
-    if (!resp.ok()) {
-      out.push_back(resp.status());
-      continue;
-    }
-    if (resp->status < 200 || resp->status >= 300) {
-      out.push_back(StatusFromHttp(resp->status, resp->body));
-      continue;
-    }
-    WriteAck ack;
-    if (!resp->body.empty()) {
-      Result<std::string> rv = ScanResourceVersion(resp->body);
-      if (!rv.ok()) {
-        out.push_back(rv.status().WithContext("POST " + ResourcePath(r, "")));
-        continue;
-      }
-      ack.resource_version = std::move(*rv);
-    }
-    out.push_back(std::move(ack));
+  std::vector<Result<HttpResponse>> resps = transport_->DoBatch(reqs);
+  for (size_t i = 0; i < resps.size(); ++i) {
+    out.push_back(resps[i].ok() ? AckOf(*resps[i], "POST", ResourcePath(r, items[i].first))
+                                : Result<WriteAck>(resps[i].status()));
   }
   return out;
 }

@@ -153,6 +153,12 @@ class RestClient {
                         std::string_view content_type);
   Result<WriteAck> DoAck(std::string_view method, const std::string& path, std::string body,
                          std::string_view content_type);
+  // A request to this client's server with its standard headers and `token` ("" = none).
+  HttpRequest NewRequest(std::string_view method, std::string_view path_and_query, std::string body,
+                         std::string_view content_type, const std::string& token) const;
+  // The write acknowledgement a response carries: its status checked, its resourceVersion found.
+  static Result<WriteAck> AckOf(const HttpResponse& resp, std::string_view method,
+                                std::string_view path);
   Result<std::string> BearerToken();
 
   RestConfig config_;
