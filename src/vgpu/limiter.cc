@@ -68,4 +68,55 @@ uint64_t NextCost(uint64_t cost_q16, const ControlSample& s) {
   return Clamp(static_cast<double>(cost_q16) * factor);
 }
 
+bool BacklogModel::ExplainsSaturation(const ControlSample& s, uint64_t cost_q16) {
+  if (s.util_percent < 0 || s.window_ns <= 0) return false;
+  const double window = static_cast<double>(s.window_ns);
+  const double units = static_cast<double>(s.units);
+  held_near_limit = cost_q16 != 0 && full_rate > 0 && s.throttled_ns > 0 &&
+                    units <= 1.2 * full_rate * window * s.limit_percent / 100.0;
+  if (s.util_percent < kSaturatedPercent) {
+    // The GPU idled at times, so the queue ran empty by the window's end. What it ran is what
+    // was admitted plus what was still queued; its speed is that over the busy time. A window
+    // in which the last of a backlog ran reads high for the same reason as a saturated one.
+    const bool drained_backlog = backlog > 0 && held_near_limit;
+    if (s.util_percent >= 5 && s.units > 0) {
+      double ran = units + (drained_backlog ? backlog : 0);
+      double rate = ran / (window * s.util_percent / 100.0);
+      full_rate = full_rate == 0 ? rate : 0.5 * (full_rate + rate);
+    }
+    backlog = 0;
+    return drained_backlog;
+  }
+  if (cost_q16 == 0 || full_rate == 0) {
+    // Saturated before (or without) any measured speed: take the window's rate as the full
+    // speed and assume the queue is full of launches like this window's.
+    if (s.units > 0) {
+      full_rate = units / window;
+      double per_launch = s.launches > 0 ? units / static_cast<double>(s.launches) : 1.0;
+      backlog = kQueueLaunches * per_launch;
+    }
+    return false;
+  }
+  if (!held_near_limit) {
+    backlog = 0;  // the gate itself lets too much through: a real error, not queued work
+    return false;
+  }
+  if (backlog <= 0) return false;
+  backlog -= full_rate * window - units;  // what ran beyond what was admitted
+  if (backlog < 0) backlog = 0;
+  return true;
+}
+
+uint64_t ControlStep(BacklogModel* model, uint64_t cost_q16, const ControlSample& s, bool* held) {
+  *held = model->ExplainsSaturation(s, cost_q16);
+  if (*held) return cost_q16;
+  uint64_t next = NextCost(cost_q16, s);
+  if (model->held_near_limit && s.util_percent >= BacklogModel::kSaturatedPercent &&
+      next > cost_q16) {
+    const double cap = static_cast<double>(cost_q16) * BacklogModel::kHeldStep;
+    if (static_cast<double>(next) > cap) next = static_cast<uint64_t>(cap);
+  }
+  return next;
+}
+
 }  // namespace hami::vgpu

@@ -492,28 +492,52 @@ void GateLaunch(uint64_t units) {
 namespace {
 
 struct DevControl {
+  // Counters and clock at the last measurement: a control step covers the time since then.
   uint64_t prev_units = 0;
   uint64_t prev_throttled = 0;
+  uint64_t prev_launches = 0;
+  uint64_t since_us = 0;     // NVML samples newer than this are new to us
+  uint64_t measured_us = 0;  // when the counters above were taken
   bool have_baseline = false;
-  int blind_ticks = 0;  // consecutive ticks with launches but no utilisation attributed to us
+  bool first_sample_seen = false;  // the first sample may reach back before the baseline
+  int stale_ticks = 0;             // consecutive ticks with launches but no new NVML sample
+  int blind_ticks = 0;  // consecutive measurements with launches but no utilisation of ours
   bool warned_blind = false;
+  BacklogModel backlog;
 };
 
-// Sums the SM utilisation of the container's processes on container device `dev` since
-// `since_us`. Returns -1 if it cannot be measured.
-double MeasureUtil(Runtime& r, int dev, uint64_t since_us) {
+// MeasureUtil's answers besides a utilisation.
+constexpr double kUnmeasurable = -1;
+constexpr double kNoNewSample = -2;
+// A real driver produces a per-process sample only every sampling period (about 200 ms on an
+// H100, twice the controller's tick); after this many ticks without one while kernels are
+// launched, the container is taken to have used nothing.
+constexpr int kMaxStaleTicks = 10;
+
+// Sums the SM utilisation of the container's processes on container device `dev` over the NVML
+// samples newer than `since_us`, and sets `*newest_us` to the newest sample's time. Returns
+// kUnmeasurable if NVML cannot be asked, kNoNewSample if it has no sample newer than `since_us`.
+// A real driver keeps one sample per process per sampling period; should several periods have
+// passed, a process's samples are averaged, not added.
+double MeasureUtil(Runtime& r, int dev, uint64_t since_us, uint64_t* newest_us) {
   RegionHeader* h = r.region->header();
   nvmlDevice_t handle = nullptr;
   if (r.nvml.nvmlDeviceGetHandleByUUID == nullptr ||
       r.nvml.nvmlDeviceGetProcessUtilization == nullptr ||
       r.nvml.nvmlDeviceGetHandleByUUID(h->devices[dev].uuid, &handle) != NVML_SUCCESS) {
-    return -1;
+    return kUnmeasurable;
   }
   nvmlProcessUtilizationSample_t samples[256];
   unsigned count = 256;
   nvmlReturn_t rc = r.nvml.nvmlDeviceGetProcessUtilization(handle, samples, &count, since_us);
-  if (rc == NVML_ERROR_NOT_FOUND) return 0;  // no process was active in the window
-  if (rc != NVML_SUCCESS) return -1;
+  if (rc == NVML_ERROR_NOT_FOUND) return kNoNewSample;
+  if (rc != NVML_SUCCESS) return kUnmeasurable;
+  uint64_t newest = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if (samples[i].timeStamp > newest) newest = samples[i].timeStamp;
+  }
+  if (newest <= since_us) return kNoNewSample;
+  *newest_us = newest;
   double total = 0;
   for (int s = 0; s < kMaxSlots; ++s) {
     int pid = h->slot_pid[s].load(std::memory_order_relaxed);
@@ -521,10 +545,14 @@ double MeasureUtil(Runtime& r, int dev, uint64_t since_us) {
     RegionSlot& slot = h->slots[s];
     int host_pid = slot.host_pid.load(std::memory_order_relaxed);
     unsigned key = static_cast<unsigned>(host_pid != 0 ? host_pid : pid);
-    unsigned util = 0;
+    unsigned sum = 0, n = 0;
     for (unsigned i = 0; i < count; ++i) {
-      if (samples[i].pid == key) util += samples[i].smUtil;
+      if (samples[i].pid == key && samples[i].timeStamp > since_us) {
+        sum += samples[i].smUtil;
+        ++n;
+      }
     }
+    unsigned util = n == 0 ? 0 : (sum + n / 2) / n;
     slot.sm_util[dev].store(util > 100 ? 100 : util, std::memory_order_relaxed);
     total += util;
   }
@@ -551,8 +579,6 @@ void* WatcherMain(void*) {
   Runtime& r = g_rt;
   RegionHeader* h = r.region->header();
   DevControl ctl[kMaxDevices];
-  bool was_leader = false;
-  uint64_t since_us = RealtimeUs();
   int64_t next = MonoNs() + kTickNs;
   for (uint64_t tick = 1;; ++tick) {
     SleepUntilMono(next);
@@ -563,17 +589,9 @@ void* WatcherMain(void*) {
     RecomputeLaunchGate(r);
     if (tick % 10 == 0) r.region->SweepDead();
     bool leader = r.launch_gate.load(std::memory_order_relaxed) && HoldLease(h, now);
-    if (!leader) {
-      was_leader = false;
-      since_us = now_us;
-      continue;
-    }
-    if (!was_leader) {
+    if (!leader || !EnsureNvml()) {
+      // A new leader (or NVML coming back) starts from fresh counters and samples.
       for (auto& c : ctl) c.have_baseline = false;
-      was_leader = true;
-    }
-    if (!EnsureNvml()) {
-      since_us = now_us;
       continue;
     }
     int n = static_cast<int>(h->device_count.load(std::memory_order_acquire));
@@ -582,22 +600,55 @@ void* WatcherMain(void*) {
       uint32_t lim = d.sm_limit.load(std::memory_order_relaxed);
       uint64_t units = d.work_units.load(std::memory_order_relaxed);
       uint64_t throttled = d.throttled_ns.load(std::memory_order_relaxed);
+      uint64_t launches = d.launches.load(std::memory_order_relaxed);
       DevControl& c = ctl[dev];
-      bool baseline = c.have_baseline;
+      if (!c.have_baseline || lim == 0 || lim >= 100) {
+        c.prev_units = units;
+        c.prev_throttled = throttled;
+        c.prev_launches = launches;
+        c.backlog = BacklogModel{};
+        c.since_us = now_us;
+        c.measured_us = now_us;
+        c.first_sample_seen = false;
+        c.stale_ticks = 0;
+        c.have_baseline = true;
+        continue;
+      }
       uint64_t du = units - c.prev_units, dt = throttled - c.prev_throttled;
+      uint64_t newest_us = now_us;
+      double util = MeasureUtil(r, dev, c.since_us, &newest_us);
+      if (util == kNoNewSample) {
+        // NVML has not sampled since the last step. Keep accumulating this step's launches
+        // unless it stays silent for long while kernels run: then nothing of ours ran.
+        if (du == 0 || ++c.stale_ticks < kMaxStaleTicks) continue;
+        util = 0;
+        newest_us = now_us;
+      }
+      c.stale_ticks = 0;
+      uint64_t dl = launches - c.prev_launches;
       c.prev_units = units;
       c.prev_throttled = throttled;
-      c.have_baseline = true;
-      if (lim == 0 || lim >= 100) continue;
-      double util = MeasureUtil(r, dev, since_us);
-      if (util >= 0)
-        d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
-      if (!baseline) continue;
+      c.prev_launches = launches;
+      // The counters cover the time since the last measurement (the sample itself covers the
+      // driver's sampling period, which ends a little before now).
+      int64_t window_ns = static_cast<int64_t>((now_us - c.measured_us) * 1000);
+      c.measured_us = now_us;
+      // Sample times come from the driver's clock; never step back or past our own.
+      c.since_us = newest_us > c.since_us && newest_us <= now_us ? newest_us : now_us;
+      if (util < 0) continue;
+      if (!c.first_sample_seen) {
+        // A driver's sample covers its own sampling period, which may have begun before the
+        // counters' baseline (and before this process's first kernel): it would misstate both
+        // the calibration and the backlog. Start from the next one.
+        c.first_sample_seen = true;
+        continue;
+      }
+      d.util_percent.store(static_cast<uint32_t>(util * 100), std::memory_order_relaxed);
       // Launches happen but NVML attributes no utilisation to any of the container's processes:
       // NVML reports PIDs of another namespace (an ordinary container) and no host PID is
       // known yet. The limit cannot be measured; say so once instead of failing silently.
       c.blind_ticks = (du > 0 && util == 0) ? c.blind_ticks + 1 : 0;
-      if (c.blind_ticks >= 30 && !c.warned_blind) {
+      if (c.blind_ticks >= 15 && !c.warned_blind) {
         c.warned_blind = true;
         VGPU_WARN(
             "device %d: kernels are launched but NVML reports no SM utilisation for this "
@@ -605,20 +656,26 @@ void* WatcherMain(void*) {
             "enforced until host PIDs are recorded in the region",
             dev, lim);
       }
-      ControlSample s{static_cast<double>(lim), util, du, dt,
-                      static_cast<int64_t>((now_us - since_us) * 1000)};
+      ControlSample s{static_cast<double>(lim), util, du, dt, window_ns, dl};
       uint64_t cost = d.ns_per_unit_q16.load(std::memory_order_relaxed);
-      uint64_t next_cost = NextCost(cost, s);
+      bool held = false;
+      uint64_t next_cost = ControlStep(&c.backlog, cost, s, &held);
+      if (held) {
+        VGPU_DEBUG(
+            "device %d: util %.1f%% (limit %u%%) over %.0f ms with admission held near the "
+            "limit: work queued earlier (about %.0f units left); cost stays %.3f ns/unit",
+            dev, util, lim, window_ns / 1e6, c.backlog.backlog, cost / 65536.0);
+        continue;
+      }
       if (next_cost != cost) {
         d.ns_per_unit_q16.store(next_cost, std::memory_order_relaxed);
         VGPU_DEBUG(
-            "device %d: util %.1f%% (limit %u%%), %llu units, throttled %.1f ms: cost "
-            "%.3f -> %.3f ns/unit",
-            dev, util, lim, static_cast<unsigned long long>(du), dt / 1e6, cost / 65536.0,
-            next_cost / 65536.0);
+            "device %d: util %.1f%% (limit %u%%) over %.0f ms, %llu units, throttled %.1f ms: "
+            "cost %.3f -> %.3f ns/unit",
+            dev, util, lim, window_ns / 1e6, static_cast<unsigned long long>(du), dt / 1e6,
+            cost / 65536.0, next_cost / 65536.0);
       }
     }
-    since_us = now_us;
   }
   return nullptr;
 }

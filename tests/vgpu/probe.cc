@@ -7,7 +7,7 @@
 // Usage: vgpu_probe [--resolve dlsym|getproc] [--ptsz] COMMAND [options]
 //   info                                  per device: total, cuMemGetInfo free/total
 //   alloc --kind K --bytes B [--count N] [--hold] [--device D]
-//   fill --kind K --chunk B               allocate until failure
+//   fill --kind K --chunk B [--max B]     allocate until failure (or until --max bytes)
 //   spin --blocks N --block-ns X --duration-ms T [--mode kernel|ex|coop|graph]
 //   race --bytes B --rounds N --sync FILE --id 0|1
 //   crash-hold --bytes B                  allocate, print "ready", wait to be killed
@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/quantity.h"
@@ -345,6 +346,9 @@ int CmdFill(const Args& a) {
   InitContext(g_device);
   std::string kind = a.Get("--kind", "data");
   uint64_t chunk = a.Bytes("--chunk", "256Mi");
+  // --max bounds the fill (0: none). On a real GPU, managed memory can oversubscribe the card, so
+  // a fill of it must stop even where no quota stops it.
+  uint64_t max = a.Bytes("--max", "0");
   uint64_t total = 0;
   std::vector<Allocation> held;
   CUresult rc;
@@ -354,7 +358,7 @@ int CmdFill(const Args& a) {
     if (rc != CUDA_SUCCESS) break;
     held.push_back(al);
     total += chunk;
-    if (held.size() > 100000) break;
+    if (held.size() > 100000 || (max != 0 && total >= max)) break;
   }
   printf("allocated=%llu chunks=%zu error=%d\n", static_cast<unsigned long long>(total),
          held.size(), rc);
@@ -371,35 +375,114 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Measures this process's SM utilisation over [since_us, now] through NVML (the simulator
-// reports it; on a real GPU this is NVML's per-process utilisation).
-double NvmlSelfUtil(int device, unsigned long long since_us) {
-  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-  if (h == nullptr) return -1;
-  auto init = reinterpret_cast<decltype(&::nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
-  auto by_index = reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(
-      dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
-  auto util = reinterpret_cast<decltype(&::nvmlDeviceGetProcessUtilization)>(
-      dlsym(h, "nvmlDeviceGetProcessUtilization"));
-  if (init == nullptr || by_index == nullptr || util == nullptr || init() != NVML_SUCCESS) {
-    return -1;
+// Measures this process's SM utilisation through NVML's per-process samples while the probe
+// runs: a thread polls every 50 ms from Start() to Stop() and averages the samples newer than
+// the last one seen, each weighted by the time it covers. This reads both kinds of driver
+// alike: the simulator's exact mode answers each poll with one sample covering the time since
+// the last, a real driver (or the simulator's nvml_sample_ms mode) produces one sample per
+// sampling period and answers NOT_FOUND in between.
+class UtilSampler {
+ public:
+  bool Start(int device, unsigned long long since_us) {
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (h == nullptr) return false;
+    auto init = reinterpret_cast<decltype(&::nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
+    auto by_index = reinterpret_cast<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(
+        dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+    util_ = reinterpret_cast<decltype(&::nvmlDeviceGetProcessUtilization)>(
+        dlsym(h, "nvmlDeviceGetProcessUtilization"));
+    if (init == nullptr || by_index == nullptr || util_ == nullptr || init() != NVML_SUCCESS ||
+        by_index(static_cast<unsigned>(device), &dev_) != NVML_SUCCESS) {
+      return false;
+    }
+    last_us_ = since_us;
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        usleep(50000);
+        Poll();
+      }
+    });
+    return true;
   }
-  nvmlDevice_t dev;
-  if (by_index(static_cast<unsigned>(device), &dev) != NVML_SUCCESS) return -1;
-  nvmlProcessUtilizationSample_t samples[256];
-  unsigned count = 256;
-  if (util(dev, samples, &count, since_us) != NVML_SUCCESS) return 0;
-  double sum = 0;
-  for (unsigned i = 0; i < count; ++i) {
-    if (samples[i].pid == static_cast<unsigned>(getpid())) sum += samples[i].smUtil;
+  // Stops polling (after one last poll) and prints nothing; Average() and Min() are then valid.
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    thread_.join();
+    Poll();
   }
-  return sum;
-}
+  double Average() const { return weight_ > 0 ? sum_ / weight_ : (thread_ok_ ? 0 : -1); }
+  double Min() const { return samples_ > 0 ? min_ : -1; }
+  int Samples() const { return samples_; }
+
+ private:
+  void Poll() {
+    thread_ok_ = true;
+    nvmlProcessUtilizationSample_t s[256];
+    unsigned count = 256;
+    if (util_(dev_, s, &count, last_us_) != NVML_SUCCESS) return;
+    unsigned long long newest = last_us_;
+    unsigned mine = 0;
+    for (unsigned i = 0; i < count; ++i) {
+      if (s[i].timeStamp > newest) newest = s[i].timeStamp;
+      if (s[i].pid == static_cast<unsigned>(getpid())) mine += s[i].smUtil;
+    }
+    if (newest <= last_us_) return;
+    double w = static_cast<double>(newest - last_us_);
+    sum_ += w * mine;
+    weight_ += w;
+    if (samples_ == 0 || mine < min_) min_ = mine;
+    ++samples_;
+    last_us_ = newest;
+  }
+
+  decltype(&::nvmlDeviceGetProcessUtilization) util_ = nullptr;
+  nvmlDevice_t dev_ = nullptr;
+  unsigned long long last_us_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  bool thread_ok_ = false;
+  double sum_ = 0, weight_ = 0, min_ = 0;
+  int samples_ = 0;
+};
 
 unsigned long long RealtimeUs() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<unsigned long long>(ts.tv_sec) * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+// The two kernels the probe launches. The simulated driver recognises its own module image;
+// a real driver rejects that image, and then gets the same kernels as PTX (JIT-compiled for the
+// device): hami_sim_spin keeps each block busy for param 0 nanoseconds of the GPU's global
+// timer, hami_sim_noop returns at once. So `spin` and `launch-loop` run on a real GPU too.
+CUmodule LoadKernels() {
+  static const char kSimImage[] = "hami-sim-module";
+  static const char kPtx[] =
+      ".version 7.0\n"
+      ".target sm_70\n"
+      ".address_size 64\n"
+      ".visible .entry hami_sim_spin(.param .u64 block_ns)\n"
+      "{\n"
+      "  .reg .pred %p<2>;\n"
+      "  .reg .b64 %rd<5>;\n"
+      "  ld.param.u64 %rd1, [block_ns];\n"
+      "  mov.u64 %rd2, %globaltimer;\n"
+      "  add.s64 %rd3, %rd2, %rd1;\n"
+      "SPIN:\n"
+      "  mov.u64 %rd4, %globaltimer;\n"
+      "  setp.lt.u64 %p1, %rd4, %rd3;\n"
+      "  @%p1 bra SPIN;\n"
+      "  ret;\n"
+      "}\n"
+      ".visible .entry hami_sim_noop()\n"
+      "{\n"
+      "  ret;\n"
+      "}\n";
+  CUmodule mod = nullptr;
+  if (cu.cuModuleLoadData(&mod, kSimImage) == CUDA_SUCCESS) return mod;
+  Check(cu.cuModuleLoadData(&mod, kPtx), "cuModuleLoadData (PTX)");
+  return mod;
 }
 
 int CmdSpin(const Args& a) {
@@ -409,9 +492,7 @@ int CmdSpin(const Args& a) {
   int64_t duration_ns = a.Num("--duration-ms", "1000") * 1000000;
   int64_t warmup_ns = a.Num("--warmup-ms", "0") * 1000000;
   std::string mode = a.Get("--mode", "kernel");
-  static const char kImage[] = "hami-sim-module";
-  CUmodule mod;
-  Check(cu.cuModuleLoadData(&mod, kImage), "cuModuleLoadData");
+  CUmodule mod = LoadKernels();
   CUfunction fn;
   Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_spin"), "cuModuleGetFunction");
   void* params[] = {&block_ns};
@@ -449,19 +530,23 @@ int CmdSpin(const Args& a) {
   };
   int64_t start = NowNs();
   int64_t measure_from = start + warmup_ns;
-  unsigned long long since_us = 0;
+  UtilSampler sampler;
+  bool measuring = false;
   long launches = 0;
   while (NowNs() - start < warmup_ns + duration_ns) {
-    if (since_us == 0 && NowNs() >= measure_from) since_us = RealtimeUs();
+    if (!measuring && NowNs() >= measure_from) {
+      measuring = true;
+      sampler.Start(g_device, RealtimeUs());
+    }
     Check(launch(), "launch");
     ++launches;
   }
-  if (since_us == 0) since_us = RealtimeUs();
   // Measure the utilisation of the window before draining the queue.
-  double util = NvmlSelfUtil(g_device, since_us);
+  sampler.Stop();
   Check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
   int64_t elapsed = NowNs() - start;
-  printf("launches=%ld elapsed_ms=%.1f sm_util=%.1f\n", launches, elapsed / 1e6, util);
+  printf("launches=%ld elapsed_ms=%.1f sm_util=%.1f sm_util_min=%.0f util_samples=%d\n", launches,
+         elapsed / 1e6, sampler.Average(), sampler.Min(), sampler.Samples());
   if (exec != nullptr) {
     cu.cuGraphExecDestroy(exec);
     cu.cuGraphDestroy(graph);
@@ -519,9 +604,7 @@ int CmdStartup(const Args& a) {
 int CmdLaunchLoop(const Args& a) {
   InitContext(g_device);
   long count = a.Num("--count", "1000000");
-  static const char kImage[] = "hami-sim-module";
-  CUmodule mod;
-  Check(cu.cuModuleLoadData(&mod, kImage), "cuModuleLoadData");
+  CUmodule mod = LoadKernels();
   CUfunction fn;
   Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_noop"), "cuModuleGetFunction");
   int64_t start = NowNs();

@@ -365,6 +365,40 @@ TEST_F(VgpuTest, SmLimitIsAccurateWhateverTheSmCount) {
   }
 }
 
+// A real driver's timing (what an H100 showed): NVML produces one per-process sample every
+// ~200 ms and answers NOT_FOUND in between, and a stream queues ~1024 launches however long they
+// run, so a process that starts by filling its queue keeps the GPU at 100 % for a second or more
+// after the gate engages. The limiter must neither read "no sample" as "idle" nor chase the
+// queued work (raising its cost many times over, then starving the process for seconds).
+TEST_F(VgpuTest, SmLimitCopesWithARealDriversSamplingAndLaunchQueue) {
+  std::string config = dir_ + "/real-timing.conf";
+  FILE* f = fopen(config.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("nvml_sample_ms = 200\nmax_queued_ms = 60000\n[device]\nname = H\nmemory = 80Gi\n", f);
+  fclose(f);
+  struct Case {
+    int limit;
+    const char* warmup_ms;
+    const char* duration_ms;
+    double min_floor;  // lowest 200 ms sample allowed in the measured window
+  } cases[] = {{30, "2500", "2000", 20}, {60, "1000", "2500", 45}};
+  for (const Case& c : cases) {
+    Result r = Run({"spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms", c.warmup_ms,
+                    "--duration-ms", c.duration_ms},
+                   Env({"HAMI_SIM_CONFIG=" + config, "HAMI_SIM_STATE=" + dir_ + "/state-real",
+                        "CUDA_DEVICE_SM_LIMIT=" + std::to_string(c.limit),
+                        "GPU_CORE_UTILIZATION_POLICY=force"},
+                       true, "real-" + std::to_string(c.limit)));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto line = Line(r.out, "launches");
+    EXPECT_GE(D(line, "util_samples"), 8) << r.out;
+    EXPECT_GE(D(line, "sm_util_min"), c.min_floor) << "limit " << c.limit << ": " << r.out;
+    if (c.limit == 30) {
+      EXPECT_NEAR(D(line, "sm_util"), 30, 5.0) << r.out;
+    }
+  }
+}
+
 TEST_F(VgpuTest, TaskPriorityReachesTheRegion) {
   Result r = Run({"info"}, Env({"CUDA_TASK_PRIORITY=0"}, true, "prio"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

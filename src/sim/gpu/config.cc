@@ -282,6 +282,14 @@ bool ParseConfig(const std::string& text, SimConfig* config, std::string* error)
         return false;
       }
       c.cuda_driver_version = static_cast<int>(v);
+    } else if (key == "nvml_sample_ms" || key == "max_queued_ms") {
+      long long v = 0;
+      if (!ParseInt(value, key == "nvml_sample_ms" ? 0 : 1, 60000, &v)) {
+        *error = where + key + " must be an integer number of milliseconds (" +
+                 (key == "nvml_sample_ms" ? "0" : "1") + "..60000)";
+        return false;
+      }
+      (key == "nvml_sample_ms" ? c.nvml_sample_ms : c.max_queued_ms) = static_cast<int>(v);
     } else {
       *error = where + "unknown key '" + key + "' before the first [device] section";
       return false;
@@ -326,6 +334,8 @@ uint64_t ConfigFingerprint(const SimConfig& c) {
   uint64_t h = 0xcbf29ce484222325ull;
   h = Fnv1a(h, c.driver_version);
   h = Fnv1a(h, static_cast<uint64_t>(c.cuda_driver_version));
+  h = Fnv1a(h, static_cast<uint64_t>(c.nvml_sample_ms));
+  h = Fnv1a(h, static_cast<uint64_t>(c.max_queued_ms));
   for (const DeviceSpec& d : c.devices) {
     h = Fnv1a(h, d.name);
     h = Fnv1a(h, d.uuid);

@@ -38,6 +38,12 @@ struct DeviceSpec {
 struct SimConfig {
   std::string driver_version = "550.54.15";
   int cuda_driver_version = 12040;
+  // How a real driver's timing looks, for tests of code that must cope with it:
+  // per-process utilisation sampled once per period (0: computed exactly on every query), and
+  // how much GPU time a stream may have queued before a launch blocks (a real driver blocks only
+  // on its launch-slot count, about 1024 kernels, however long they run).
+  int nvml_sample_ms = 0;
+  int max_queued_ms = 200;
   std::vector<DeviceSpec> devices;
 };
 

@@ -27,6 +27,8 @@ TEST(ConfigTest, ParsesAFullFile) {
   const char* text = R"(# two small devices
 driver_version = 535.1.2
 cuda_driver_version = 12020
+nvml_sample_ms = 200
+max_queued_ms = 5000
 
 [device]
 name = NVIDIA T4
@@ -48,6 +50,8 @@ nvlink = 0, 0
   ASSERT_TRUE(ParseConfig(text, &c, &error)) << error;
   EXPECT_EQ(c.driver_version, "535.1.2");
   EXPECT_EQ(c.cuda_driver_version, 12020);
+  EXPECT_EQ(c.nvml_sample_ms, 200);
+  EXPECT_EQ(c.max_queued_ms, 5000);
   ASSERT_EQ(c.devices.size(), 2u);
   EXPECT_EQ(c.devices[0].name, "NVIDIA T4");
   EXPECT_EQ(c.devices[0].memory_bytes, 16ull << 30);
@@ -73,6 +77,9 @@ TEST(ConfigTest, ErrorsNameTheLine) {
       {"", "no [device] section"},
       {"[device]\nnvlink = 1\n[device]\n", "asymmetric"},
       {"[device]\nnvlink = 0\n", "not another device"},
+      {"nvml_sample_ms = -5\n[device]\n", "line 1: nvml_sample_ms"},
+      {"max_queued_ms = 0\n[device]\n", "line 1: max_queued_ms"},
+      {"max_queued_ms = 2s\n[device]\n", "line 1: max_queued_ms"},
   };
   for (const Case& c : cases) {
     SimConfig config;

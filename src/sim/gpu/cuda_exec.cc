@@ -43,6 +43,7 @@ void AtomicMax(std::atomic<uint64_t>* a, uint64_t v) {
 
 // Blocks while the stream's launch queue is full. Holds s->mu (released while sleeping).
 void ApplyBackPressure(CUstream_st* s, std::unique_lock<std::mutex>* lock) {
+  const uint64_t max_queued_ns = Drv().rt->max_queued_ns();
   for (;;) {
     uint64_t now = MonotonicNs();
     while (!s->pending.empty() && s->pending.front() <= now) s->pending.pop_front();
@@ -50,7 +51,7 @@ void ApplyBackPressure(CUstream_st* s, std::unique_lock<std::mutex>* lock) {
     if (s->pending.size() >= kMaxPendingKernels) {
       wake = s->pending[s->pending.size() - kMaxPendingKernels];
     }
-    if (s->tail_ns > now + kMaxQueuedNs) wake = std::max(wake, s->tail_ns - kMaxQueuedNs);
+    if (s->tail_ns > now + max_queued_ns) wake = std::max(wake, s->tail_ns - max_queued_ns);
     if (wake <= now) return;
     lock->unlock();
     SleepUntilMonotonic(wake);

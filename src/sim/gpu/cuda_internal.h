@@ -41,9 +41,9 @@ inline constexpr uint32_t kExecMagic = 0x45584531;    // EXE1
 // The name of the busy kernel; see README.md.
 inline constexpr const char kSpinKernelName[] = "hami_sim_spin";
 
-// Launch-queue limits per stream (back-pressure).
+// Launch-queue limit per stream (back-pressure); the queued-time limit is the config's
+// max_queued_ms.
 inline constexpr size_t kMaxPendingKernels = 1024;
-inline constexpr uint64_t kMaxQueuedNs = 200000000;  // 200 ms
 // A single launch may not book more than this much simulated time (guards against overflow).
 inline constexpr uint64_t kMaxKernelNs = 600ull * 1000000000ull;
 

@@ -436,17 +436,30 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
   if (rc != NVML_SUCCESS) return rc;
   if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   // Convert the caller's wall-clock microseconds to the monotonic clock of the timeline.
-  const uint64_t now_mono = MonotonicNs();
-  const uint64_t now_real = RealtimeNs();
+  uint64_t now_mono = MonotonicNs();
+  uint64_t now_real = RealtimeNs();
   const uint64_t span = static_cast<uint64_t>(kRingBuckets - 1) * kBucketNs;
   uint64_t from_mono = now_mono > span ? now_mono - span : 0;
   const unsigned __int128 last_real = static_cast<unsigned __int128>(lastSeenTimeStamp) * 1000;
-  if (last_real >= now_real) {
-    *processSamplesCount = 0;
-    return NVML_ERROR_NOT_FOUND;
+  if (const uint64_t period = g_rt->nvml_sample_ns(); period != 0) {
+    // Like a real driver: one sample per process per period, taken at the period's end (wall
+    // clock multiples of the period) and covering that period alone.
+    const uint64_t boundary = now_real / period * period;
+    if (last_real >= boundary || now_mono < now_real - boundary + period) {
+      *processSamplesCount = 0;
+      return NVML_ERROR_NOT_FOUND;
+    }
+    now_mono -= now_real - boundary;
+    now_real = boundary;
+    from_mono = now_mono - period;
+  } else {
+    if (last_real >= now_real) {
+      *processSamplesCount = 0;
+      return NVML_ERROR_NOT_FOUND;
+    }
+    uint64_t back = static_cast<uint64_t>(now_real - last_real);
+    if (back < now_mono - from_mono) from_mono = now_mono - back;
   }
-  uint64_t back = static_cast<uint64_t>(now_real - last_real);
-  if (back < now_mono - from_mono) from_mono = now_mono - back;
   std::vector<ProcessUsage> procs = g_rt->state().Processes(phys, from_mono, now_mono);
   unsigned n = static_cast<unsigned>(procs.size());
   if (n == 0) {

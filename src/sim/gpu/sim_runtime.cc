@@ -33,6 +33,8 @@ SimRuntime* SimRuntime::CreateForInit(std::string* error) {
   if (state == nullptr) return nullptr;
   auto* rt = new SimRuntime();
   rt->state_ = std::move(state);
+  rt->nvml_sample_ns_ = static_cast<uint64_t>(config.nvml_sample_ms) * 1'000'000;
+  rt->max_queued_ns_ = static_cast<uint64_t>(config.max_queued_ms) * 1'000'000;
   std::vector<std::string> uuids;
   for (int i = 0; i < rt->state_->device_count(); ++i) uuids.push_back(rt->state_->device(i).uuid);
   std::vector<std::string> warnings;

@@ -39,6 +39,9 @@ class SimRuntime {
   // Physical indices visible to NVML / to CUDA (CUDA order = CUDA ordinals).
   const std::vector<int>& nvml_visible() const { return nvml_visible_; }
   const std::vector<int>& cuda_visible() const { return cuda_visible_; }
+  // Timing knobs from the config (see SimConfig).
+  uint64_t nvml_sample_ns() const { return nvml_sample_ns_; }
+  uint64_t max_queued_ns() const { return max_queued_ns_; }
 
   // This process's slot in the shared process table, registering it (again after a fork) on
   // first use. Returns -1 if the table is full of live processes.
@@ -53,6 +56,8 @@ class SimRuntime {
   std::unique_ptr<SharedState> state_;
   std::vector<int> nvml_visible_;
   std::vector<int> cuda_visible_;
+  uint64_t nvml_sample_ns_ = 0;
+  uint64_t max_queued_ns_ = 200'000'000;
   std::atomic<int64_t> slot_cache_{-1};  // (pid << 16) | slot, or -1
 };
 
