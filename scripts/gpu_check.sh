@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Real-GPU checks of libvgpu.so: run on a machine with an NVIDIA GPU, its driver and (for the
+# PyTorch part) python3 with torch. Needs a build (bash scripts/build.sh) or prebuilt binaries:
+#
+#   bash scripts/gpu_check.sh                    # binaries from build/
+#   HAMI_BIN=/opt/hami/bin HAMI_LIB=/opt/hami/lib/libvgpu.so bash scripts/gpu_check.sh
+#
+# Every check runs the same program with and without the library and prints what it measured;
+# a summary table comes last, and full logs go to $GPU_CHECK_OUT (default /tmp/hami-gpu-check).
+# Exit status: 0 when every check's expectation held, 1 otherwise.
+set -u
+cd "$(dirname "$0")/.."
+BIN=${HAMI_BIN:-build/bin}
+LIB=$(readlink -f "${HAMI_LIB:-build/lib/libvgpu.so}")
+LOGS=${GPU_CHECK_OUT:-/tmp/hami-gpu-check}
+PY=${PYTHON:-python3}
+SECONDS_PER_RATE=${RATE_SECONDS:-8}
+mkdir -p "$LOGS"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+GIB=$((1 << 30))
+FAILED=0
+SUMMARY=()
+
+say() { printf '%s\n' "$*"; }
+row() { SUMMARY+=("$(printf '%-44s %-34s %s' "$1" "$2" "$3")"); }
+# expectation NAME MEASURED OK(0/1)
+verdict() {
+  if [ "$3" = 1 ]; then row "$1" "$2" PASS; else row "$1" "$2" FAIL; FAILED=1; fi
+}
+kv() { # kv KEY < text: the value of the first KEY=value token
+  grep -o "\b$1=[^ ]*" | head -1 | cut -d= -f2-
+}
+# vgpu ENV... -- CMD: run CMD with the library preloaded on region $REGION (fresh per call unless
+# the caller set it) and the given variables.
+vgpu() {
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_SHARED_CACHE="${REGION:-$WORK/r$RANDOM.cache}" \
+    "${envs[@]}" timeout 300 "$@"
+}
+approx() { # approx VALUE TARGET TOLERANCE -> 1 if |VALUE-TARGET| <= TOLERANCE
+  awk -v v="$1" -v t="$2" -v d="$3" 'BEGIN { x = v - t; if (x < 0) x = -x; print (v != "" && x <= d) ? 1 : 0 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+
+# GPU_CHECK_PARTS: any of "memory sm torch" (default: all).
+PARTS=" ${GPU_CHECK_PARTS:-memory sm torch} "
+part() { [[ $PARTS == *" $1 "* ]]; }
+
+say "== environment"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$LOGS/env.txt"
+"$BIN/vgpu_probe" info | tee -a "$LOGS/env.txt"
+SMS=$($PY -c 'import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)' 2>/dev/null || echo 132)
+say "sms=$SMS"
+
+if part memory; then
+say "== memory view (cuDeviceTotalMem, cuMemGetInfo, NVML) under an 8 GiB quota"
+vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- "$BIN/vgpu_probe" info > "$LOGS/info.txt" 2>&1
+vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- "$BIN/vgpu_probe" nvml-mem >> "$LOGS/info.txt" 2>&1
+vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- nvidia-smi --query-gpu=memory.total,memory.used \
+  --format=csv,noheader,nounits >> "$LOGS/info.txt" 2>&1
+cat "$LOGS/info.txt"
+t=$(kv total < "$LOGS/info.txt"); vt=$(kv visible_total < "$LOGS/info.txt")
+nt=$(grep nvml_device "$LOGS/info.txt" | kv total)
+verdict "cuDeviceTotalMem / cuMemGetInfo = quota" "$t / $vt" \
+  "$([ "$t" = $((8 * GIB)) ] && [ "$vt" = $((8 * GIB)) ] && echo 1 || echo 0)"
+verdict "NVML memory total = quota" "$nt" "$([ "$nt" = $((8 * GIB)) ] && echo 1 || echo 0)"
+smi_total=$(tail -1 "$LOGS/info.txt" | cut -d, -f1 | tr -d ' ')
+row "nvidia-smi memory.total under the library" "${smi_total} MiB" info
+if [ -x "$BIN/hamictl" ]; then
+  "$BIN/hamictl" run --lib "$LIB" --mem 8Gi -- "$BIN/hamictl" smi > "$LOGS/hamictl-smi.txt" 2>&1
+  cat "$LOGS/hamictl-smi.txt"
+fi
+
+say "== every allocation family stops at a 2 GiB quota (256 MiB chunks, at most 6 GiB)"
+for kind in data pitch managed async pool vmm array; do
+  out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=2Gi -- "$BIN/vgpu_probe" fill --kind $kind --chunk 256Mi \
+    --max 6Gi 2>&1)
+  printf '%s\n' "$out" > "$LOGS/fill-$kind.txt"
+  got=$(kv allocated <<< "$out")
+  # Arrays round their size up a little, so the last chunk may not fit.
+  ok=$(awk -v g="$got" -v q=$((2 * GIB)) 'BEGIN { print (g != "" && g <= q && g >= q - 268435456 * 1.01) ? 1 : 0 }')
+  verdict "fill $kind under 2 GiB" "allocated=$got err=$(kv error <<< "$out")" "$ok"
+done
+out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=2Gi -- "$BIN/vgpu_probe" --resolve getproc fill --kind data \
+  --chunk 256Mi --max 6Gi 2>&1)
+printf '%s\n' "$out" > "$LOGS/fill-getproc.txt"
+got=$(kv allocated <<< "$out")
+verdict "fill via cuGetProcAddress_v2 under 2 GiB" "allocated=$got" \
+  "$([ "$got" = $((2 * GIB)) ] && echo 1 || echo 0)"
+
+say "== two processes race for 600 MiB under 1 GiB"
+REGION=$WORK/race.cache
+head -c 4096 /dev/zero > "$WORK/sync"
+vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi -- "$BIN/vgpu_probe" race --bytes 600Mi --rounds 300 \
+  --sync "$WORK/sync" --id 0 > "$LOGS/race0.txt" 2>&1 &
+p0=$!
+vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi -- "$BIN/vgpu_probe" race --bytes 600Mi --rounds 300 \
+  --sync "$WORK/sync" --id 1 > "$LOGS/race1.txt" 2>&1
+wait $p0
+unset REGION
+bad=$(kv bad_rounds < "$LOGS/race0.txt")
+verdict "race: rounds without exactly one winner" "$(kv rounds < "$LOGS/race0.txt") rounds, bad=$bad" \
+  "$([ "$bad" = 0 ] && echo 1 || echo 0)"
+
+say "== SIGKILL of a holder: its memory is usable again"
+REGION=$WORK/kill.cache
+coproc HOLD { vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi -- "$BIN/vgpu_probe" crash-hold --bytes 800Mi 2>&1; }
+read -r -t 60 line <&"${HOLD[0]}"
+holder=$(pgrep -n -x vgpu_probe)
+kill -9 "$holder"
+t0=$(date +%s%N)
+out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi -- "$BIN/vgpu_probe" alloc --bytes 800Mi 2>&1)
+t1=$(date +%s%N)
+wait 2> /dev/null
+unset REGION
+printf 'holder said: %s\n%s\n' "$line" "$out" > "$LOGS/kill.txt"
+verdict "800 MiB again after SIGKILL of its holder" "ok=$(kv ok <<< "$out") in $(((t1 - t0) / 1000000)) ms" \
+  "$([ "$(kv ok <<< "$out")" = 1 ] && echo 1 || echo 0)"
+
+say "== fork: a child shares the container's quota"
+out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi -- "$BIN/vgpu_probe" fork --bytes 600Mi 2>&1)
+printf '%s\n' "$out" > "$LOGS/fork.txt"
+rc=$(grep child_alloc <<< "$out" | kv rc)
+if grep -q "cuInit failed with CUresult 3" <<< "$out"; then
+  # NVIDIA's driver does not let a forked child use CUDA once the parent has (the simulated
+  # driver does, and the integration tests cover the child's accounting there).
+  row "fork: child's CUDA" "refused by the driver (CUresult 3)" info
+else
+  verdict "forked child's 600 MiB refused (parent holds 600 of 1024)" "child rc=$rc" \
+    "$([ "$rc" = 2 ] && echo 1 || echo 0)"
+fi
+
+fi
+
+if part sm; then
+say "== SM limit on a saturating spin kernel ($SMS blocks x 1 ms), NVML per-process utilisation"
+spin() { "$@" "$BIN/vgpu_probe" spin --blocks "$SMS" --block-ns 1000000 --duration-ms 5000 \
+  --warmup-ms 2500 --mode "$MODE" 2>&1; }
+MODE=kernel
+out=$(spin env); printf '%s\n' "$out" > "$LOGS/spin-plain.txt"
+base=$(kv launches <<< "$out")
+row "spin kernel, no library" "sm_util=$(kv sm_util <<< "$out") launches=$base" info
+for MODE in kernel graph coop; do
+  for limit in 30 60; do
+    out=$(spin vgpu CUDA_DEVICE_SM_LIMIT=$limit GPU_CORE_UTILIZATION_POLICY=force LIBCUDA_LOG_LEVEL=4 --)
+    printf '%s\n' "$out" > "$LOGS/spin-$MODE-$limit.txt"
+    util=$(kv sm_util <<< "$out")
+    r=$(ratio "$(kv launches <<< "$out")" "$base")
+    verdict "spin $MODE, limit $limit %" "sm_util=$util min=$(kv sm_util_min <<< "$out") launch_ratio=$r" \
+      "$(approx "$util" $limit 5)"
+  done
+done
+
+# The process fills its launch queue (about a second of kernels) before the gate engages; the
+# limiter must let that queue drain without over-correcting into starvation.
+MODE=kernel
+out=$(vgpu CUDA_DEVICE_SM_LIMIT=60 GPU_CORE_UTILIZATION_POLICY=force LIBCUDA_LOG_LEVEL=4 -- \
+  "$BIN/vgpu_probe" spin --blocks "$SMS" --block-ns 1000000 --duration-ms 3000 --warmup-ms 1000 2>&1)
+printf '%s\n' "$out" > "$LOGS/spin-queue-60.txt"
+verdict "spin, limit 60 %, seconds 1-4 after a full queue" \
+  "avg=$(kv sm_util <<< "$out") min=$(kv sm_util_min <<< "$out")" \
+  "$(awk -v m="$(kv sm_util_min <<< "$out")" 'BEGIN { print (m != "" && m >= 45) ? 1 : 0 }')"
+
+say "== launch cost on the real driver (noop kernel, host time per cuLaunchKernel)"
+out0=$("$BIN/vgpu_probe" launch-loop --count 200000 2>&1)
+out1=$(vgpu -- "$BIN/vgpu_probe" launch-loop --count 200000 2>&1)
+out2=$(vgpu CUDA_DEVICE_SM_LIMIT=100 -- "$BIN/vgpu_probe" launch-loop --count 200000 2>&1)
+printf 'plain %s\nlib %s\n' "$out0" "$out1" > "$LOGS/launch.txt"
+row "noop launch ns: plain / library" "$(kv ns_per_launch <<< "$out0") / $(kv ns_per_launch <<< "$out1") / $(kv ns_per_launch <<< "$out2") (limit 100)" info
+
+fi
+
+if ! part torch; then
+  :
+elif $PY -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+  T="$PY bench/gpu/torch_quota.py"
+  say "== PyTorch: 8 GiB quota"
+  out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- $T mem --expect-limit $((8 * GIB)) 2>&1)
+  printf '%s\n' "$out" > "$LOGS/torch-mem.txt"
+  printf '%s\n' "$out" | grep -v '^\[' | tail -6
+  total=$(grep '^mem_get_info ' <<< "$out" | kv total)
+  verdict "torch.cuda.mem_get_info total = 8 GiB" "$total" \
+    "$([ "$total" = $((8 * GIB)) ] && echo 1 || echo 0)"
+  reached=$(grep '^fill ' <<< "$out" | kv reached)
+  oom=$(grep '^fill ' <<< "$out" | kv oom_type)
+  verdict "allocation past 8 GiB raises OOM" "reached=$reached $oom" \
+    "$([ "$oom" = OutOfMemoryError ] && [ "${reached:-0}" -le $((8 * GIB)) ] && [ "${reached:-0}" -ge $((7 * GIB)) ] && echo 1 || echo 0)"
+  verdict "allocation works again after freeing" "$(grep '^after_free' <<< "$out" | kv realloc_ok)" \
+    "$([ "$(grep '^after_free' <<< "$out" | kv realloc_ok)" = yes ] && echo 1 || echo 0)"
+
+  if [ -x "$BIN/hamictl" ]; then
+    "$BIN/hamictl" run --lib "$LIB" --mem 8Gi --summary -- $T mem > "$LOGS/torch-mem-hamictl.txt" 2>&1
+    reached=$(grep '^fill ' "$LOGS/torch-mem-hamictl.txt" | kv reached)
+    verdict "hamictl run --mem 8Gi: torch stops at 8 GiB" "reached=$reached" \
+      "$([ "${reached:-0}" -le $((8 * GIB)) ] && [ "${reached:-0}" -ge $((7 * GIB)) ] && echo 1 || echo 0)"
+  fi
+
+  say "== PyTorch: bf16 matmul rate under SM limits"
+  out=$($T rate --seconds "$SECONDS_PER_RATE" 2>&1); printf '%s\n' "$out" > "$LOGS/torch-rate-plain.txt"
+  base=$(kv tflops <<< "$out")
+  row "matmul, no library" "$base TFLOP/s" info
+  out=$(vgpu -- $T rate --seconds "$SECONDS_PER_RATE" 2>&1); printf '%s\n' "$out" > "$LOGS/torch-rate-lib.txt"
+  row "matmul, library without a limit" "$(kv tflops <<< "$out") TFLOP/s ($(ratio "$(kv tflops <<< "$out")" "$base"))" info
+  row "  (SM clock, unlimited)" "$(kv sm_clock_mhz <<< "$out") MHz" info
+  # The limit is a share of SM time as NVML measures it (nvml_sm, what nvidia-smi shows);
+  # throughput runs a few points above it because a partly idle GPU clocks higher.
+  for limit in 30 50 70; do
+    out=$(vgpu CUDA_DEVICE_SM_LIMIT=$limit GPU_CORE_UTILIZATION_POLICY=force LIBCUDA_LOG_LEVEL=4 -- \
+      $T rate --seconds "$SECONDS_PER_RATE" 2>&1)
+    printf '%s\n' "$out" > "$LOGS/torch-rate-$limit.txt"
+    r=$(ratio "$(kv tflops <<< "$out")" "$base")
+    verdict "matmul at limit $limit %: NVML share" "nvml_sm=$(kv nvml_sm <<< "$out")" \
+      "$(approx "$(kv nvml_sm <<< "$out")" "$limit" 3)"
+    row "  throughput ratio, SM clock" "$r, $(kv sm_clock_mhz <<< "$out") MHz" info
+  done
+  out=$($T graph --seconds "$SECONDS_PER_RATE" 2>&1); printf '%s\n' "$out" > "$LOGS/torch-graph-plain.txt"
+  gbase=$(kv tflops <<< "$out")
+  out=$(vgpu CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=force -- \
+    $T graph --seconds "$SECONDS_PER_RATE" 2>&1)
+  printf '%s\n' "$out" > "$LOGS/torch-graph-30.txt"
+  r=$(ratio "$(kv tflops <<< "$out")" "$gbase")
+  verdict "CUDA graph replay at limit 30 %: NVML share" "nvml_sm=$(kv nvml_sm <<< "$out") (throughput $r)" \
+    "$(approx "$(kv nvml_sm <<< "$out")" 30 3)"
+
+  say "== PyTorch: small-kernel launch cost"
+  for v in plain lib lim; do
+    case $v in
+      plain) out=$($T launch 2>&1) ;;
+      lib) out=$(vgpu -- $T launch 2>&1) ;;
+      lim) out=$(vgpu CUDA_DEVICE_SM_LIMIT=100 -- $T launch 2>&1) ;;
+    esac
+    printf '%s\n' "$out" > "$LOGS/torch-launch-$v.txt"
+    row "torch add_ launch us ($v)" "host=$(kv host_us_per_launch <<< "$out") total=$(kv total_us_per_launch <<< "$out") ok=$(kv result_ok <<< "$out")" info
+  done
+else
+  row "PyTorch checks" "skipped: no torch with CUDA" info
+fi
+
+say ""
+say "== summary"
+printf '%s\n' "${SUMMARY[@]}" | tee "$LOGS/summary.txt"
+exit $FAILED
