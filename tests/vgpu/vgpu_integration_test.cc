@@ -34,6 +34,14 @@ uint64_t U(const std::map<std::string, std::string>& kv, const std::string& k) {
   return it == kv.end() ? UINT64_MAX : strtoull(it->second.c_str(), nullptr, 10);
 }
 
+// Writes a simulator device config file; false if it cannot be written.
+bool WriteConfig(const std::string& path, const char* text) {
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  bool ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok;
+}
+
 double D(const std::map<std::string, std::string>& kv, const std::string& k) {
   auto it = kv.find(k);
   return it == kv.end() ? -1000 : strtod(it->second.c_str(), nullptr);
@@ -343,13 +351,9 @@ TEST_F(VgpuTest, DefaultPolicyFollowsTheRegionSwitchAndDisableNeverLimits) {
 // 188-SM one (upstream's step grows with the square of the SM count).
 TEST_F(VgpuTest, SmLimitIsAccurateWhateverTheSmCount) {
   std::string config = dir_ + "/gpus.conf";
-  FILE* f = fopen(config.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  fputs(
-      "[device]\nname = Small GPU\nmemory = 8Gi\nsm_count = 16\n"
-      "[device]\nname = Large GPU\nmemory = 96Gi\nsm_count = 188\n",
-      f);
-  fclose(f);
+  ASSERT_TRUE(WriteConfig(config,
+                          "[device]\nname = Small GPU\nmemory = 8Gi\nsm_count = 16\n"
+                          "[device]\nname = Large GPU\nmemory = 96Gi\nsm_count = 188\n"));
   struct Case {
     const char* device;
     const char* blocks;
@@ -372,10 +376,8 @@ TEST_F(VgpuTest, SmLimitIsAccurateWhateverTheSmCount) {
 // queued work (raising its cost many times over, then starving the process for seconds).
 TEST_F(VgpuTest, SmLimitCopesWithARealDriversSamplingAndLaunchQueue) {
   std::string config = dir_ + "/real-timing.conf";
-  FILE* f = fopen(config.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  fputs("nvml_sample_ms = 200\nmax_queued_ms = 60000\n[device]\nname = H\nmemory = 80Gi\n", f);
-  fclose(f);
+  ASSERT_TRUE(WriteConfig(
+      config, "nvml_sample_ms = 200\nmax_queued_ms = 60000\n[device]\nname = H\nmemory = 80Gi\n"));
   struct Case {
     int limit;
     const char* warmup_ms;
