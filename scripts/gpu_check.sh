@@ -50,7 +50,9 @@ PARTS=" ${GPU_CHECK_PARTS:-memory sm torch} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 
 say "== environment"
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$LOGS/env.txt"
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$LOGS/env.txt"
+fi
 "$BIN/vgpu_probe" info | tee -a "$LOGS/env.txt"
 SMS=$($PY -c 'import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)' 2>/dev/null || echo 132)
 say "sms=$SMS"
@@ -59,16 +61,20 @@ if part memory; then
 say "== memory view (cuDeviceTotalMem, cuMemGetInfo, NVML) under an 8 GiB quota"
 vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- "$BIN/vgpu_probe" info > "$LOGS/info.txt" 2>&1
 vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- "$BIN/vgpu_probe" nvml-mem >> "$LOGS/info.txt" 2>&1
-vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- nvidia-smi --query-gpu=memory.total,memory.used \
-  --format=csv,noheader,nounits >> "$LOGS/info.txt" 2>&1
+if command -v nvidia-smi > /dev/null; then
+  vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi -- nvidia-smi --query-gpu=memory.total,memory.used \
+    --format=csv,noheader,nounits >> "$LOGS/info.txt" 2>&1
+fi
 cat "$LOGS/info.txt"
 t=$(kv total < "$LOGS/info.txt"); vt=$(kv visible_total < "$LOGS/info.txt")
 nt=$(grep nvml_device "$LOGS/info.txt" | kv total)
 verdict "cuDeviceTotalMem / cuMemGetInfo = quota" "$t / $vt" \
   "$([ "$t" = $((8 * GIB)) ] && [ "$vt" = $((8 * GIB)) ] && echo 1 || echo 0)"
 verdict "NVML memory total = quota" "$nt" "$([ "$nt" = $((8 * GIB)) ] && echo 1 || echo 0)"
-smi_total=$(tail -1 "$LOGS/info.txt" | cut -d, -f1 | tr -d ' ')
-row "nvidia-smi memory.total under the library" "${smi_total} MiB" info
+if command -v nvidia-smi > /dev/null; then
+  smi_total=$(tail -1 "$LOGS/info.txt" | cut -d, -f1 | tr -d ' ')
+  row "nvidia-smi memory.total under the library" "${smi_total} MiB" info
+fi
 if [ -x "$BIN/hamictl" ]; then
   "$BIN/hamictl" run --lib "$LIB" --mem 8Gi -- "$BIN/hamictl" smi > "$LOGS/hamictl-smi.txt" 2>&1
   cat "$LOGS/hamictl-smi.txt"
