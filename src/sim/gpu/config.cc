@@ -283,13 +283,14 @@ bool ParseConfig(const std::string& text, SimConfig* config, std::string* error)
       }
       c.cuda_driver_version = static_cast<int>(v);
     } else if (key == "nvml_sample_ms" || key == "max_queued_ms") {
+      const bool sampling = key == "nvml_sample_ms";  // 0 allowed: exact, on demand
       long long v = 0;
-      if (!ParseInt(value, key == "nvml_sample_ms" ? 0 : 1, 60000, &v)) {
+      if (!ParseInt(value, sampling ? 0 : 1, 60000, &v)) {
         *error = where + key + " must be an integer number of milliseconds (" +
-                 (key == "nvml_sample_ms" ? "0" : "1") + "..60000)";
+                 (sampling ? "0" : "1") + "..60000)";
         return false;
       }
-      (key == "nvml_sample_ms" ? c.nvml_sample_ms : c.max_queued_ms) = static_cast<int>(v);
+      (sampling ? c.nvml_sample_ms : c.max_queued_ms) = static_cast<int>(v);
     } else {
       *error = where + "unknown key '" + key + "' before the first [device] section";
       return false;
