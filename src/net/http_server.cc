@@ -149,6 +149,33 @@ class Connection {
   }
   bool Flush() { return queued_.empty() || Send({}); }
 
+  // Sends as much of the pieces as the socket takes without waiting and returns how many bytes
+  // left, or -1 on failure. TLS connections send nothing here (a partial SSL_write would have to
+  // be repeated with the same arguments): their caller falls back to Send.
+  ssize_t TrySend(std::initializer_list<std::string_view> pieces) {
+    if (!healthy_) return -1;
+    if (ssl_ != nullptr || !queued_.empty()) return 0;
+    iovec iov[4];
+    size_t count = 0;
+    for (std::string_view p : pieces) {
+      if (p.empty() || count == 4) continue;
+      iov[count].iov_base = const_cast<char*>(p.data());
+      iov[count].iov_len = p.size();
+      ++count;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    for (;;) {
+      ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      healthy_ = false;
+      return -1;
+    }
+  }
+
   // Sends anything queued, then the pieces in order, as one write (one TCP segment when they
   // fit); false on failure.
   bool Send(std::initializer_list<std::string_view> pieces) {
@@ -250,19 +277,51 @@ class StreamWriter : public ChunkWriter {
   explicit StreamWriter(Connection& conn) : conn_(conn) {}
   bool Write(std::string_view data) override {
     if (failed_ || !conn_.running()) return false;
-    if (data.empty()) return true;  // an empty chunk would end the stream
+    if (data.empty()) return Drain();  // an empty chunk would end the stream
     char size[20];
     int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    if (!conn_.Send({std::string_view(size, static_cast<size_t>(n)), data, "\r\n"})) {
+    if (!conn_.Send({held_, std::string_view(size, static_cast<size_t>(n)), data, "\r\n"})) {
       failed_ = true;
     }
+    held_.clear();
+    return !failed_;
+  }
+  bool TryWrite(std::string_view data, bool* pending) override {
+    *pending = false;
+    if (failed_ || !conn_.running()) return false;
+    char size[20];
+    int n = data.empty() ? 0 : std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    std::string_view head(size, static_cast<size_t>(n)), tail = data.empty() ? "" : "\r\n";
+    if (held_.empty()) {
+      ssize_t sent = conn_.TrySend({head, data, tail});
+      if (sent < 0) {
+        failed_ = true;
+        return false;
+      }
+      // Keep what did not leave, in order.
+      size_t skip = static_cast<size_t>(sent);
+      for (std::string_view piece : {head, data, tail}) {
+        size_t k = std::min(skip, piece.size());
+        held_.append(piece.substr(k));
+        skip -= k;
+      }
+    } else {
+      held_.append(head).append(data).append(tail);
+    }
+    *pending = !held_.empty();
+    return true;
+  }
+  bool Drain() override {
+    if (held_.empty()) return !failed_;
+    if (failed_ || !conn_.running() || !conn_.Send({held_})) failed_ = true;
+    held_.clear();
     return !failed_;
   }
   bool ServerRunning() const override { return conn_.running(); }
-  bool failed() const { return failed_; }
 
  private:
   Connection& conn_;
+  std::string held_;  // framed bytes TryWrite could not send yet
   bool failed_ = false;
 };
 
@@ -513,7 +572,7 @@ class HttpServer::Impl {
       } catch (...) {
         return false;  // drops the connection: the client sees a truncated stream
       }
-      if (writer.failed()) return false;
+      if (!writer.Drain()) return false;  // anything TryWrite still held goes first
       return conn.Send({"0\r\n\r\n"});
     }
     const bool no_body = res.status == 204 || res.status == 304 || res.status < 200;

@@ -75,6 +75,18 @@ class ChunkWriter {
   virtual bool Write(std::string_view data) = 0;
   // True while the server is running (a cheap check for loops that wait between writes).
   virtual bool ServerRunning() const = 0;
+
+  // For one thread that feeds many streams (the simulated API server's watch fan-out): sends
+  // `data` as one chunk without waiting for the peer. What the socket does not take at once is
+  // held by the writer and goes out first with the next Write, TryWrite or Drain; *pending says
+  // whether anything is held. False once the stream is broken. The default (writers that never
+  // block) is Write. Never call TryWrite or Drain concurrently with another call on one writer.
+  virtual bool TryWrite(std::string_view data, bool* pending) {
+    *pending = false;
+    return Write(data);
+  }
+  // Sends everything TryWrite held, waiting as Write does; false once the stream is broken.
+  virtual bool Drain() { return true; }
 };
 
 struct HttpResponse {

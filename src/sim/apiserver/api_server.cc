@@ -13,6 +13,7 @@
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
 #include "sim/apiserver/store.h"
+#include "sim/apiserver/watch_hub.h"
 
 namespace hami::sim {
 namespace {
@@ -281,11 +282,18 @@ json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& objects, int64
 
 class ApiServer::Impl {
  public:
-  explicit Impl(ApiServerOptions o) : options(std::move(o)), store(options.history_window) {}
+  explicit Impl(ApiServerOptions o)
+      : options(std::move(o)),
+        store(options.history_window),
+        watches(store, registry, [](const std::string& message) {
+          return json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", message)}}.dump() +
+                 "\n";
+        }) {}
 
   ApiServerOptions options;
   ResourceRegistry registry;
   Store store;
+  WatchHub watches;  // every watch stream's fan-out
   mutable std::mutex counts_mu;
   std::map<std::string, uint64_t> request_counts;  // guarded by counts_mu
   std::unique_ptr<net::HttpServer> http;
@@ -638,7 +646,7 @@ class ApiServer::Impl {
       deadline = std::min(deadline, Clock::now() + std::chrono::seconds(secs));
     }
     bool bookmarks = req.Param("allowWatchBookmarks") == "true";
-    bool table = WantsTable(req);  // kubectl get -w: every event object is a one-row Table
+    bool table = WantsTable(req);
     const ResourceInfo* r = t.resource;
     std::vector<WatchEvent> initial;
     int64_t start = 0;
@@ -671,72 +679,32 @@ class ApiServer::Impl {
     }
     res.status = 200;
     res.content_type = "application/json";
-    Store* st = &store;
-    std::chrono::milliseconds bookmark_every = options.bookmark_interval;
-    std::string ns = t.ns;
-    Selectors selectors = std::move(sel).value();
-    res.stream = [st, r, ns, selectors, initial = std::move(initial), start, deadline, bookmarks,
-                  bookmark_every, table](net::ChunkWriter& w) {
-      // Events of one wake-up go out as one chunk (up to about 1 MiB): one send for the batch,
-      // and one read and wake-up on the watcher's side, however many writes landed meanwhile.
+    WatchSpec spec;
+    spec.resource = r;
+    spec.ns = t.ns;
+    spec.labels = std::move(sel->labels);
+    spec.fields = std::move(sel->fields);
+    if (table) {  // kubectl get -w: every event object is a one-row Table
+      spec.render = [r](const WatchEvent& e) { return TableOf(*r, {e.object}, e.revision).dump(); };
+    }
+    spec.bookmarks = bookmarks;
+    spec.bookmark_every = options.bookmark_interval;
+    spec.deadline = deadline;
+    WatchHub* hub = &watches;
+    res.stream = [hub, spec = std::move(spec), initial = std::move(initial),
+                  start](net::ChunkWriter& w) mutable {
+      // The current state (or the events since the requested revision) from this thread, in
+      // chunks of about 1 MiB; then the hub takes over.
       std::string out;
-      auto flush = [&] {
-        if (out.empty()) return true;
-        bool ok = w.Write(out);
-        out.clear();
-        return ok;
-      };
-      auto emit = [&](const WatchEvent& e) {
-        if (!ns.empty() && e.ns != ns) return true;
-        bool now_match = selectors.Matches(*e.object);
-        bool was_match = e.previous && selectors.Matches(*e.previous);
-        std::string type = e.type;
-        if (e.type == "MODIFIED") {
-          if (now_match && !was_match) type = "ADDED";
-          if (!now_match && was_match) type = "DELETED";
-          if (!now_match && !was_match) return true;
-        } else if (!now_match) {
-          return true;
-        }
-        out.append("{\"type\":\"").append(type).append("\",\"object\":");
-        out.append(table ? TableOf(*r, {e.object}, e.revision).dump() : e.text->Get(*e.object));
-        out.append("}\n");
-        return out.size() < (1 << 20) || flush();
-      };
       for (const WatchEvent& e : initial) {
-        if (!emit(e)) return;
+        spec.AppendEvent(e, &out);
+        if (out.size() >= (1 << 20)) {
+          if (!w.Write(out)) return;
+          out.clear();
+        }
       }
-      if (!flush()) return;
-      int64_t last = start;
-      auto next_bookmark = Clock::now() + bookmark_every;
-      std::vector<WatchEvent> batch;
-      while (w.ServerRunning()) {
-        auto now = Clock::now();
-        if (now >= deadline) return;
-        if (bookmarks && now >= next_bookmark) {
-          json bm = {{"type", "BOOKMARK"},
-                     {"object",
-                      {{"kind", r->kind},
-                       {"apiVersion", r->api_version()},
-                       {"metadata", {{"resourceVersion", std::to_string(last)}}}}}};
-          if (!w.Write(bm.dump() + "\n")) return;
-          next_bookmark = now + bookmark_every;
-        }
-        auto wake = bookmarks ? std::min(deadline, next_bookmark) : deadline;
-        batch.clear();
-        Status s = st->WaitForEvents(*r, last, wake, &batch, &last);
-        if (s.code() == StatusCode::kOutOfRange) {
-          // This watcher fell behind the history window.
-          json err = {{"type", "ERROR"}, {"object", StatusObject(410, "Expired", s.message())}};
-          (void)w.Write(err.dump() + "\n");
-          return;
-        }
-        if (!s.ok()) return;  // shutting down
-        for (const WatchEvent& e : batch) {
-          if (!emit(e)) return;
-        }
-        if (!flush()) return;
-      }
+      if (!out.empty() && !w.Write(out)) return;
+      hub->Serve(std::move(spec), start, w);
     };
   }
 
@@ -1030,6 +998,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
     s.HandlePrefix(method, "/api/", resource);
     s.HandlePrefix(method, "/apis/", resource);
   }
+  impl->watches.Start();
   HAMI_ASSIGN_OR_RETURN(impl->port, s.Start());
   // A wildcard bind address is reached through loopback (which the generated cert names too).
   std::string host = o.host == "0.0.0.0" || o.host.empty() ? "127.0.0.1" : o.host;
@@ -1040,7 +1009,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
 
 void ApiServer::Stop() {
   if (!impl_->http) return;
-  impl_->store.Close();  // ends every watch stream
+  impl_->store.Close();
+  impl_->watches.Stop();  // ends every watch stream
   impl_->http->Stop();
   impl_->http.reset();
 }

@@ -36,8 +36,14 @@ void Store::AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock
   }
   // Notified after unlocking: a watcher woken while the lock is still held would only block on
   // it again (two context switches instead of one). `signal` lives as long as the store.
+  const ResourceInfo& written = *history_.back().resource;
   lock.unlock();
   signal.changed.notify_all();
+  if (write_listener_) write_listener_(written);
+}
+
+void Store::SetWriteListener(std::function<void(const ResourceInfo&)> listener) {
+  write_listener_ = std::move(listener);
 }
 
 Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object,
@@ -160,19 +166,32 @@ Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
   ResourceSignal& signal = signals_[&resource];
   signal.changed.wait_until(lock, deadline,
                             [&] { return closed_ || signal.last_revision > after; });
+  return CollectLocked(
+      after, [&](const ResourceInfo& r) { return &r == &resource; }, out, now);
+}
+
+Status Store::EventsSince(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
+                          std::vector<WatchEvent>* out, int64_t* now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CollectLocked(after, want, out, now);
+}
+
+Status Store::CollectLocked(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
+                            std::vector<WatchEvent>* out, int64_t* now) const {
   if (closed_) return Status(StatusCode::kCancelled, "server shutting down");
   if (after < compacted_) {
     return OutOfRangeError("too old resource version: " + std::to_string(after) + " (" +
                            std::to_string(compacted_ + 1) + ")");
   }
-  // history_ is ordered by revision: skip to the first event newer than `after`.
+  // history_ is ordered by revision, one event per revision: skip to the first one newer than
+  // `after`.
   auto it = history_.begin();
   if (!history_.empty() && after >= history_.front().revision) {
     it += std::min<int64_t>(after - history_.front().revision + 1,
                             static_cast<int64_t>(history_.size()));
   }
   for (; it != history_.end(); ++it) {
-    if (it->revision > after && it->resource == &resource) out->push_back(*it);
+    if (it->revision > after && want(*it->resource)) out->push_back(*it);
   }
   *now = std::max(after, revision_);
   return OkStatus();

@@ -93,10 +93,24 @@ class Store {
                        std::chrono::steady_clock::time_point deadline, std::vector<WatchEvent>* out,
                        int64_t* now);
 
+  // Non-blocking: appends the events newer than `after` whose resource `want` accepts, in
+  // revision order, and sets *now to the revision they are complete up to. OutOfRange when
+  // `after` fell out of the history window; Cancelled after Close().
+  Status EventsSince(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
+                     std::vector<WatchEvent>* out, int64_t* now) const;
+
+  // Called after every write, outside the store's lock, with the written resource (the watch
+  // fan-out's wake-up). Set once, before the store is shared; it must be cheap and must not call
+  // back into the store.
+  void SetWriteListener(std::function<void(const ResourceInfo&)> listener);
+
   // Wakes every watcher; later WaitForEvents calls return Cancelled at once.
   void Close();
 
  private:
+  // WaitForEvents and EventsSince after the wait; mu_ must be held.
+  Status CollectLocked(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
+                       std::vector<WatchEvent>* out, int64_t* now) const;
   // Appends the event, releases `lock` (which must hold mu_) and wakes the resource's watchers.
   // The caller must not touch guarded state afterwards.
   void AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock);
@@ -123,6 +137,7 @@ class Store {
   std::deque<WatchEvent> history_;  // guarded by mu_
   int64_t compacted_ = 0;           // guarded by mu_: highest revision dropped from history_
   bool closed_ = false;             // guarded by mu_
+  std::function<void(const ResourceInfo&)> write_listener_;  // immutable once shared
 };
 
 }  // namespace hami::sim
