@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -205,6 +206,59 @@ TEST(HttpServerTest, StreamingResponseIsChunked) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
   EXPECT_EQ(r->body, "ok");
+}
+
+TEST(HttpServerTest, TryWriteHoldsWhatTheSocketCannotTakeAndDrainSendsItInOrder) {
+  auto server = MakeServer();
+  std::promise<int> written;  // how many TryWrites left something held
+  std::string expected;
+  constexpr int kChunks = 200;
+  for (int i = 0; i < kChunks; ++i) expected += std::string(65536, static_cast<char>('a' + i % 26));
+  expected += "end\n";
+  server->Handle("GET", "/stream", [&](const HttpRequest&, HttpResponse& res) {
+    res.stream = [&](ChunkWriter& w) {
+      int held = 0;
+      for (int i = 0; i < kChunks; ++i) {
+        bool pending = false;
+        if (!w.TryWrite(std::string(65536, static_cast<char>('a' + i % 26)), &pending)) break;
+        held += pending ? 1 : 0;
+      }
+      written.set_value(held);  // the peer has not read anything yet
+      if (w.Drain()) (void)w.Write("end\n");
+    };
+  });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  int fd = Connect(*port);
+  ASSERT_GE(fd, 0);
+  std::string req = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  // 12.5 MiB cannot fit in the socket buffers while nobody reads: TryWrite never blocked but held
+  // the rest.
+  EXPECT_GT(written.get_future().get(), 0);
+  std::string in;
+  char buf[65536];
+  ssize_t n;
+  while (in.find("\r\n0\r\n\r\n") == std::string::npos &&
+         (n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+    in.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  // Undo the chunked framing: every byte arrived once, in order.
+  size_t body_start = in.find("\r\n\r\n");
+  ASSERT_NE(body_start, std::string::npos);
+  std::string body;
+  size_t at = body_start + 4;
+  for (;;) {
+    size_t eol = in.find("\r\n", at);
+    ASSERT_NE(eol, std::string::npos);
+    size_t size = std::stoul(in.substr(at, eol - at), nullptr, 16);
+    if (size == 0) break;
+    body += in.substr(eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+  EXPECT_EQ(body.size(), expected.size());
+  EXPECT_TRUE(body == expected);
 }
 
 // Reads from `fd` until `count` complete responses (each with a Content-Length) have arrived;
