@@ -225,6 +225,30 @@ Result<WriteAck> RestClient::CreateAck(const Resource& r, std::string_view ns,
 
 std::vector<Result<WriteAck>> RestClient::CreateAckBatch(
     const Resource& r, const std::vector<std::pair<std::string, std::string>>& items) {
+  std::vector<BatchItem> batch;
+  batch.reserve(items.size());
+  for (const auto& [ns, body] : items) {
+    batch.push_back({ResourcePath(r, ns), body, "application/json"});
+  }
+  return AckBatch("POST", std::move(batch));
+}
+
+std::vector<Result<WriteAck>> RestClient::PatchAckBatch(const std::vector<PatchItem>& items) {
+  std::vector<BatchItem> batch;
+  batch.reserve(items.size());
+  for (const PatchItem& p : items) {
+    if (p.resource == nullptr || p.name.empty()) {
+      return std::vector<Result<WriteAck>>(
+          items.size(), InvalidArgumentError("PatchAckBatch: an item has no resource or name"));
+    }
+    batch.push_back({ResourcePath(*p.resource, p.ns, p.name, p.subresource), p.patch,
+                     PatchContentType(p.type)});
+  }
+  return AckBatch("PATCH", std::move(batch));
+}
+
+std::vector<Result<WriteAck>> RestClient::AckBatch(std::string_view method,
+                                                   std::vector<BatchItem> items) {
   std::vector<Result<WriteAck>> out;
   out.reserve(items.size());
   Result<std::string> token = BearerToken();
@@ -234,16 +258,16 @@ std::vector<Result<WriteAck>> RestClient::CreateAckBatch(
   }
   std::vector<HttpRequest> reqs;
   reqs.reserve(items.size());
-  for (const auto& [ns, body] : items) {
+  for (BatchItem& item : items) {
     if (limiter_.Accept(nullptr)) {
       out.assign(items.size(), Status(StatusCode::kCancelled, "cancelled"));
       return out;
     }
-    reqs.push_back(NewRequest("POST", ResourcePath(r, ns), body, "application/json", *token));
+    reqs.push_back(NewRequest(method, item.path, std::move(item.body), item.content_type, *token));
   }
   std::vector<Result<HttpResponse>> resps = transport_->DoBatch(reqs);
   for (size_t i = 0; i < resps.size(); ++i) {
-    out.push_back(resps[i].ok() ? AckOf(*resps[i], "POST", ResourcePath(r, items[i].first))
+    out.push_back(resps[i].ok() ? AckOf(*resps[i], method, items[i].path)
                                 : Result<WriteAck>(resps[i].status()));
   }
   return out;

@@ -132,6 +132,18 @@ class RestClient {
   // best-effort writes such as Events.
   std::vector<Result<WriteAck>> CreateAckBatch(
       const Resource& r, const std::vector<std::pair<std::string, std::string>>& items);
+  // Several patches (of any objects) in one pipelined batch, answered in order, one result per
+  // item; each item takes a rate-limiter token. Not retried, as above: a transport error
+  // (Unavailable, Unknown, DeadlineExceeded) leaves that item's fate unknown, so callers send
+  // only idempotent patches here and repeat one that failed that way with PatchAck.
+  struct PatchItem {
+    const Resource* resource = nullptr;
+    std::string ns, name;
+    PatchType type = PatchType::kMerge;
+    std::string patch;
+    std::string subresource;
+  };
+  std::vector<Result<WriteAck>> PatchAckBatch(const std::vector<PatchItem>& items);
 
   // One watch stream. Blocks, calling `handler` for each ADDED/MODIFIED/DELETED/BOOKMARK event,
   // until the server ends the stream (OK), `handler` returns false (OK), `cancel` fires
@@ -151,6 +163,12 @@ class RestClient {
  private:
   Result<Object> DoJson(std::string_view method, const std::string& path, std::string body,
                         std::string_view content_type);
+  // One pipelined batch of writes of one method: (path, body, content type) per item.
+  struct BatchItem {
+    std::string path, body;
+    std::string_view content_type;
+  };
+  std::vector<Result<WriteAck>> AckBatch(std::string_view method, std::vector<BatchItem> items);
   Result<WriteAck> DoAck(std::string_view method, const std::string& path, std::string body,
                          std::string_view content_type);
   // A request to this client's server with its standard headers and `token` ("" = none).

@@ -105,7 +105,8 @@ bool NodeLocker::Stale(std::string_view node, std::string_view value, std::strin
   return false;  // allocating, or its bind is in flight
 }
 
-Status NodeLocker::Write(std::string_view node, const std::string& rv, const std::string* value) {
+Status NodeLocker::Write(std::string_view node, const std::string& rv, const std::string* value,
+                         Companion* companion) {
   nlohmann::json patch;
   patch["metadata"]["resourceVersion"] = rv;
   if (value != nullptr) {
@@ -113,11 +114,21 @@ Status NodeLocker::Write(std::string_view node, const std::string& rv, const std
   } else {
     patch["metadata"]["annotations"][std::string(device::kNodeLockAnnotation)] = nullptr;
   }
-  return client_.PatchAck(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump()).status();
+  if (companion == nullptr || companion->sent) {
+    return client_.PatchAck(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump()).status();
+  }
+  k8s::RestClient::PatchItem lock;
+  lock.resource = &k8s::kNodes;
+  lock.name = std::string(node);
+  lock.patch = patch.dump();
+  std::vector<Result<k8s::WriteAck>> acks = client_.PatchAckBatch({companion->patch, lock});
+  companion->sent = true;
+  companion->result = std::move(acks[0]);
+  return acks[1].status();
 }
 
 Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::string_view pod,
-                           const k8s::Object* cached_node) {
+                           const k8s::Object* cached_node, Companion* companion) {
   device::NodeLockValue mine;
   mine.time.unix_seconds = clock_.NowUnixSeconds();
   mine.pod_namespace = std::string(ns);
@@ -152,7 +163,7 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
       HAMI_LOG(Warning) << "node lock on " << node << ": taking over from " << holder << ": "
                         << why;
     }
-    last = Write(node, k8s::ResourceVersion(current), &value);
+    last = Write(node, k8s::ResourceVersion(current), &value, companion);
     if (last.ok()) {
       HAMI_VLOG(4) << "node lock on " << node << " taken for " << ns << "/" << pod;
       return OkStatus();

@@ -59,11 +59,20 @@ class NodeLocker {
   NodeLocker(const NodeLocker&) = delete;
   NodeLocker& operator=(const NodeLocker&) = delete;
 
+  // A write that rides with the lock: it goes out in one pipelined batch with the first lock
+  // write (one round trip for both; the scheduler's placement annotations). It is not sent when
+  // Acquire ends before writing (contention, errors) and not repeated by conflict retries.
+  struct Companion {
+    k8s::RestClient::PatchItem patch;
+    bool sent = false;
+    Result<k8s::WriteAck> result = Status(StatusCode::kUnknown, "not sent");
+  };
+
   // OK when the pod holds the lock afterwards; Unavailable (message names the holder) on
   // contention.
-  // `cached_node` may be null.
+  // `cached_node` and `companion` may be null.
   Status Acquire(std::string_view node, std::string_view ns, std::string_view pod,
-                 const k8s::Object* cached_node);
+                 const k8s::Object* cached_node, Companion* companion = nullptr);
   // Clears the lock if `ns/pod` holds it; OK when it is absent or someone else's.
   // `cached_node` (may be null) replaces the first read, as for Acquire.
   Status Release(std::string_view node, std::string_view ns, std::string_view pod,
@@ -74,7 +83,10 @@ class NodeLocker {
  private:
   // Whether the current lock value may be replaced; `why` says for the log.
   bool Stale(std::string_view node, std::string_view value, std::string* why, std::string* holder);
-  Status Write(std::string_view node, const std::string& rv, const std::string* value);
+  // Sets (`value`) or clears (null) the lock, on the node's resourceVersion `rv`; `companion`
+  // (not yet sent, may be null) goes first in the same batch.
+  Status Write(std::string_view node, const std::string& rv, const std::string* value,
+               Companion* companion = nullptr);
 
   k8s::RestClient& client_;
   const Clock& clock_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/log.h"
 #include "device/handshake.h"
@@ -243,6 +244,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
         ++generation_;
       }
       written_.erase(uid);
+      pending_.erase(uid);
     } else {
       auto w = written_.find(uid);
       if (w != written_.end()) {
@@ -440,7 +442,21 @@ void SchedulerService::ReconcileNodes() {
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     expired = ledger_.ExpireReservations();
-    if (expired > 0) ++generation_;
+    if (expired > 0) {
+      ++generation_;
+      // Placements that were never bound and never written go with their reservations.
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        const LedgerPod* p = ledger_.FindPod(it->first);
+        if (p != nullptr && p->state == PodState::kReserved) {
+          ++it;
+          continue;
+        }
+        if (auto w = written_.find(it->first); w != written_.end() && w->second == INT64_MAX) {
+          written_.erase(w);
+        }
+        it = pending_.erase(it);
+      }
+    }
   }
   if (expired > 0) HAMI_LOG(Info) << expired << " reservations expired (pods never bound)";
 }
@@ -686,8 +702,13 @@ std::string SchedulerService::Filter(std::string_view body) {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (const LedgerPod* old = ledger_.FindPod(spec.uid);
         old != nullptr && old->state == PodState::kReserved) {
-      ledger_.RemovePod(spec.uid);  // a retried pod gives its earlier choice back first
-      ++generation_;
+      // A retried pod gives its earlier choice back first.
+      if (pending_.count(spec.uid)) {
+        DropUnwrittenPlacementLocked(spec.uid);
+      } else {
+        ledger_.RemovePod(spec.uid);
+        ++generation_;
+      }
     }
   }
   uint64_t seen_generation;
@@ -730,6 +751,9 @@ std::string SchedulerService::Filter(std::string_view body) {
       Status s = ledger_.Reserve(d.ToReservation(spec));
       ++generation_;
       if (!s.ok()) return fail("pod " + key + ": reservation failed: " + s.message());
+      // Until the bind writes the placement, events of the pod (which carry none) would undo
+      // the reservation: ignored from this moment (the same critical section).
+      written_[spec.uid] = INT64_MAX;
     }
   }
   if (!d.fit()) {
@@ -748,9 +772,22 @@ std::string SchedulerService::Filter(std::string_view body) {
     return out.dump();
   }
 
-  // Write the placement onto the pod: it is the source of truth from here on.
+  // The placement goes onto the pod (the source of truth from then on) in the bind, in one
+  // round trip with the node lock; until then the reservation holds the devices.
   device::Annotations annos;
   Status enc = device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos);
+  if (!enc.ok()) {
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      DropUnwrittenPlacementLocked(spec.uid);
+    }
+    std::string msg =
+        "pod " + key + ": placement on " + d.node + " not encodable: " + enc.ToString();
+    HAMI_LOG(Warning) << msg;
+    events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
+                                  options_.scheduler_name, options_.identity});
+    return fail(msg);
+  }
   k8s::AnnotationChanges changes;
   for (auto& [k, v] : annos) changes[k] = v;
   changes[std::string(kAssignedNodeAnnotation)] = d.node;
@@ -760,41 +797,10 @@ std::string SchedulerService::Filter(std::string_view body) {
   }
   Json patch;
   for (const auto& [k, v] : changes) patch["metadata"]["annotations"][k] = *v;
-  {
-    // Until the write's resourceVersion is known, pod events are older than our placement.
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    written_[spec.uid] = INT64_MAX;
-  }
   patch["metadata"]["labels"][std::string(kAssignedNodeAnnotation)] = d.node;
-  Result<k8s::WriteAck> written = enc.ok()
-                                      ? client_.PatchAck(k8s::kPods, spec.name_space, spec.name,
-                                                         k8s::PatchType::kMerge, patch.dump())
-                                      : Result<k8s::WriteAck>(enc);
-  if (!written.ok()) {
-    {
-      std::unique_lock<std::shared_mutex> lock(mu_);
-      written_.erase(spec.uid);
-      if (const LedgerPod* p = ledger_.FindPod(spec.uid);
-          p != nullptr && p->state == PodState::kReserved) {
-        ledger_.RemovePod(spec.uid);
-        ++generation_;
-      }
-    }
-    std::string msg =
-        "pod " + key + ": placement on " + d.node + " not recorded: " + written.status().ToString();
-    HAMI_LOG(Warning) << msg;
-    events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
-                                  options_.scheduler_name, options_.identity});
-    return fail(msg);
-  }
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
-    int64_t rv = ResourceVersionNumberOf(written->resource_version);
-    if (rv >= 0) {
-      written_[spec.uid] = rv;
-    } else {
-      written_.erase(spec.uid);
-    }
+    pending_[spec.uid] = PendingPlacement{d.node, patch.dump()};
   }
   std::string msg = d.SucceedMessage();
   HAMI_LOG(Info) << "pod " << key << ": " << msg << "; devices "
@@ -810,6 +816,15 @@ std::string SchedulerService::Filter(std::string_view body) {
   out["failedNodes"] = Json::object();
   for (const auto& [n, reason] : d.FailedNodes()) out["failedNodes"][n] = reason;
   return out.dump();
+}
+
+void SchedulerService::DropUnwrittenPlacementLocked(const std::string& uid) {
+  pending_.erase(uid);
+  if (auto w = written_.find(uid); w != written_.end() && w->second == INT64_MAX) written_.erase(w);
+  if (const LedgerPod* p = ledger_.FindPod(uid); p != nullptr && p->state == PodState::kReserved) {
+    ledger_.RemovePod(uid);
+    ++generation_;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -830,6 +845,13 @@ std::string SchedulerService::Bind(std::string_view body) {
   {
     std::lock_guard<std::mutex> s(stats_mu_);
     ++stats_.binds;
+  }
+  // As for filters: a fresh instance answers once its view of nodes and pods is complete.
+  if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.bind_errors;
+    return ErrorReply(IsLeader() ? "scheduler not ready: cluster view not synced yet"
+                                 : "scheduler not ready: not the leader");
   }
   k8s::ObjectPtr pod = pods_ ? pods_->Get(key) : nullptr;
   if (!pod || (!uid.empty() && k8s::Uid(*pod) != uid)) {
@@ -861,17 +883,58 @@ std::string SchedulerService::Bind(std::string_view body) {
   // Which vendors the pod asks for decides whether the allocation lock is needed.
   Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(*pod));
   bool needs_lock = req.ok() && !req->Empty();
+  if (uid.empty()) uid = k8s::Uid(*pod);
+  // The placement this instance's filter reserved and has not written yet. Without one, the pod
+  // must already carry a placement on this node (an earlier attempt wrote it).
+  std::optional<PendingPlacement> placement;
+  if (needs_lock) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    auto it = pending_.find(uid);
+    if (it != pending_.end() && it->second.node == node) {
+      placement = std::move(it->second);
+      pending_.erase(it);
+    }
+  }
+  if (needs_lock && !placement &&
+      k8s::GetString(*pod, "/metadata/annotations/hami.io~1vgpu-node") != node) {
+    return bind_fail("no device placement on node " + node +
+                     " for this pod (it was filtered before a scheduler restart, by another "
+                     "instance, or its reservation expired); it will be filtered again");
+  }
+  NodeLocker::Companion companion;
+  if (placement) {
+    companion.patch.resource = &k8s::kPods;
+    companion.patch.ns = ns;
+    companion.patch.name = name;
+    companion.patch.patch = placement->patch;
+  }
+  // Once the placement's write is decided: it reached the pod (pod events up to that write are
+  // stale from now on), or it did not and the devices go back (kube-scheduler filters the pod
+  // again after a failed bind).
+  auto settle = [&] {
+    if (!placement) return;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (!companion.sent || !companion.result.ok()) return DropUnwrittenPlacementLocked(uid);
+    int64_t rv = ResourceVersionNumberOf(companion.result->resource_version);
+    if (rv >= 0) {
+      written_[uid] = rv;
+    } else {
+      written_.erase(uid);
+    }
+  };
   bool locked = false;
   if (needs_lock) {
     auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
     bool waited = false;
     for (;;) {
-      Status s = locker_.Acquire(node, ns, name, cached);
+      Status s = locker_.Acquire(node, ns, name, cached,
+                                 placement && !companion.sent ? &companion : nullptr);
       if (s.ok()) {
         locked = true;
         break;
       }
       if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) {
+        settle();
         return bind_fail(s.message());
       }
       if (!waited) {
@@ -888,9 +951,10 @@ std::string SchedulerService::Bind(std::string_view body) {
           return !started_.load() || !now || k8s::ResourceVersion(*now) != before;
         });
       }
-      if (!started_.load()) return bind_fail("scheduler stopping");
-      cached = CachedNode(node, &node_hold);
-      if (cached == nullptr) return bind_fail("node " + node + " disappeared");
+      if (!started_.load() || (cached = CachedNode(node, &node_hold)) == nullptr) {
+        settle();
+        return bind_fail(started_.load() ? "node " + node + " disappeared" : "scheduler stopping");
+      }
     }
   }
   auto unlock = [&] {
@@ -898,6 +962,23 @@ std::string SchedulerService::Bind(std::string_view body) {
     Status s = locker_.Release(node, ns, name);
     if (!s.ok()) HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
   };
+  if (placement) {
+    // Not sent with the lock (the pod already held it), or lost with the connection: alone now
+    // (a merge patch, safe to repeat).
+    StatusCode c = companion.result.status().code();
+    if (!companion.sent || c == StatusCode::kUnavailable || c == StatusCode::kUnknown ||
+        c == StatusCode::kDeadlineExceeded) {
+      companion.result =
+          client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, placement->patch);
+    }
+    companion.sent = true;
+    settle();
+    if (!companion.result.ok()) {
+      unlock();
+      return bind_fail("placement not recorded on the pod: " +
+                       companion.result.status().ToString());
+    }
+  }
   std::map<std::string, std::string> stamp = {
       {std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
       {std::string(kBindTimeAnnotation), std::to_string(clock_.NowUnixSeconds())}};

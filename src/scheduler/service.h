@@ -168,6 +168,8 @@ class SchedulerService {
   void MaybeReleaseLock(const k8s::Object& pod, bool gone);
   std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
   const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
+  // Forgets a reservation whose placement never reached the pod (mu_ held exclusively).
+  void DropUnwrittenPlacementLocked(const std::string& uid);
 
   k8s::RestClient& client_;
   const device::DeviceConfig config_;
@@ -185,6 +187,14 @@ class SchedulerService {
   QuotaBook quota_;                                   // guarded by mu_
   uint64_t generation_ = 0;                           // guarded by mu_; bumped on every write
   std::unordered_map<std::string, int64_t> written_;  // guarded by mu_: uid -> our pod write rv
+  // Placements the filter reserved and the bind has not written yet. The bind sends the pod's
+  // annotations in one pipelined batch with the node lock (one round trip for both), before the
+  // Binding; until then they live in the ledger (and here) only.
+  struct PendingPlacement {
+    std::string node;
+    std::string patch;  // merge patch: the annotations and the hami.io/vgpu-node label
+  };
+  std::unordered_map<std::string, PendingPlacement> pending_;  // guarded by mu_: by pod uid
 
   std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
 

@@ -85,6 +85,40 @@ TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
   EXPECT_EQ(Lock(), "");
 }
 
+TEST_F(LockTest, ACompanionWriteGoesOutWithTheFirstLockWriteOnly) {
+  scheduler::NodeLocker locker(c_->client(), clock_);
+  auto companion_for = [](const std::string& pod) {
+    scheduler::NodeLocker::Companion c;
+    c.patch.resource = &k8s::kPods;
+    c.patch.ns = "default";
+    c.patch.name = pod;
+    c.patch.patch = R"({"metadata":{"annotations":{"example.com/placed":"yes"}}})";
+    return c;
+  };
+  auto with = companion_for("a");
+  ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr, &with).ok());
+  EXPECT_TRUE(with.sent);
+  ASSERT_TRUE(with.result.ok()) << with.result.status().ToString();
+  EXPECT_FALSE(with.result->resource_version.empty());
+  Result<k8s::Object> a = k8s::GetPod(c_->client(), "default", "a");
+  EXPECT_EQ(k8s::GetString(*a, "/metadata/annotations/example.com~1placed"), "yes");
+  EXPECT_EQ(Lock(), "2027-01-15T08:00:00Z,default,a");
+  // Already held: nothing is written, the companion neither.
+  auto again = companion_for("a");
+  ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr, &again).ok());
+  EXPECT_FALSE(again.sent);
+  // Contention: nothing is written either.
+  ASSERT_TRUE(
+      k8s::PatchPodAnnotations(c_->client(), "default", "a", {{"hami.io/bind-phase", "allocating"}})
+          .ok());
+  auto other = companion_for("b");
+  EXPECT_EQ(locker.Acquire("n1", "default", "b", nullptr, &other).code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(other.sent);
+  EXPECT_EQ(k8s::GetString(k8s::GetPod(c_->client(), "default", "b").value(),
+                           "/metadata/annotations/example.com~1placed"),
+            "");
+}
+
 // Bind takes the lock, then posts a Binding that stamps bind-phase: between the two the holder
 // is unbound without a phase, and that is a bind in flight, not an abandoned lock.
 TEST_F(LockTest, BindInFlightHoldsAndAbandonedOrMisplacedHoldersDoNot) {
@@ -224,6 +258,85 @@ TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {
   std::string metrics = c.scheduler().Metrics();
   EXPECT_NE(metrics.find("hami_resource_quota_used{"), std::string::npos);
   EXPECT_NE(metrics.find("hami_gpu_memory_allocated_bytes{"), std::string::npos);
+}
+
+// The filter reserves; the bind writes the placement onto the pod in one pipelined batch with
+// the node lock, then posts the Binding. A bind this instance did not filter for (a restart in
+// between) is refused, and one that cannot get the lock gives the devices back.
+TEST(ServiceTest, TheBindWritesTheFiltersPlacementWithTheLock) {
+  SimClusterOptions o;
+  o.device_plugin = false;  // locks stay held: the third pod meets p's
+  o.scheduler.node_lock_wait = std::chrono::milliseconds(200);
+  SimCluster c(o);
+  c.AddNode("n1", {Gpu("GPU-1", 0, 16384)});
+  c.AddNode("n2", {Gpu("GPU-2", 0, 16384)});
+  auto create = [&](const std::string& name) {
+    Json pod = Pod(name, "1000", "", true);
+    pod["spec"]["schedulerName"] = "nobody";  // keep the driver away: this test is kube-scheduler
+    return c.CreatePod("default", pod).value();
+  };
+  auto filter = [&](const Json& pod, const std::string& node) {
+    Json args = {{"pod", pod}, {"nodenames", {node}}};
+    return k8s::ParseJson(c.scheduler().Filter(args.dump())).value();
+  };
+  auto bind = [&](const Json& pod, const std::string& node) {
+    Json args = {{"podName", k8s::Name(pod)},
+                 {"podNamespace", "default"},
+                 {"podUID", k8s::Uid(pod)},
+                 {"node", node}};
+    return k8s::ParseJson(c.scheduler().Bind(args.dump())).value();
+  };
+  auto count = [&](const std::string& what) {
+    auto counts = c.apiserver().RequestCounts();
+    return counts.count(what) ? counts[what] : 0;
+  };
+
+  Json p = create("p");
+  ASSERT_EQ(filter(p, "n1")["nodenames"], Json::array({"n1"}));
+  EXPECT_EQ(c.Annotation("default", "p", "hami.io/vgpu-node"), "");  // reserved, not written
+  EXPECT_NE(c.scheduler().LedgerDump().find(k8s::Uid(p)), std::string::npos);
+  uint64_t pod_patches = count("PATCH pods"), node_patches = count("PATCH nodes");
+  Json bound = bind(p, "n1");
+  ASSERT_FALSE(bound.contains("error")) << bound.dump();
+  EXPECT_EQ(c.BoundNode("default", "p"), "n1");
+  EXPECT_EQ(c.Annotation("default", "p", "hami.io/vgpu-node"), "n1");
+  EXPECT_NE(c.Annotation("default", "p", "hami.io/vgpu-devices-to-allocate"), "");
+  EXPECT_EQ(c.Annotation("default", "p", "hami.io/bind-phase"), "allocating");
+  Json written = k8s::GetPod(c.client(), "default", "p").value();
+  EXPECT_EQ(k8s::GetString(written, "/metadata/labels/hami.io~1vgpu-node"), "n1");
+  EXPECT_EQ(count("PATCH pods") - pod_patches, 1u);  // the placement, nothing else
+  // The lock (registration handshakes may write nodes too, so the lock itself is checked).
+  EXPECT_GE(count("PATCH nodes") - node_patches, 1u);
+  EXPECT_NE(k8s::GetString(k8s::GetNode(c.client(), "n1").value(),
+                           "/metadata/annotations/hami.io~1mutex.lock")
+                .find(",default,p"),
+            std::string::npos);
+
+  // Filtered by one instance, bound through the next: refused, and fine once filtered again.
+  Json q = create("q");
+  ASSERT_EQ(filter(q, "n2")["nodenames"], Json::array({"n2"}));
+  c.RestartScheduler();
+  Json refused = bind(q, "n2");
+  ASSERT_TRUE(refused.contains("error"));
+  EXPECT_NE(refused["error"].get<std::string>().find("no device placement"), std::string::npos)
+      << refused.dump();
+  EXPECT_EQ(c.BoundNode("default", "q"), "");
+  ASSERT_EQ(filter(q, "n2")["nodenames"], Json::array({"n2"}));
+  bound = bind(q, "n2");
+  ASSERT_FALSE(bound.contains("error")) << bound.dump();
+  EXPECT_EQ(c.Annotation("default", "q", "hami.io/vgpu-node"), "n2");
+
+  // n1 stays locked by p (no device plugin here): r's bind gives up and its devices go back.
+  Json r = create("r");
+  ASSERT_EQ(filter(r, "n1")["nodenames"], Json::array({"n1"}));
+  EXPECT_NE(c.scheduler().LedgerDump().find(k8s::Uid(r)), std::string::npos);
+  Json contended = bind(r, "n1");
+  ASSERT_TRUE(contended.contains("error"));
+  EXPECT_NE(contended["error"].get<std::string>().find("lock"), std::string::npos)
+      << contended.dump();
+  EXPECT_EQ(c.scheduler().LedgerDump().find(k8s::Uid(r)), std::string::npos);
+  EXPECT_EQ(c.Annotation("default", "r", "hami.io/vgpu-node"), "");
+  EXPECT_TRUE(c.scheduler().CheckLedger().ok());
 }
 
 TEST(ServiceTest, GarbageBodiesAndSimulationPath) {

@@ -470,6 +470,38 @@ TEST_P(TransportLoopbackTest, BatchedCreatesAreAnsweredInOrder) {
   EXPECT_TRUE(client->CreateAckBatch(kEvents, {}).empty());
 }
 
+TEST_P(TransportLoopbackTest, BatchedPatchesOfDifferentObjectsAreAnsweredInOrder) {
+  net::HttpServerOptions opts;
+  auto server = net::HttpServer::Create(opts).value();
+  auto counter = std::make_shared<std::atomic<int>>(0);
+  // Each answer's resourceVersion says which request it was: sequence, path and content type.
+  server->HandlePrefix(
+      "PATCH", "/api/v1/", [counter](const net::HttpRequest& req, net::HttpResponse& res) {
+        std::string tag =
+            std::to_string(++*counter) + "|" + req.path + "|" + req.Header("Content-Type");
+        res.SetJson(200, "{\"metadata\":{\"resourceVersion\":\"" + tag + "\"}}");
+      });
+  int port = server->Start().value();
+  auto client = MakeClient(GetParam(), "http://127.0.0.1:" + std::to_string(port));
+  RestClient::PatchItem pod{&kPods, "ns", "p1", PatchType::kMerge, R"({"a":1})", ""};
+  RestClient::PatchItem node{&kNodes, "", "n1", PatchType::kJsonPatch, R"([])", ""};
+  RestClient::PatchItem status{&kPods, "ns", "p1", PatchType::kMerge, R"({})", "status"};
+  std::vector<Result<WriteAck>> got = client->PatchAckBatch({pod, node, status});
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& g : got) ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(got[0]->resource_version,
+            "1|/api/v1/namespaces/ns/pods/p1|application/merge-patch+json");
+  EXPECT_EQ(got[1]->resource_version, "2|/api/v1/nodes/n1|application/json-patch+json");
+  EXPECT_EQ(got[2]->resource_version,
+            "3|/api/v1/namespaces/ns/pods/p1/status|application/merge-patch+json");
+  // An item that names no object fails the whole batch before anything is sent.
+  RestClient::PatchItem nameless{&kPods, "ns", "", PatchType::kMerge, "{}", ""};
+  got = client->PatchAckBatch({pod, nameless});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(counter->load(), 3);
+}
+
 TEST(SocketTransportTest, PipelinedBatchUsesOneConnectionAndReportsALostTail) {
   int port = 0;
   auto server = SequenceServer(100000, &port);
