@@ -12,8 +12,9 @@
 //
 // Everything runs on this machine: the API server's work (patches, bindings, watch fan-out) and
 // the client's share the CPUs with the scheduler. The device plugins' and kubelets' requests are
-// served in process by default (--plugin-api inprocess: same server code, no socket), since in a
-// cluster they come from the nodes; --plugin-api http sends them over loopback HTTP too.
+// served in process by default (--plugin-api inprocess: same server code, no socket; their pod
+// watch too), since in a cluster they come from the nodes; --plugin-api http sends them over
+// loopback HTTP too.
 #include <httplib.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -190,10 +191,7 @@ int main(int argc, char** argv) {
   if (a.plugin_api == "inprocess") {
     static hami::k8s::RealClock clock;
     plugin_client = std::make_unique<hami::k8s::RestClient>(
-        cfg,
-        std::make_unique<hami::sim::InProcessTransport>(
-            *server, hami::k8s::SocketTransport::Create({}).value()),
-        clock);
+        cfg, std::make_unique<hami::sim::InProcessTransport>(*server), clock);
   }
   hami::sim::FakeDevicePlugin plugin(plugin_client ? *plugin_client : *client, 4);
 

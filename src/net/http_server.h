@@ -73,7 +73,8 @@ class ChunkWriter {
   virtual ~ChunkWriter() = default;
   // False once the peer is gone or the server is stopping; the stream should then return.
   virtual bool Write(std::string_view data) = 0;
-  // True while the server is running (a cheap check for loops that wait between writes).
+  // True while the server is running and the stream's consumer still listens (a cheap check for
+  // loops that wait between writes). Callable from any thread.
   virtual bool ServerRunning() const = 0;
 
   // For one thread that feeds many streams (the simulated API server's watch fan-out): sends

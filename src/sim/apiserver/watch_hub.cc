@@ -15,6 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often the dispatcher looks at quiet watches' ServerRunning().
+constexpr auto kIdleCheck = std::chrono::milliseconds(200);
+
 // The dispatcher sleeps on a plain futex rather than a condition variable: a writer that finds
 // it awake pays one atomic increment, and one that must wake it is never made to wait for it
 // (glibc's notify can block until earlier waiters have left).
@@ -269,7 +272,7 @@ void WatchHub::Loop() {
           Watch& w = *watches_[i];
           w.start = std::max(w.start, position_);
           bool ended = false;
-          if (now >= w.spec.deadline) {
+          if (now >= w.spec.deadline || !w.writer->ServerRunning()) {
             End(w, std::move(w.out));
             ended = true;
           } else {
@@ -295,7 +298,9 @@ void WatchHub::Loop() {
             watches_.erase(watches_.begin() + static_cast<std::ptrdiff_t>(i));
             continue;
           }
-          wake_at = std::min(wake_at, w.spec.deadline);
+          // A consumer that went away (an in-process watcher cancelling) is noticed within
+          // kIdleCheck even when no event comes.
+          wake_at = std::min({wake_at, w.spec.deadline, now + kIdleCheck});
           if (w.spec.bookmarks) wake_at = std::min(wake_at, w.next_bookmark);
           ++i;
         }

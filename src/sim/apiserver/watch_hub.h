@@ -15,7 +15,8 @@
 // or leaves the selection), all events of one dispatch in one chunk, BOOKMARKs every
 // `bookmark_every` when asked for, the stream ending at its deadline, an ERROR 410 event when the
 // watch's position fell out of the store's history window, and every stream ending when the
-// store is closed.
+// store is closed. A watch also ends when its writer's ServerRunning() turns false (checked at
+// every dispatch and at least every 200 ms).
 //
 // Thread safety: Serve may be called from any number of threads; the hub must outlive every
 // Serve call and Stop joins the dispatcher (after which Serve returns at once).

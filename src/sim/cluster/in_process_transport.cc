@@ -1,6 +1,8 @@
 #include "sim/cluster/in_process_transport.h"
 
+#include <atomic>
 #include <cctype>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -9,7 +11,7 @@
 namespace hami::sim {
 namespace {
 
-// Collects a streaming response that is not a watch (none of the simulated server's are).
+// Collects a streamed body (a non-2xx answer, or a stream the caller did not ask to stream).
 class Collector : public net::ChunkWriter {
  public:
   explicit Collector(std::string& body) : body_(body) {}
@@ -23,10 +25,30 @@ class Collector : public net::ChunkWriter {
   std::string& body_;
 };
 
+// Hands a streamed body (a watch) to the request's on_body as it is written.
+class CallbackWriter : public net::ChunkWriter {
+ public:
+  CallbackWriter(const std::function<bool(std::string_view)>& on_body,
+                 const k8s::Cancellation* cancel)
+      : on_body_(on_body), cancel_(cancel) {}
+  bool Write(std::string_view data) override {
+    if (!ServerRunning()) return false;
+    if (!on_body_(data)) done_.store(true);
+    return !done_.load();
+  }
+  bool ServerRunning() const override {
+    return !done_.load() && (cancel_ == nullptr || !cancel_->cancelled());
+  }
+
+ private:
+  const std::function<bool(std::string_view)>& on_body_;
+  const k8s::Cancellation* const cancel_;
+  std::atomic<bool> done_{false};  // the consumer ended the stream
+};
+
 }  // namespace
 
 Result<k8s::HttpResponse> InProcessTransport::Do(const k8s::HttpRequest& request) {
-  if (request.on_body) return streams_->Do(request);
   if (request.cancel != nullptr && request.cancel->cancelled()) {
     return Status(StatusCode::kCancelled, "request cancelled");
   }
@@ -50,7 +72,18 @@ Result<k8s::HttpResponse> InProcessTransport::Do(const k8s::HttpRequest& request
   k8s::HttpResponse out;
   out.status = res.status;
   out.body = std::move(res.body);
-  if (res.stream) {
+  if (request.on_body && res.status >= 200 && res.status < 300) {
+    // Streamed to the caller, as a network transport does with a 2xx body.
+    bool more = out.body.empty() || request.on_body(out.body);
+    out.body.clear();
+    if (res.stream && more) {
+      CallbackWriter writer(request.on_body, request.cancel);
+      res.stream(writer);
+    }
+    if (request.cancel != nullptr && request.cancel->cancelled()) {
+      return Status(StatusCode::kCancelled, "request cancelled");
+    }
+  } else if (res.stream) {
     Collector collector(out.body);
     res.stream(collector);
   }

@@ -1,14 +1,16 @@
 // InProcessTransport against a running simulated API server: the same answers as over HTTP
-// (auth, CRUD, conflicts, selectors with encoded characters, binding, request counts), and
-// watches carried by the network transport see the in-process writes.
+// (auth, CRUD, conflicts, selectors with encoded characters, binding, request counts); watches
+// served in process see every write and end when cancelled.
 #include "sim/cluster/in_process_transport.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
-#include "k8s/socket_transport.h"
 #include "k8s/typed.h"
 
 namespace hami::sim {
@@ -28,9 +30,8 @@ std::unique_ptr<k8s::RestClient> InProcessClient(const ApiServer& server, std::s
   cfg.server = server.url();
   cfg.bearer_token = std::move(token);
   cfg.qps = 0;
-  auto streams = k8s::SocketTransport::Create({}).value();
-  return std::make_unique<k8s::RestClient>(
-      cfg, std::make_unique<InProcessTransport>(server, std::move(streams)), clock);
+  return std::make_unique<k8s::RestClient>(cfg, std::make_unique<InProcessTransport>(server),
+                                           clock);
 }
 
 TEST(InProcessTransportTest, ServesLikeTheNetwork) {
@@ -80,7 +81,7 @@ TEST(InProcessTransportTest, ServesLikeTheNetwork) {
   server->Stop();
 }
 
-TEST(InProcessTransportTest, WatchesGoOverTheNetworkAndSeeInProcessWrites) {
+TEST(InProcessTransportTest, WatchesRunInProcessAndSeeEveryWrite) {
   auto server = ApiServer::Start({}).value();
   auto client = InProcessClient(*server, "");
   auto first = client->Create(k8s::kPods, "default", Pod("p", "web"));
@@ -105,6 +106,27 @@ TEST(InProcessTransportTest, WatchesGoOverTheNetworkAndSeeInProcessWrites) {
   EXPECT_TRUE(s.ok() || s.code() == StatusCode::kCancelled) << s.ToString();
   EXPECT_EQ(seen, "two");
   EXPECT_GE(server->RequestCounts()["WATCH pods"], 1u);
+  server->Stop();
+}
+
+TEST(InProcessTransportTest, CancellingAQuietWatchEndsIt) {
+  auto server = ApiServer::Start({}).value();
+  auto client = InProcessClient(*server, "");
+  k8s::Cancellation cancel;
+  std::atomic<bool> opened{false};
+  std::thread canceller([&] {
+    // Cancel once the watch is registered (its request counted), with no event ever coming.
+    while (server->RequestCounts()["WATCH pods"] == 0) std::this_thread::yield();
+    opened = true;
+    cancel.Cancel();
+  });
+  k8s::ListOptions from;
+  from.resource_version = std::to_string(server->revision());
+  Status s = client->Watch(
+      k8s::kPods, "default", from, [](const k8s::WatchEvent&) { return true; }, &cancel);
+  canceller.join();
+  EXPECT_TRUE(opened.load());
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
   server->Stop();
 }
 
