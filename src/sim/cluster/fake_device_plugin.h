@@ -30,7 +30,9 @@ class FakeDevicePlugin {
   explicit FakeDevicePlugin(k8s::RestClient& client, int workers = 1)
       : client_(client),
         locker_(client, clock_),
-        pods_(client, k8s::kPods, k8s::InformerOptions{}) {
+        // Bound pods only, as a node's plugin and kubelet watch theirs (spec.nodeName=<node>):
+        // one informer plays all nodes.
+        pods_(client, k8s::kPods, k8s::InformerOptions{.field_selector = "spec.nodeName!="}) {
     pods_.AddEventHandler(
         {.on_add = [this](const k8s::ObjectPtr& p) { Offer(p); },
          .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { Offer(p); }});
