@@ -149,13 +149,8 @@ class Connection {
   }
   bool Flush() { return queued_.empty() || Send({}); }
 
-  // Sends as much of the pieces as the socket takes without waiting and returns how many bytes
-  // left, or -1 on failure. TLS connections send nothing here (a partial SSL_write would have to
-  // be repeated with the same arguments): their caller falls back to Send.
-  ssize_t TrySend(std::initializer_list<std::string_view> pieces) {
-    if (!healthy_) return -1;
-    if (ssl_ != nullptr || !queued_.empty()) return 0;
-    iovec iov[4];
+  // The non-empty pieces (at most 4) as an iovec array; returns how many.
+  static size_t ToIovecs(std::initializer_list<std::string_view> pieces, iovec (&iov)[4]) {
     size_t count = 0;
     for (std::string_view p : pieces) {
       if (p.empty() || count == 4) continue;
@@ -163,6 +158,17 @@ class Connection {
       iov[count].iov_len = p.size();
       ++count;
     }
+    return count;
+  }
+
+  // Sends as much of the pieces as the socket takes without waiting and returns how many bytes
+  // left, or -1 on failure. TLS connections send nothing here (a partial SSL_write would have to
+  // be repeated with the same arguments): their caller falls back to Send.
+  ssize_t TrySend(std::initializer_list<std::string_view> pieces) {
+    if (!healthy_) return -1;
+    if (ssl_ != nullptr || !queued_.empty()) return 0;
+    iovec iov[4];
+    size_t count = ToIovecs(pieces, iov);
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;
@@ -211,13 +217,7 @@ class Connection {
       return true;
     }
     iovec iov[4];
-    size_t count = 0;
-    for (std::string_view p : pieces) {
-      if (p.empty() || count == 4) continue;
-      iov[count].iov_base = const_cast<char*>(p.data());
-      iov[count].iov_len = p.size();
-      ++count;
-    }
+    size_t count = ToIovecs(pieces, iov);
     size_t first = 0;
     while (first < count) {
       msghdr msg{};
