@@ -10,7 +10,8 @@
 //
 // Watches run in process too: the calling thread serves the watch request itself, and the
 // server's watch dispatcher hands each batch of events straight to the request's `on_body` (on
-// the dispatcher's thread, never concurrently with another call for the same watch). The watch
+// the dispatcher's thread, with its lock held, never concurrently with another call for the same
+// watch: `on_body` may write to the server but must not open another watch on it). The watch
 // ends when `on_body` returns false, when `cancel` fires (noticed within the dispatcher's idle
 // check, 200 ms), at its timeout, or when the server stops; Do() then returns as over the
 // network (OK, or Cancelled after `cancel`).
