@@ -702,13 +702,7 @@ std::string SchedulerService::Filter(std::string_view body) {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (const LedgerPod* old = ledger_.FindPod(spec.uid);
         old != nullptr && old->state == PodState::kReserved) {
-      // A retried pod gives its earlier choice back first.
-      if (pending_.count(spec.uid)) {
-        DropUnwrittenPlacementLocked(spec.uid);
-      } else {
-        ledger_.RemovePod(spec.uid);
-        ++generation_;
-      }
+      GiveBackReservationLocked(spec.uid);  // a retried pod gives its earlier choice back first
     }
   }
   uint64_t seen_generation;
@@ -779,7 +773,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   if (!enc.ok()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
-      DropUnwrittenPlacementLocked(spec.uid);
+      GiveBackReservationLocked(spec.uid);
     }
     std::string msg =
         "pod " + key + ": placement on " + d.node + " not encodable: " + enc.ToString();
@@ -818,7 +812,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   return out.dump();
 }
 
-void SchedulerService::DropUnwrittenPlacementLocked(const std::string& uid) {
+void SchedulerService::GiveBackReservationLocked(const std::string& uid) {
   pending_.erase(uid);
   if (auto w = written_.find(uid); w != written_.end() && w->second == INT64_MAX) written_.erase(w);
   if (const LedgerPod* p = ledger_.FindPod(uid); p != nullptr && p->state == PodState::kReserved) {
@@ -914,7 +908,7 @@ std::string SchedulerService::Bind(std::string_view body) {
   auto settle = [&] {
     if (!placement) return;
     std::unique_lock<std::shared_mutex> lock(mu_);
-    if (!companion.sent || !companion.result.ok()) return DropUnwrittenPlacementLocked(uid);
+    if (!companion.sent || !companion.result.ok()) return GiveBackReservationLocked(uid);
     int64_t rv = ResourceVersionNumberOf(companion.result->resource_version);
     if (rv >= 0) {
       written_[uid] = rv;

@@ -168,8 +168,9 @@ class SchedulerService {
   void MaybeReleaseLock(const k8s::Object& pod, bool gone);
   std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
   const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
-  // Forgets a reservation whose placement never reached the pod (mu_ held exclusively).
-  void DropUnwrittenPlacementLocked(const std::string& uid);
+  // Gives back the devices of a reserved (not yet bound) pod and forgets its placement if it
+  // never reached the pod (mu_ held exclusively).
+  void GiveBackReservationLocked(const std::string& uid);
 
   k8s::RestClient& client_;
   const device::DeviceConfig config_;
