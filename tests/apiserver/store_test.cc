@@ -46,7 +46,10 @@ TEST(StoreTest, ConcurrentUpdatesAreNeverLostAndRetryOnTheNewerState) {
   // object: the history is a single chain.
   std::vector<WatchEvent> events;
   int64_t now = 0;
-  ASSERT_TRUE(store.WaitForEvents(pods, 0, std::chrono::steady_clock::now(), &events, &now).ok());
+  ASSERT_TRUE(store
+                  .EventsSince(
+                      0, [&](const ResourceInfo& r) { return &r == &pods; }, &events, &now)
+                  .ok());
   ASSERT_EQ(events.size(), static_cast<size_t>(kThreads * kEach + 1));
   for (size_t i = 1; i < events.size(); ++i) {
     EXPECT_EQ(events[i].type, "MODIFIED");

@@ -144,6 +144,11 @@ json StatusObject(int code, const std::string& reason, const std::string& messag
   return s;
 }
 
+// The watch event that ends a stream whose position fell out of the history window.
+std::string ExpiredEventLine(const std::string& message) {
+  return json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", message)}}.dump() + "\n";
+}
+
 void WriteStatus(HttpResponse& res, int code, const std::string& reason, const std::string& message,
                  const json& details = json()) {
   res.SetJson(code, StatusObject(code, reason, message, details).dump());
@@ -285,10 +290,7 @@ class ApiServer::Impl {
   explicit Impl(ApiServerOptions o)
       : options(std::move(o)),
         store(options.history_window),
-        watches(store, registry, [](const std::string& message) {
-          return json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", message)}}.dump() +
-                 "\n";
-        }) {}
+        watches(store, registry, ExpiredEventLine) {}
 
   ApiServerOptions options;
   ResourceRegistry registry;
@@ -661,14 +663,13 @@ class ApiServer::Impl {
       if (*end != '\0' || v < 0) {
         return WriteStatus(res, 400, "BadRequest", "invalid resourceVersion: " + rv_param);
       }
-      // Non-blocking check (deadline = now): a compacted revision is answered with 410 Gone.
+      // The events since `v`; a compacted revision is answered with 410 Gone.
       int64_t now = v;
-      Status s = store.WaitForEvents(*r, v, Clock::now(), &initial, &now);
+      Status s = store.EventsSince(
+          v, [r](const ResourceInfo& x) { return &x == r; }, &initial, &now);
       if (s.code() == StatusCode::kOutOfRange) {
         if (!options.expired_watch_as_error_event) return WriteError(res, s);
-        std::string line =
-            json{{"type", "ERROR"}, {"object", StatusObject(410, "Expired", s.message())}}.dump() +
-            "\n";
+        std::string line = ExpiredEventLine(s.message());
         res.status = 200;
         res.content_type = "application/json";
         res.stream = [line](net::ChunkWriter& w) { (void)w.Write(line); };

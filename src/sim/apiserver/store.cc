@@ -23,8 +23,6 @@ const std::string& LazyText::Get(const json& object) const {
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
 void Store::AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock) {
-  ResourceSignal& signal = signals_[event.resource];
-  signal.last_revision = event.revision;
   history_.push_back(std::move(event));
   // Events that fall out of the window (and the objects only they still hold) are freed after
   // the lock is released.
@@ -34,11 +32,10 @@ void Store::AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock
     evicted.push_back(std::move(history_.front()));
     history_.pop_front();
   }
-  // Notified after unlocking: a watcher woken while the lock is still held would only block on
-  // it again (two context switches instead of one). `signal` lives as long as the store.
+  // The listener runs after unlocking: a dispatcher woken while the lock is still held would
+  // only block on it again.
   const ResourceInfo& written = *history_.back().resource;
   lock.unlock();
-  signal.changed.notify_all();
   if (write_listener_) write_listener_(written);
 }
 
@@ -159,25 +156,9 @@ int64_t Store::revision() const {
   return revision_;
 }
 
-Status Store::WaitForEvents(const ResourceInfo& resource, int64_t after,
-                            std::chrono::steady_clock::time_point deadline,
-                            std::vector<WatchEvent>* out, int64_t* now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  ResourceSignal& signal = signals_[&resource];
-  signal.changed.wait_until(lock, deadline,
-                            [&] { return closed_ || signal.last_revision > after; });
-  return CollectLocked(
-      after, [&](const ResourceInfo& r) { return &r == &resource; }, out, now);
-}
-
 Status Store::EventsSince(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
                           std::vector<WatchEvent>* out, int64_t* now) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return CollectLocked(after, want, out, now);
-}
-
-Status Store::CollectLocked(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
-                            std::vector<WatchEvent>* out, int64_t* now) const {
   if (closed_) return Status(StatusCode::kCancelled, "server shutting down");
   if (after < compacted_) {
     return OutOfRangeError("too old resource version: " + std::to_string(after) + " (" +
@@ -200,7 +181,6 @@ Status Store::CollectLocked(int64_t after, const std::function<bool(const Resour
 void Store::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
-  for (auto& [resource, signal] : signals_) signal.changed.notify_all();
 }
 
 }  // namespace hami::sim

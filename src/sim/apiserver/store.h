@@ -10,8 +10,6 @@
 // precondition runs under the lock: keep it short and never call back into the store from it.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -85,14 +83,6 @@ class Store {
 
   int64_t revision() const;
 
-  // Blocks until the store has an event of `resource` newer than `after`, `deadline` passes or
-  // Close() is called (writes to other resources do not wake the caller). Appends the events of
-  // `resource` newer than `after` to *out and sets *now to the revision they are complete up to.
-  // OutOfRange when `after` fell out of the history window; Cancelled after Close().
-  Status WaitForEvents(const ResourceInfo& resource, int64_t after,
-                       std::chrono::steady_clock::time_point deadline, std::vector<WatchEvent>* out,
-                       int64_t* now);
-
   // Non-blocking: appends the events newer than `after` whose resource `want` accepts, in
   // revision order, and sets *now to the revision they are complete up to. OutOfRange when
   // `after` fell out of the history window; Cancelled after Close().
@@ -104,28 +94,17 @@ class Store {
   // back into the store.
   void SetWriteListener(std::function<void(const ResourceInfo&)> listener);
 
-  // Wakes every watcher; later WaitForEvents calls return Cancelled at once.
+  // Later EventsSince calls return Cancelled.
   void Close();
 
  private:
-  // WaitForEvents and EventsSince after the wait; mu_ must be held.
-  Status CollectLocked(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
-                       std::vector<WatchEvent>* out, int64_t* now) const;
-  // Appends the event, releases `lock` (which must hold mu_) and wakes the resource's watchers.
+  // Appends the event, releases `lock` (which must hold mu_) and calls the write listener.
   // The caller must not touch guarded state afterwards.
   void AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock);
 
-  // Watchers of one resource wait on its own condition variable, so a pod write wakes pod
-  // watchers only.
-  struct ResourceSignal {
-    std::condition_variable changed;
-    int64_t last_revision = 0;  // of the newest event of this resource
-  };
-
   const size_t history_window_;
   mutable std::mutex mu_;
-  std::map<const ResourceInfo*, ResourceSignal> signals_;  // guarded by mu_
-  int64_t revision_ = 0;                                   // guarded by mu_
+  int64_t revision_ = 0;  // guarded by mu_
   // An object and the text of its latest write (what its watch event, the write's reply and
   // later GETs send).
   struct Stored {
