@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev libyaml-cpp-dev
   libcpp-httplib-dev libssl-dev libcurl4-openssl-dev zlib1g-dev openssl
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then

@@ -1,0 +1,121 @@
+// The allocation plan: what kubelet's Allocate and GetPreferredAllocation answer for a pod, as a
+// pure function of the pod (its scheduler-written annotations, its containers), the device IDs
+// kubelet chose and the plugin's settings. No Kubernetes client and no gRPC here: the service
+// (plugin_service.h) finds the pod, applies the plan and writes its results back.
+//
+// The contract with the scheduler (HAMi's): `hami.io/vgpu-devices-to-allocate` lists, per
+// container (init containers first), the GPUs and the memory/cores the scheduler reserved.
+// Kubelet calls Allocate once per container that requests the resource, in container order, and
+// each call consumes the next non-empty entry. The plan:
+//   - checks that every device ID kubelet passed is one of this plugin's replicas and that the
+//     entry names as many GPUs as kubelet asked for, all of them on this node;
+//   - gives the container exactly the GPUs of the entry (the scheduler's ledger counts those;
+//     kubelet's replica IDs only count slots);
+//   - hami-core mode: NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT_<i>=<MiB>m per GPU,
+//     CUDA_DEVICE_SM_LIMIT (only when cores > 0), CUDA_DEVICE_MEMORY_SHARED_CACHE inside the
+//     container's own hook directory, CUDA_OVERSUBSCRIBE when memory scaling > 1,
+//     LIBCUDA_LOG_LEVEL, GPU_CORE_UTILIZATION_POLICY=disable when core limits are off; mounts of
+//     that directory (host `<hook>/vgpu/containers/<podUID>_<container>`), of libvgpu.so and of
+//     /etc/ld.so.preload (left out when the container sets CUDA_DISABLE_CONTROL to true);
+//   - mps mode: NVIDIA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY and the pipe directory mounted,
+//     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the cores, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from the
+//     memory (`<ordinal>=<MiB>M` per GPU); no libvgpu.
+//   - re-encodes the to-allocate annotation with the consumed entries emptied, and says whether
+//     nothing is left to allocate for the pod (then bind-phase becomes success).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "device/device.h"
+
+namespace hami::deviceplugin {
+
+struct ContainerView {
+  std::string name;
+  // Literal env values of the spec (entries with valueFrom are not known here).
+  std::map<std::string, std::string> env;
+};
+
+// What the plan needs of a pod.
+struct PodView {
+  std::string ns, name, uid;
+  std::vector<ContainerView> containers;  // init containers first, then regular ones
+  device::Annotations annotations;
+  std::string Key() const { return ns + "/" + name; }
+};
+
+struct AllocationSettings {
+  std::string hook_path = "/usr/local";  // HOOK_PATH; hami's files live in <hook_path>/vgpu
+  // File name under <hook_path>/vgpu mounted as the container's libvgpu.so (the installed,
+  // versioned copy, so a plugin upgrade never changes the library of a running container).
+  std::string libvgpu_file = "libvgpu.so";
+  std::string operating_mode = "hami-core";  // hami-core | mps
+  double device_memory_scaling = 1;
+  int lib_cuda_log_level = -1;  // < 0: not set
+  bool disable_core_limit = false;
+  std::string mps_pipe_directory = "/tmp/nvidia-mps";  // same path on the host and inside
+  std::string to_allocate_key = "hami.io/vgpu-devices-to-allocate";
+  // Other vendors' to-allocate annotations: while one still lists devices the pod is not done.
+  std::vector<std::string> other_to_allocate_keys;
+};
+
+struct Mount {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = true;
+  friend bool operator==(const Mount&, const Mount&) = default;
+};
+
+struct ContainerAllocation {
+  size_t container_index = 0;  // into PodView::containers
+  std::string container_name;
+  device::ContainerDevices devices;  // what the scheduler reserved for it
+  std::map<std::string, std::string> envs;
+  std::vector<Mount> mounts;
+  // Host directory to (re)create empty, mode 0777, before answering ("" when none).
+  std::string host_dir;
+};
+
+struct AllocationPlan {
+  std::vector<ContainerAllocation> containers;  // one per container request, in kubelet's order
+  std::string to_allocate;                      // the annotation's new value
+  bool complete = false;  // no container of the pod waits for a device any more
+};
+
+// Every device ID the plugin advertises -> the UUID of its GPU.
+using ReplicaMap = std::map<std::string, std::string>;
+
+// `requests`: the device IDs of each container request. `cache_name` returns a fresh region file
+// name ("<uuid>.cache").
+Result<AllocationPlan> PlanAllocation(const PodView& pod,
+                                      const std::vector<std::vector<std::string>>& requests,
+                                      const ReplicaMap& replicas,
+                                      const AllocationSettings& settings,
+                                      const std::function<std::string()>& cache_name);
+
+// GetPreferredAllocation for one container request: replicas of the GPUs the pod's next pending
+// entries name (`request_index` selects the entry among the non-empty ones), taken from
+// `available` after `must_include`. Empty when the pod's annotation does not say (kubelet then
+// picks on its own).
+struct PreferredRequest {
+  std::vector<std::string> available;
+  std::vector<std::string> must_include;
+  int32_t size = 0;
+};
+std::vector<std::string> PreferredDevices(const PodView& pod, const std::string& to_allocate_key,
+                                          size_t request_index, const PreferredRequest& request,
+                                          const ReplicaMap& replicas);
+
+// The directory a container's region and library mount live in, on the host.
+std::string ContainerHostDir(const AllocationSettings& s, const std::string& pod_uid,
+                             const std::string& container);
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,128 @@
+#include "deviceplugin/discovery.h"
+
+#include <gtest/gtest.h>
+
+namespace hami::deviceplugin {
+namespace {
+
+GpuInfo Gpu(uint32_t index, std::string uuid, uint64_t mib, int numa,
+            std::string name = "NVIDIA A100-SXM4-80GB") {
+  GpuInfo g;
+  g.index = index;
+  g.uuid = std::move(uuid);
+  g.name = std::move(name);
+  g.memory_bytes = mib << 20;
+  g.numa_node = numa;
+  return g;
+}
+
+Inventory FourGpus() {
+  Inventory inv;
+  inv.gpus = {Gpu(0, "GPU-a", 81920, 0), Gpu(1, "GPU-b", 81920, 0), Gpu(2, "GPU-c", 81920, 1),
+              Gpu(3, "GPU-d", 81920, -1, "Tesla T4")};
+  // a-b: NVLink x12 on one board; a-c: across CPUs; b-c: asymmetric NVLink report.
+  inv.pairs = {{0, 1, 0, 12, false}, {0, 2, 50, 0, false}, {1, 2, 40, 0, true},
+               {0, 3, 30, 0, false}, {1, 3, 20, 0, false}, {2, 3, 50, 0, false}};
+  return inv;
+}
+
+TEST(Registration, FollowsTheSettingsAndTheDriver) {
+  device::NodeDeviceSettings s;
+  s.device_split_count = 4;
+  s.device_memory_scaling = 1.5;
+  s.device_core_scaling = 2;
+  Registration r = BuildRegistration(FourGpus(), s, {"GPU-b"});
+  ASSERT_EQ(r.devices.size(), 4u);
+  EXPECT_TRUE(r.warnings.empty());
+  const device::DeviceInfo& a = r.devices[0];
+  EXPECT_EQ(a.id, "GPU-a");
+  EXPECT_EQ(a.index, 0u);
+  EXPECT_EQ(a.count, 4);
+  EXPECT_EQ(a.devmem, 122880);  // 81920 x 1.5
+  EXPECT_EQ(a.devcore, 200);
+  EXPECT_EQ(a.type, "NVIDIA A100-SXM4-80GB");  // already starts with NVIDIA
+  EXPECT_EQ(a.mode, "hami-core");
+  EXPECT_TRUE(a.health);
+  EXPECT_EQ(a.vendor, "NVIDIA");
+  EXPECT_FALSE(r.devices[1].health);  // unhealthy
+  EXPECT_EQ(r.devices[2].numa, 1);
+  EXPECT_EQ(r.devices[3].numa, 0);  // unknown NUMA node registers as 0
+  EXPECT_EQ(r.devices[3].type, "NVIDIA-Tesla T4");
+}
+
+TEST(Registration, FiltersSkipsAndPreconfiguredMemory) {
+  Inventory inv = FourGpus();
+  inv.gpus[1].memory_bytes.reset();  // driver cannot tell
+  inv.gpus[2].mig_enabled = true;
+  device::NodeDeviceSettings s;
+  s.filter_devices.uuids = {"GPU-a"};
+  Registration r = BuildRegistration(inv, s, {});
+  // a filtered, b without memory and no preconfigured value, c in MIG mode: only d is left.
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_EQ(r.devices[0].id, "GPU-d");
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_NE(r.warnings[0].find("preConfiguredDeviceMemory"), std::string::npos);
+  EXPECT_NE(r.warnings[1].find("MIG"), std::string::npos);
+
+  s.filter_devices = {{}, {3}};
+  s.preconfigured_device_memory_mib = 16384;
+  r = BuildRegistration(inv, s, {});
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(r.devices[0].id, "GPU-a");
+  EXPECT_EQ(r.devices[1].id, "GPU-b");
+  EXPECT_EQ(r.devices[1].devmem, 16384);
+}
+
+TEST(Registration, MemoryThatDoesNotFitTheWireFormatIsClamped) {
+  Inventory inv;
+  inv.gpus = {Gpu(0, "GPU-a", uint64_t{1} << 40, 0)};
+  device::NodeDeviceSettings s;
+  s.device_memory_scaling = 4;
+  Registration r = BuildRegistration(inv, s, {});
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_EQ(r.devices[0].devmem, 2147483647);
+}
+
+TEST(PairScores, PcieLevelPlusNvlinksBothWays) {
+  Inventory inv = FourGpus();
+  device::NodeDeviceSettings s;
+  Registration r = BuildRegistration(inv, s, {});
+  std::vector<std::string> warnings;
+  device::DevicePairScores scores = BuildPairScores(inv, r.devices, &warnings);
+  EXPECT_EQ(device::PairScore(scores, "GPU-a", "GPU-b"), 60 + 1200);
+  EXPECT_EQ(device::PairScore(scores, "GPU-b", "GPU-a"), 60 + 1200);
+  EXPECT_EQ(device::PairScore(scores, "GPU-a", "GPU-c"), 10);
+  EXPECT_EQ(device::PairScore(scores, "GPU-b", "GPU-c"), 0);  // asymmetric
+  EXPECT_EQ(device::PairScore(scores, "GPU-a", "GPU-d"), 30);
+  EXPECT_EQ(device::PairScore(scores, "GPU-c", "GPU-d"), 10);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("GPU-b and GPU-c"), std::string::npos);
+  // Registration order, each device listing its peers.
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_EQ(scores[0].uuid, "GPU-a");
+  EXPECT_EQ(scores[0].scores.size(), 3u);
+
+  // Devices that are not registered have no scores.
+  s.filter_devices.uuids = {"GPU-a"};
+  r = BuildRegistration(inv, s, {});
+  scores = BuildPairScores(inv, r.devices, nullptr);
+  EXPECT_EQ(device::PairScore(scores, "GPU-a", "GPU-b"), 0);
+  EXPECT_EQ(scores.size(), 3u);
+}
+
+TEST(PluginDevices, ReplicasWithHealthAndOptionalTopology) {
+  device::NodeDeviceSettings s;
+  s.device_split_count = 2;
+  Registration r = BuildRegistration(FourGpus(), s, {"GPU-c"});
+  std::vector<PluginDevice> plain = BuildPluginDevices(r.devices, false);
+  ASSERT_EQ(plain.size(), 8u);
+  EXPECT_EQ(plain[0], (PluginDevice{"GPU-a-0", true, -1}));
+  EXPECT_EQ(plain[1], (PluginDevice{"GPU-a-1", true, -1}));
+  EXPECT_EQ(plain[4], (PluginDevice{"GPU-c-0", false, -1}));
+  std::vector<PluginDevice> numa = BuildPluginDevices(r.devices, true);
+  EXPECT_EQ(numa[4], (PluginDevice{"GPU-c-0", false, 1}));
+  EXPECT_EQ(numa[6].numa_node, 0);
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin

@@ -1,0 +1,78 @@
+// GpuDriver: the device plugin's seam to the GPU driver. What the plugin needs to know of a
+// node's GPUs (identity, memory, NUMA node, how they are linked) and of their faults (critical
+// XID events), independent of how it is learned.
+//
+// The production implementation is NvmlDriver (nvml_driver.h): NVML loaded at run time, the same
+// code on a real driver and on the simulated one. FakeGpuDriver (fake_gpu_driver.h) serves unit
+// tests.
+//
+// Thread safety: implementations must allow Discover() and WaitXid() to run concurrently on two
+// threads (the registration loop and the health loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hami::deviceplugin {
+
+// One physical GPU as the driver describes it.
+struct GpuInfo {
+  uint32_t index = 0;  // driver (NVML) index
+  std::string uuid;    // "GPU-8-4-4-4-12"
+  std::string name;    // model, e.g. "NVIDIA A100-SXM4-80GB"
+  // Total memory; nullopt when the driver cannot say (some integrated and vGPU devices).
+  std::optional<uint64_t> memory_bytes;
+  std::string pci_bus_id;  // "00000000:07:00.0"; may be empty
+  int numa_node = -1;      // -1: unknown
+  bool mig_enabled = false;
+  friend bool operator==(const GpuInfo&, const GpuInfo&) = default;
+};
+
+// How two GPUs reach each other. `p2p_level` uses NVML's topology levels (0 same board, 10 one
+// PCIe switch, 20 several switches, 30 one host bridge, 40 same NUMA node, 50 across CPUs; -1
+// unknown); `nvlinks` counts active NVLinks between them (direct, or through NVSwitches: the
+// smaller of the two GPUs' switch links). `asymmetric` is set when the two GPUs disagree about
+// their direct links.
+struct GpuPair {
+  uint32_t a = 0, b = 0;  // positions in Inventory::gpus, a < b
+  int p2p_level = -1;
+  int nvlinks = 0;
+  bool asymmetric = false;
+  friend bool operator==(const GpuPair&, const GpuPair&) = default;
+};
+
+struct Inventory {
+  std::vector<GpuInfo> gpus;
+  std::vector<GpuPair> pairs;  // one per unordered pair of gpus (when topology is known)
+  std::string driver_version;
+};
+
+// A critical XID error reported for one GPU.
+struct XidEvent {
+  std::string uuid;  // empty: the driver could not say which device
+  uint64_t xid = 0;
+};
+
+class GpuDriver {
+ public:
+  virtual ~GpuDriver() = default;
+
+  // Reads the node's GPUs afresh.
+  virtual Result<Inventory> Discover() = 0;
+
+  // Subscribes to critical XID events of the given GPUs. `unsupported` receives the UUIDs whose
+  // driver cannot report them (they can then never turn unhealthy through XIDs). A later call
+  // replaces the subscription.
+  virtual Status WatchXids(const std::vector<std::string>& uuids,
+                           std::vector<std::string>* unsupported) = 0;
+  // Waits up to `timeout` for the next event of the subscription; nullopt on timeout. An error
+  // means the driver failed while waiting (the caller decides what that says about health).
+  virtual Result<std::optional<XidEvent>> WaitXid(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,280 @@
+#include "deviceplugin/nvml_driver.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+
+#include "vgpu/nvml_abi.h"
+
+namespace hami::deviceplugin {
+
+// Resolved entry points; optional ones may be null.
+struct NvmlDriver::Api {
+  decltype(&nvmlInit_v2) init = nullptr;
+  decltype(&nvmlShutdown) shutdown = nullptr;
+  decltype(&nvmlErrorString) error_string = nullptr;
+  decltype(&nvmlSystemGetDriverVersion) driver_version = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
+  decltype(&nvmlDeviceGetHandleByUUID) by_uuid = nullptr;
+  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
+  decltype(&nvmlDeviceGetName) name = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
+  decltype(&nvmlDeviceGetPciInfo_v3) pci = nullptr;
+  decltype(&nvmlDeviceGetNumaNodeId) numa = nullptr;                         // optional
+  decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;                        // optional
+  decltype(&nvmlDeviceGetTopologyCommonAncestor) common_ancestor = nullptr;  // optional
+  decltype(&nvmlDeviceGetNvLinkState) nvlink_state = nullptr;                // optional
+  decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2) nvlink_remote = nullptr;    // optional
+  decltype(&nvmlDeviceGetNvLinkRemoteDeviceType) nvlink_type = nullptr;      // optional
+  decltype(&nvmlEventSetCreate) event_set_create = nullptr;
+  decltype(&nvmlDeviceGetSupportedEventTypes) supported_events = nullptr;
+  decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
+  decltype(&nvmlEventSetWait_v2) event_wait = nullptr;
+  decltype(&nvmlEventSetFree) event_set_free = nullptr;
+
+  std::string Error(nvmlReturn_t r) const {
+    std::string text = error_string != nullptr ? error_string(r) : "";
+    return (text.empty() ? "NVML error" : text) + " (" + std::to_string(r) + ")";
+  }
+};
+
+namespace {
+
+template <typename Fn>
+bool Resolve(void* handle, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(handle, name));
+  return *out != nullptr;
+}
+
+// NVML's "00000000:07:00.0" as sysfs names it: "0000:07:00.0", lower case.
+std::string SysfsPciName(std::string bus_id) {
+  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  size_t colon = bus_id.find(':');
+  if (colon == 8 && bus_id.compare(0, 4, "0000") == 0) bus_id.erase(0, 4);
+  return bus_id;
+}
+
+// The NUMA node sysfs gives an NVIDIA PCI function; nullopt when sysfs has no such NVIDIA device.
+std::optional<int> SysfsNumaNode(const std::string& root, const std::string& bus_id) {
+  if (bus_id.empty()) return std::nullopt;
+  std::string dir = root + "/bus/pci/devices/" + SysfsPciName(bus_id);
+  std::ifstream vendor(dir + "/vendor");
+  std::string v;
+  if (!(vendor >> v) || (v != "0x10de" && v != "0x10DE")) return std::nullopt;
+  std::ifstream numa(dir + "/numa_node");
+  int node = -1;
+  if (!(numa >> node)) return std::nullopt;
+  return node;
+}
+
+std::string NormalBusId(const char* text) {
+  std::string s(text);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return SysfsPciName(s);  // one spelling for comparisons
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& options) {
+  void* handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return Status(StatusCode::kUnavailable,
+                  "cannot load " + options.library + " (" + (why ? why : "unknown") +
+                      "): is the NVIDIA driver installed and visible to this container?");
+  }
+  auto api = std::make_unique<Api>();
+  bool ok = Resolve(handle, "nvmlInit_v2", &api->init) &&
+            Resolve(handle, "nvmlShutdown", &api->shutdown) &&
+            Resolve(handle, "nvmlErrorString", &api->error_string) &&
+            Resolve(handle, "nvmlSystemGetDriverVersion", &api->driver_version) &&
+            Resolve(handle, "nvmlDeviceGetCount_v2", &api->count) &&
+            Resolve(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
+            Resolve(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
+            Resolve(handle, "nvmlDeviceGetUUID", &api->uuid) &&
+            Resolve(handle, "nvmlDeviceGetName", &api->name) &&
+            Resolve(handle, "nvmlDeviceGetMemoryInfo", &api->memory) &&
+            Resolve(handle, "nvmlDeviceGetPciInfo_v3", &api->pci) &&
+            Resolve(handle, "nvmlEventSetCreate", &api->event_set_create) &&
+            Resolve(handle, "nvmlDeviceGetSupportedEventTypes", &api->supported_events) &&
+            Resolve(handle, "nvmlDeviceRegisterEvents", &api->register_events) &&
+            Resolve(handle, "nvmlEventSetWait_v2", &api->event_wait) &&
+            Resolve(handle, "nvmlEventSetFree", &api->event_set_free);
+  if (!ok) {
+    dlclose(handle);
+    return Status(
+        StatusCode::kUnavailable,
+        options.library + " lacks an NVML entry point the plugin needs (driver too old?)");
+  }
+  Resolve(handle, "nvmlDeviceGetNumaNodeId", &api->numa);
+  Resolve(handle, "nvmlDeviceGetMigMode", &api->mig_mode);
+  Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->common_ancestor);
+  Resolve(handle, "nvmlDeviceGetNvLinkState", &api->nvlink_state);
+  Resolve(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->nvlink_remote);
+  Resolve(handle, "nvmlDeviceGetNvLinkRemoteDeviceType", &api->nvlink_type);
+  if (nvmlReturn_t r = api->init(); r != NVML_SUCCESS) {
+    std::string why = api->Error(r);
+    dlclose(handle);
+    return Status(StatusCode::kUnavailable, "nvmlInit: " + why);
+  }
+  return std::unique_ptr<NvmlDriver>(new NvmlDriver(options, handle, std::move(api)));
+}
+
+NvmlDriver::NvmlDriver(NvmlDriverOptions options, void* handle, std::unique_ptr<Api> api)
+    : options_(std::move(options)), handle_(handle), api_(std::move(api)) {}
+
+NvmlDriver::~NvmlDriver() {
+  {
+    std::lock_guard<std::mutex> l(events_mu_);
+    if (event_set_ != nullptr) api_->event_set_free(static_cast<nvmlEventSet_t>(event_set_));
+  }
+  api_->shutdown();
+  dlclose(handle_);
+}
+
+Result<Inventory> NvmlDriver::Discover() {
+  const Api& a = *api_;
+  Inventory inv;
+  char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (a.driver_version(version, sizeof(version)) == NVML_SUCCESS) inv.driver_version = version;
+  unsigned count = 0;
+  if (nvmlReturn_t r = a.count(&count); r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable, "nvmlDeviceGetCount: " + a.Error(r));
+  }
+  std::vector<nvmlDevice_t> handles;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t r = a.by_index(i, &dev); r != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetHandleByIndex(" + std::to_string(i) + "): " + a.Error(r));
+    }
+    GpuInfo g;
+    g.index = i;
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvmlReturn_t r = a.uuid(dev, buf, sizeof(buf)); r != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetUUID(" + std::to_string(i) + "): " + a.Error(r));
+    }
+    g.uuid = buf;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (a.name(dev, name, sizeof(name)) == NVML_SUCCESS) g.name = name;
+    nvmlMemory_t mem{};
+    if (nvmlReturn_t r = a.memory(dev, &mem); r == NVML_SUCCESS) {
+      g.memory_bytes = mem.total;
+    } else if (r != NVML_ERROR_NOT_SUPPORTED) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetMemoryInfo(" + g.uuid + "): " + a.Error(r));
+    }
+    nvmlPciInfo_t pci{};
+    if (a.pci(dev, &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
+    if (std::optional<int> n = SysfsNumaNode(options_.sysfs_root, g.pci_bus_id)) {
+      g.numa_node = *n;
+    } else if (unsigned node = 0; a.numa != nullptr && a.numa(dev, &node) == NVML_SUCCESS) {
+      g.numa_node = static_cast<int>(node);
+    }
+    unsigned current = 0, pending = 0;
+    if (a.mig_mode != nullptr && a.mig_mode(dev, &current, &pending) == NVML_SUCCESS) {
+      g.mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
+    }
+    inv.gpus.push_back(std::move(g));
+    handles.push_back(dev);
+  }
+
+  // NVLinks seen from each GPU: peer bus id -> links, plus links that end at an NVSwitch.
+  std::map<std::string, size_t> by_bus;
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    if (!inv.gpus[i].pci_bus_id.empty()) by_bus[NormalBusId(inv.gpus[i].pci_bus_id.c_str())] = i;
+  }
+  std::vector<std::map<size_t, int>> direct(inv.gpus.size());
+  std::vector<int> to_switch(inv.gpus.size(), 0);
+  if (a.nvlink_state != nullptr && a.nvlink_remote != nullptr) {
+    for (size_t i = 0; i < handles.size(); ++i) {
+      for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+        nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+        if (a.nvlink_state(handles[i], link, &active) != NVML_SUCCESS) break;  // no more links
+        if (active != NVML_FEATURE_ENABLED) continue;
+        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_GPU;
+        if (a.nvlink_type != nullptr && a.nvlink_type(handles[i], link, &type) == NVML_SUCCESS &&
+            type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+          ++to_switch[i];
+          continue;
+        }
+        nvmlPciInfo_t remote{};
+        if (a.nvlink_remote(handles[i], link, &remote) != NVML_SUCCESS) continue;
+        auto peer = by_bus.find(NormalBusId(remote.busId));
+        if (peer != by_bus.end() && peer->second != i) ++direct[i][peer->second];
+      }
+    }
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    for (size_t j = i + 1; j < handles.size(); ++j) {
+      GpuPair p;
+      p.a = static_cast<uint32_t>(i);
+      p.b = static_cast<uint32_t>(j);
+      nvmlGpuTopologyLevel_t level = 0;
+      if (a.common_ancestor != nullptr &&
+          a.common_ancestor(handles[i], handles[j], &level) == NVML_SUCCESS) {
+        p.p2p_level = level;
+      }
+      int ij = direct[i].count(j) ? direct[i][j] : 0;
+      int ji = direct[j].count(i) ? direct[j][i] : 0;
+      p.asymmetric = ij != ji;
+      p.nvlinks = (p.asymmetric ? 0 : ij) + std::min(to_switch[i], to_switch[j]);
+      inv.pairs.push_back(p);
+    }
+  }
+  return inv;
+}
+
+Status NvmlDriver::WatchXids(const std::vector<std::string>& uuids,
+                             std::vector<std::string>* unsupported) {
+  const Api& a = *api_;
+  std::lock_guard<std::mutex> l(events_mu_);
+  if (event_set_ != nullptr) {
+    a.event_set_free(static_cast<nvmlEventSet_t>(event_set_));
+    event_set_ = nullptr;
+  }
+  nvmlEventSet_t set = nullptr;
+  if (nvmlReturn_t r = a.event_set_create(&set); r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable, "nvmlEventSetCreate: " + a.Error(r));
+  }
+  for (const std::string& uuid : uuids) {
+    nvmlDevice_t dev = nullptr;
+    unsigned long long supported = 0;  // NOLINT(runtime/int): the ABI's type
+    if (a.by_uuid(uuid.c_str(), &dev) != NVML_SUCCESS ||
+        a.supported_events(dev, &supported) != NVML_SUCCESS ||
+        (supported & nvmlEventTypeXidCriticalError) == 0 ||
+        a.register_events(dev, nvmlEventTypeXidCriticalError, set) != NVML_SUCCESS) {
+      if (unsupported != nullptr) unsupported->push_back(uuid);
+    }
+  }
+  event_set_ = set;
+  return OkStatus();
+}
+
+Result<std::optional<XidEvent>> NvmlDriver::WaitXid(std::chrono::milliseconds timeout) {
+  const Api& a = *api_;
+  std::lock_guard<std::mutex> l(events_mu_);
+  if (event_set_ == nullptr) return Status(StatusCode::kFailedPrecondition, "no XID watch");
+  nvmlEventData_t data{};
+  nvmlReturn_t r = a.event_wait(static_cast<nvmlEventSet_t>(event_set_), &data,
+                                static_cast<unsigned>(std::max<int64_t>(0, timeout.count())));
+  if (r == NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
+  if (r != NVML_SUCCESS) return Status(StatusCode::kUnavailable, "nvmlEventSetWait: " + a.Error(r));
+  if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<XidEvent>();
+  XidEvent e;
+  e.xid = data.eventData;
+  char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (data.device != nullptr && a.uuid(data.device, buf, sizeof(buf)) == NVML_SUCCESS) {
+    e.uuid = buf;
+  }
+  return std::optional<XidEvent>(e);
+}
+
+}  // namespace hami::deviceplugin

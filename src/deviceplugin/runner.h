@@ -1,0 +1,53 @@
+// PluginRunner: keeps the plugin served and registered with kubelet for the life of the process.
+//
+// Kubelet forgets every plugin when it restarts: it removes the sockets in its device-plugins
+// directory and creates kubelet.sock anew. The runner watches that directory (inotify) and, when
+// kubelet.sock appears or the plugin's own socket disappears, serves a fresh socket and
+// registers again; a failed attempt is retried after `retry`. RequestRestart() does the same on
+// demand (SIGHUP). While it waits for kubelet the rest of the plugin (registration annotation,
+// health) carries on.
+//
+// Thread safety: Start/Stop from the owning thread; RequestRestart from any thread (signal
+// handler threads included, not async-signal context).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/status.h"
+#include "deviceplugin/grpc_plugin.h"
+
+namespace hami::deviceplugin {
+
+class PluginRunner {
+ public:
+  PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry = std::chrono::seconds(5));
+  ~PluginRunner();
+  PluginRunner(const PluginRunner&) = delete;
+  PluginRunner& operator=(const PluginRunner&) = delete;
+
+  // Starts watching and the first serve/register attempt (in the background).
+  Status Start();
+  void RequestRestart();
+  void Stop();
+
+  // Successful registrations so far (for tests and logs).
+  uint64_t registrations() const { return registrations_; }
+
+ private:
+  void Run();
+  void Wake();
+  bool SocketExists() const;
+
+  GrpcPlugin& plugin_;
+  const std::chrono::milliseconds retry_;
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: Stop and RequestRestart
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> restart_{true};
+  std::atomic<uint64_t> registrations_{0};
+  std::thread thread_;
+};
+
+}  // namespace hami::deviceplugin
