@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/go_flags.h"
 #include "common/log.h"
 #include "device/config.h"
 #include "k8s/config.h"
@@ -45,20 +46,6 @@ Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
   }
   *port = static_cast<int>(p);
   return hami::OkStatus();
-}
-
-// Go's flag package accepts -name and --name alike; CLI11 wants --name for long flags.
-std::vector<std::string> NormaliseArgs(int argc, char** argv) {
-  std::vector<std::string> out;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
-      std::string body = a.substr(1);
-      if (body.rfind("v=", 0) == 0 || body.size() > 1) a = "--" + body;
-    }
-    out.push_back(a);
-  }
-  return out;
 }
 
 std::string Hostname() {
@@ -121,8 +108,7 @@ int main(int argc, char** argv) {
   app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
   app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = NormaliseArgs(argc, argv);
-  std::reverse(args.begin(), args.end());
+  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -15,27 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/log.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/kube_scheduler.h"
-
-namespace {
-
-// kube-scheduler's flags are Go-style: "-v=4" works as well as "--v=4".
-std::vector<std::string> NormaliseArgs(int argc, char** argv) {
-  std::vector<std::string> out;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.size() > 2 && a[0] == '-' && a[1] != '-') a = "-" + a;
-    out.push_back(a);
-  }
-  std::reverse(out.begin(), out.end());  // CLI11 takes the arguments last-first
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hami-sim-kube-scheduler: kube-scheduler simulation driving HTTP extenders",
@@ -55,7 +40,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = NormaliseArgs(argc, argv);
+  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
