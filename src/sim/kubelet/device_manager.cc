@@ -1,0 +1,384 @@
+#include "sim/kubelet/device_manager.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/log.h"
+#include "common/thread_name.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+namespace hami::sim {
+
+namespace api = ::v1beta1;
+
+int64_t ResourceState::Allocatable() const {
+  return static_cast<int64_t>(std::count_if(devices.begin(), devices.end(),
+                                            [](const KubeletDevice& d) { return d.healthy; }));
+}
+
+namespace {
+
+bool ValidResourceName(const std::string& name) {
+  // An extended resource: "<domain>/<name>", not in the kubernetes.io domain.
+  size_t slash = name.find('/');
+  return slash != std::string::npos && slash > 0 && slash + 1 < name.size() &&
+         name.find('/', slash + 1) == std::string::npos &&
+         name.compare(0, slash, "kubernetes.io") != 0;
+}
+
+}  // namespace
+
+// One registered plugin: its channel and the ListAndWatch reader.
+struct Endpoint {
+  std::string resource;
+  std::string endpoint;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<api::DevicePlugin::Stub> stub;
+  grpc::ClientContext stream_ctx;
+  std::thread reader;
+};
+
+class DeviceManager::Impl final : public api::Registration::Service {
+ public:
+  explicit Impl(std::string dir) : dir_(std::move(dir)) {}
+  ~Impl() override { Stop(); }
+
+  Status Serve() {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) return Status(StatusCode::kInternal, "cannot create " + dir_ + ": " + ec.message());
+    // What kubelet does at start: forget every plugin socket, then offer kubelet.sock.
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+      if (e.is_socket(ec)) std::filesystem::remove(e.path(), ec);
+    }
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix://" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+    if (!server_) return Status(StatusCode::kUnavailable, "cannot serve " + dir_ + "/kubelet.sock");
+    return OkStatus();
+  }
+
+  void Stop() {
+    std::vector<std::unique_ptr<Endpoint>> eps;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopped_) return;
+      stopped_ = true;
+      for (auto& [name, ep] : endpoints_) eps.push_back(std::move(ep));
+      endpoints_.clear();
+      for (auto& ep : retired_) eps.push_back(std::move(ep));
+      retired_.clear();
+    }
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    for (auto& ep : eps) {
+      ep->stream_ctx.TryCancel();
+      if (ep->reader.joinable()) ep->reader.join();
+    }
+    ::unlink((dir_ + "/kubelet.sock").c_str());
+  }
+
+  grpc::Status Register(grpc::ServerContext*, const api::RegisterRequest* req,
+                        api::Empty*) override {
+    if (req->version() != "v1beta1") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "unsupported device plugin API version " + req->version());
+    }
+    if (!ValidResourceName(req->resource_name())) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "invalid extended resource name " + req->resource_name());
+    }
+    if (req->endpoint().empty() || req->endpoint().find('/') != std::string::npos) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "endpoint must be a socket name in " + dir_);
+    }
+    auto ep = std::make_unique<Endpoint>();
+    ep->resource = req->resource_name();
+    ep->endpoint = req->endpoint();
+    ep->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req->endpoint(),
+                                      grpc::InsecureChannelCredentials());
+    if (!ep->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                       std::chrono::seconds(5))) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "cannot dial the plugin at " + dir_ + "/" + req->endpoint());
+    }
+    ep->stub = api::DevicePlugin::NewStub(ep->channel);
+    Endpoint* raw = ep.get();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopped_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet is stopping");
+      ResourceState& st = resources_[ep->resource];
+      st.endpoint = ep->endpoint;
+      st.preferred_allocation = req->options().get_preferred_allocation_available();
+      st.connected = true;
+      ++st.registrations;
+      if (auto old = endpoints_.find(ep->resource); old != endpoints_.end()) {
+        old->second->stream_ctx.TryCancel();
+        retired_.push_back(std::move(old->second));
+      }
+      endpoints_[ep->resource] = std::move(ep);
+      raw->reader = std::thread([this, raw] {
+        SetCurrentThreadName("kubelet-law");
+        ReadStream(raw);
+      });
+    }
+    HAMI_LOG(Info) << "kubelet: plugin for " << req->resource_name() << " registered at "
+                   << req->endpoint();
+    Changed();
+    return grpc::Status::OK;
+  }
+
+  void ReadStream(Endpoint* ep) {
+    api::Empty empty;
+    std::unique_ptr<grpc::ClientReader<api::ListAndWatchResponse>> reader =
+        ep->stub->ListAndWatch(&ep->stream_ctx, empty);
+    api::ListAndWatchResponse resp;
+    while (reader->Read(&resp)) {
+      std::vector<KubeletDevice> devices;
+      for (const api::Device& d : resp.devices()) {
+        KubeletDevice k{d.id(), d.health() == "Healthy", -1};
+        if (d.has_topology() && d.topology().nodes_size() > 0) {
+          k.numa_node = static_cast<int>(d.topology().nodes(0).id());
+        }
+        devices.push_back(std::move(k));
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = endpoints_.find(ep->resource);
+        if (it == endpoints_.end() || it->second.get() != ep) break;  // replaced
+        ResourceState& st = resources_[ep->resource];
+        st.devices = std::move(devices);
+        ++st.updates;
+      }
+      Changed();
+    }
+    grpc::Status s = reader->Finish();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = endpoints_.find(ep->resource);
+      if (it != endpoints_.end() && it->second.get() == ep)
+        resources_[ep->resource].connected = false;
+    }
+    HAMI_VLOG(1) << "kubelet: ListAndWatch of " << ep->resource << " ended (" << s.error_message()
+                 << ")";
+    Changed();
+  }
+
+  void Changed() {
+    std::function<void()> cb;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++version_;
+      cb = on_change_;
+    }
+    cv_.notify_all();
+    if (cb) cb();
+  }
+
+  Result<std::vector<ContainerDevices>> AllocatePod(const std::string& pod_uid,
+                                                    const std::string& resource,
+                                                    const std::vector<ContainerNeed>& containers) {
+    std::lock_guard<std::mutex> serial(allocate_mu_);
+    std::vector<ContainerDevices> out;
+    std::vector<std::string> reusable;  // devices of the pod's init containers
+    std::vector<std::string> taken;     // held by this call's app containers
+    auto fail = [&](Status s) {
+      std::lock_guard<std::mutex> l(mu_);
+      held_[pod_uid].erase(resource);
+      return s;
+    };
+    for (const ContainerNeed& c : containers) {
+      if (c.count <= 0) continue;
+      api::DevicePlugin::Stub* stub = nullptr;
+      bool preferred = false;
+      std::vector<std::string> available;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        auto ep = endpoints_.find(resource);
+        const ResourceState* st = resources_.count(resource) ? &resources_.at(resource) : nullptr;
+        if (ep == endpoints_.end() || st == nullptr || !st->connected) {
+          return fail(Status(StatusCode::kUnavailable,
+                             "no device plugin serves " + resource + " on this node"));
+        }
+        stub = ep->second->stub.get();
+        preferred = st->preferred_allocation;
+        std::set<std::string> busy(taken.begin(), taken.end());
+        busy.insert(reusable.begin(), reusable.end());
+        for (const auto& [uid, by_resource] : held_) {
+          if (uid == pod_uid) continue;
+          auto r = by_resource.find(resource);
+          if (r != by_resource.end()) busy.insert(r->second.begin(), r->second.end());
+        }
+        for (const KubeletDevice& d : st->devices) {
+          if (d.healthy && !busy.count(d.id)) available.push_back(d.id);
+        }
+      }
+      size_t want = static_cast<size_t>(c.count);
+      std::vector<std::string> must(
+          reusable.begin(),
+          reusable.begin() + static_cast<std::ptrdiff_t>(std::min(want, reusable.size())));
+      std::vector<std::string> ids = must;
+      if (ids.size() < want) {
+        if (available.size() < want - ids.size()) {
+          return fail(Status(StatusCode::kResourceExhausted,
+                             "requested number of devices unavailable for " + resource +
+                                 ". Requested: " + std::to_string(want) +
+                                 ", Available: " + std::to_string(available.size() + ids.size())));
+        }
+        std::vector<std::string> pick;
+        if (preferred) pick = Preferred(stub, available, must, static_cast<int32_t>(want));
+        if (!pick.empty()) {
+          ids = std::move(pick);
+        } else {
+          for (size_t i = 0; ids.size() < want; ++i) ids.push_back(available[i]);
+        }
+      }
+      api::AllocateRequest req;
+      api::ContainerAllocateRequest* cr = req.add_container_requests();
+      for (const std::string& id : ids) cr->add_devices_ids(id);
+      api::AllocateResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      grpc::Status s = stub->Allocate(&ctx, req, &resp);
+      if (!s.ok() || resp.container_responses_size() != 1) {
+        return fail(Status(StatusCode::kUnavailable,
+                           "Allocate for container " + c.name + " failed: " +
+                               (s.ok() ? "the plugin answered no container" : s.error_message())));
+      }
+      const api::ContainerAllocateResponse& r = resp.container_responses(0);
+      ContainerDevices d;
+      d.name = c.name;
+      d.device_ids = ids;
+      for (const auto& [k, v] : r.envs()) d.envs[k] = v;
+      for (const auto& [k, v] : r.annotations()) d.annotations[k] = v;
+      for (const api::Mount& m : r.mounts()) {
+        d.mounts.push_back({m.container_path(), m.host_path(), m.read_only()});
+      }
+      out.push_back(std::move(d));
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        std::vector<std::string>& held = held_[pod_uid][resource];
+        for (const std::string& id : ids) {
+          if (std::find(held.begin(), held.end(), id) == held.end()) held.push_back(id);
+        }
+      }
+      if (c.init) {
+        for (const std::string& id : ids) {
+          if (std::find(reusable.begin(), reusable.end(), id) == reusable.end()) {
+            reusable.push_back(id);
+          }
+        }
+      } else {
+        taken.insert(taken.end(), ids.begin(), ids.end());
+        // App containers do not share: what they took is no longer reusable.
+        for (const std::string& id : ids) {
+          reusable.erase(std::remove(reusable.begin(), reusable.end(), id), reusable.end());
+        }
+      }
+    }
+    return out;
+  }
+
+  // The plugin's preference, validated; empty when unusable.
+  std::vector<std::string> Preferred(api::DevicePlugin::Stub* stub,
+                                     const std::vector<std::string>& available,
+                                     const std::vector<std::string>& must, int32_t size) {
+    api::PreferredAllocationRequest req;
+    api::ContainerPreferredAllocationRequest* c = req.add_container_requests();
+    for (const std::string& id : available) c->add_available_deviceids(id);
+    for (const std::string& id : must) c->add_must_include_deviceids(id);
+    c->set_allocation_size(size);
+    api::PreferredAllocationResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!stub->GetPreferredAllocation(&ctx, req, &resp).ok() ||
+        resp.container_responses_size() != 1) {
+      return {};
+    }
+    std::vector<std::string> ids(resp.container_responses(0).deviceids().begin(),
+                                 resp.container_responses(0).deviceids().end());
+    std::set<std::string> allowed(available.begin(), available.end());
+    allowed.insert(must.begin(), must.end());
+    std::set<std::string> unique(ids.begin(), ids.end());
+    bool ok = static_cast<int32_t>(ids.size()) == size && unique.size() == ids.size() &&
+              std::all_of(ids.begin(), ids.end(),
+                          [&](const std::string& id) { return allowed.count(id) > 0; }) &&
+              std::all_of(must.begin(), must.end(),
+                          [&](const std::string& id) { return unique.count(id) > 0; });
+    if (!ok) {
+      HAMI_LOG(Warning) << "kubelet: the plugin's preferred allocation is unusable; choosing";
+      return {};
+    }
+    return ids;
+  }
+
+  const std::string dir_;
+  std::unique_ptr<grpc::Server> server_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool stopped_ = false;                                                         // guarded by mu_
+  uint64_t version_ = 0;                                                         // guarded by mu_
+  std::map<std::string, ResourceState> resources_;                               // guarded by mu_
+  std::map<std::string, std::unique_ptr<Endpoint>> endpoints_;                   // guarded by mu_
+  std::vector<std::unique_ptr<Endpoint>> retired_;                               // guarded by mu_
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> held_;  // guarded by mu_
+  std::function<void()> on_change_;                                              // guarded by mu_
+  std::mutex allocate_mu_;
+};
+
+Result<std::unique_ptr<DeviceManager>> DeviceManager::Start(const std::string& plugin_dir) {
+  auto impl = std::make_unique<Impl>(plugin_dir);
+  HAMI_RETURN_IF_ERROR(impl->Serve());
+  return std::unique_ptr<DeviceManager>(new DeviceManager(std::move(impl)));
+}
+
+DeviceManager::DeviceManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceManager::~DeviceManager() { Stop(); }
+void DeviceManager::Stop() { impl_->Stop(); }
+
+std::map<std::string, ResourceState> DeviceManager::Resources() const {
+  std::lock_guard<std::mutex> l(impl_->mu_);
+  return impl_->resources_;
+}
+
+bool DeviceManager::WaitFor(
+    const std::function<bool(const std::map<std::string, ResourceState>&)>& cond,
+    std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> l(impl_->mu_);
+  return impl_->cv_.wait_for(l, timeout, [&] { return cond(impl_->resources_); });
+}
+
+void DeviceManager::SetOnChange(std::function<void()> on_change) {
+  std::lock_guard<std::mutex> l(impl_->mu_);
+  impl_->on_change_ = std::move(on_change);
+}
+
+Result<std::vector<ContainerDevices>> DeviceManager::AllocatePod(
+    const std::string& pod_uid, const std::string& resource,
+    const std::vector<ContainerNeed>& containers) {
+  return impl_->AllocatePod(pod_uid, resource, containers);
+}
+
+void DeviceManager::FreePod(const std::string& pod_uid) {
+  std::lock_guard<std::mutex> l(impl_->mu_);
+  impl_->held_.erase(pod_uid);
+}
+
+std::vector<std::string> DeviceManager::Held(const std::string& pod_uid,
+                                             const std::string& resource) const {
+  std::lock_guard<std::mutex> l(impl_->mu_);
+  auto p = impl_->held_.find(pod_uid);
+  if (p == impl_->held_.end()) return {};
+  auto r = p->second.find(resource);
+  return r == p->second.end() ? std::vector<std::string>{} : r->second;
+}
+
+}  // namespace hami::sim

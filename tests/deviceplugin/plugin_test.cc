@@ -1,0 +1,358 @@
+// The device plugin service on its real transport: PluginService + GrpcPlugin + PluginRunner
+// against the simulated API server and the simulated kubelet's device manager, talking gRPC over
+// unix sockets. The GPU driver is the in-memory fake (nvml_driver_test covers NVML itself).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "device/node_registration.h"
+#include "deviceplugin/fake_gpu_driver.h"
+#include "deviceplugin/grpc_plugin.h"
+#include "deviceplugin/plugin_service.h"
+#include "deviceplugin/runner.h"
+#include "k8s/api_error.h"
+#include "k8s/object.h"
+#include "k8s/typed.h"
+#include "sim/apiserver/api_server.h"
+#include "sim/kubelet/device_manager.h"
+
+namespace hami::deviceplugin {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kGpu0 = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
+constexpr const char* kGpu1 = "GPU-aaaaaaaa-0000-4000-8000-000000000001";
+constexpr const char* kNode = "node-a";
+constexpr const char* kResource = "nvidia.com/gpu";
+
+Inventory TwoGpus() {
+  Inventory inv;
+  for (uint32_t i = 0; i < 2; ++i) {
+    GpuInfo g;
+    g.index = i;
+    g.uuid = i == 0 ? kGpu0 : kGpu1;
+    g.name = "NVIDIA A100-SXM4-80GB";
+    g.memory_bytes = uint64_t{80} << 30;
+    g.numa_node = static_cast<int>(i);
+    inv.gpus.push_back(g);
+  }
+  inv.pairs = {{0, 1, 50, 12, false}};
+  return inv;
+}
+
+bool Poll(const std::function<bool()>& cond,
+          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+class PluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Boot(false); }
+
+  void Boot(bool preferred) {
+    char tmpl[] = "/tmp/dp-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    api_ = sim::ApiServer::Start({}).value();
+    k8s::RestConfig cfg;
+    cfg.server = api_->url();
+    cfg.timeout = std::chrono::seconds(5);
+    client_ = k8s::RestClient::Create(cfg).value();
+    Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}};
+    ASSERT_TRUE(client_->Create(k8s::kNodes, "", node).ok());
+
+    driver_ = std::make_unique<FakeGpuDriver>(TwoGpus());
+    PluginOptions o;
+    o.node_name = kNode;
+    o.settings.device_split_count = 4;
+    o.settings.enable_get_preferred_allocation = preferred;
+    o.topology_score = true;
+    o.allocation.hook_path = dir_ + "/hook";
+    o.allocation.libvgpu_file = "libvgpu.so.test";
+    o.allocation.lib_cuda_log_level = 1;
+    o.health_wait_slice = std::chrono::milliseconds(20);
+    service_ = std::make_unique<PluginService>(*client_, *driver_, o);
+    ASSERT_TRUE(service_->Start().ok());
+
+    kubelet_dir_ = dir_ + "/device-plugins";
+    kubelet_ = sim::DeviceManager::Start(kubelet_dir_).value();
+    plugin_ = std::make_unique<GrpcPlugin>(
+        *service_,
+        GrpcPluginOptions{.plugin_dir = kubelet_dir_, .preferred_allocation = preferred});
+    runner_ = std::make_unique<PluginRunner>(*plugin_, std::chrono::milliseconds(100));
+    ASSERT_TRUE(runner_->Start().ok());
+    ASSERT_TRUE(kubelet_->WaitFor(
+        [](const auto& r) { return r.count(kResource) && r.at(kResource).devices.size() == 8; },
+        std::chrono::seconds(10)));
+  }
+
+  void TearDown() override {
+    runner_.reset();
+    plugin_.reset();
+    if (kubelet_) kubelet_->Stop();
+    service_.reset();
+    if (api_) api_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A pod as hami-scheduler leaves it at bind: placement annotations, bind phase allocating,
+  // bound to the node, holding the node lock.
+  void CreateBoundPod(const std::string& name, const std::vector<std::string>& containers,
+                      const std::string& to_allocate, const std::string& init = "") {
+    Json pod;
+    pod["apiVersion"] = "v1";
+    pod["kind"] = "Pod";
+    pod["metadata"]["name"] = name;
+    pod["metadata"]["namespace"] = "default";
+    Json& a = pod["metadata"]["annotations"];
+    a["hami.io/vgpu-node"] = kNode;
+    a["hami.io/vgpu-time"] = "1700000000";
+    a["hami.io/vgpu-devices-to-allocate"] = to_allocate;
+    a["hami.io/vgpu-devices-allocated"] = to_allocate;
+    a["hami.io/bind-phase"] = "allocating";
+    a["hami.io/bind-time"] = "1700000001";
+    pod["spec"]["nodeName"] = kNode;
+    if (!init.empty()) pod["spec"]["initContainers"] = Json::array({{{"name", init}}});
+    for (const std::string& c : containers) pod["spec"]["containers"].push_back({{"name", c}});
+    ASSERT_TRUE(client_->Create(k8s::kPods, "default", pod).ok());
+    ASSERT_TRUE(
+        k8s::PatchNodeAnnotations(*client_, kNode,
+                                  {{"hami.io/mutex.lock", "2026-11-24T10:00:00Z,default," + name}})
+            .ok());
+  }
+
+  Json Pod(const std::string& name) { return k8s::GetPod(*client_, "default", name).value(); }
+  std::string PodAnnotation(const std::string& name, const std::string& key) {
+    Json p = Pod(name);
+    return p["metadata"]["annotations"].value(key, "");
+  }
+  std::string NodeAnnotation(const std::string& key) {
+    Json n = k8s::GetNode(*client_, kNode).value();
+    return n["metadata"].contains("annotations") ? n["metadata"]["annotations"].value(key, "") : "";
+  }
+  std::string Uid(const std::string& name) { return k8s::Uid(Pod(name)); }
+
+  std::string dir_, kubelet_dir_;
+  std::unique_ptr<sim::ApiServer> api_;
+  std::unique_ptr<k8s::RestClient> client_;
+  std::unique_ptr<FakeGpuDriver> driver_;
+  std::unique_ptr<PluginService> service_;
+  std::unique_ptr<sim::DeviceManager> kubelet_;
+  std::unique_ptr<GrpcPlugin> plugin_;
+  std::unique_ptr<PluginRunner> runner_;
+};
+
+TEST_F(PluginTest, RegistersTheNodeAndServesKubelet) {
+  ASSERT_TRUE(Poll([&] { return !NodeAnnotation("hami.io/node-nvidia-register").empty(); }));
+  Result<std::vector<device::DeviceInfo>> devs =
+      device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  ASSERT_EQ(devs->size(), 2u);
+  EXPECT_EQ((*devs)[0].id, kGpu0);
+  EXPECT_EQ((*devs)[0].count, 4);
+  EXPECT_EQ((*devs)[0].devmem, 81920);
+  EXPECT_EQ((*devs)[1].numa, 1);
+  EXPECT_TRUE((*devs)[1].health);
+  EXPECT_NE(NodeAnnotation("hami.io/node-nvidia-score").find("\"" + std::string(kGpu1) + "\":1210"),
+            std::string::npos);
+  sim::ResourceState st = kubelet_->Resources().at(kResource);
+  EXPECT_TRUE(st.connected);
+  EXPECT_FALSE(st.preferred_allocation);
+  EXPECT_EQ(st.Allocatable(), 8);
+  EXPECT_EQ(st.devices[0].id, std::string(kGpu0) + "-0");
+  EXPECT_EQ(st.devices[0].numa_node, -1);  // enableNumaTopology is off
+  // Unchanged registrations are not written again.
+  uint64_t published = service_->stats().registrations_published;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(service_->stats().registrations_published, published);
+}
+
+TEST_F(PluginTest, AllocatesWhatTheSchedulerReservedAndReleasesTheLock) {
+  CreateBoundPod("p1", {"main"}, std::string(kGpu1) + ",NVIDIA,8192,50:;");
+  std::string uid = Uid("p1");
+  Result<std::vector<sim::ContainerDevices>> r =
+      kubelet_->AllocatePod(uid, kResource, {{"main", false, 1}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  const sim::ContainerDevices& c = (*r)[0];
+  EXPECT_EQ(c.envs.at("NVIDIA_VISIBLE_DEVICES"), kGpu1);
+  EXPECT_EQ(c.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "8192m");
+  EXPECT_EQ(c.envs.at("CUDA_DEVICE_SM_LIMIT"), "50");
+  EXPECT_EQ(c.envs.at("LIBCUDA_LOG_LEVEL"), "1");
+  std::string cache = c.envs.at("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  EXPECT_EQ(cache.rfind(dir_ + "/hook/vgpu/", 0), 0u) << cache;
+  EXPECT_EQ(cache.substr(cache.size() - 6), ".cache");
+  const std::string host_dir = dir_ + "/hook/vgpu/containers/" + uid + "_main";
+  ASSERT_EQ(c.mounts.size(), 3u);
+  EXPECT_EQ(c.mounts[0].host_path, host_dir);
+  EXPECT_FALSE(c.mounts[0].read_only);
+  EXPECT_EQ(c.mounts[1].host_path, dir_ + "/hook/vgpu/libvgpu.so.test");
+  EXPECT_EQ(c.mounts[2].container_path, "/etc/ld.so.preload");
+  struct stat st;
+  ASSERT_EQ(stat(host_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);
+
+  EXPECT_EQ(PodAnnotation("p1", "hami.io/vgpu-devices-to-allocate"), ";");
+  EXPECT_EQ(PodAnnotation("p1", "hami.io/vgpu-devices-allocated"),
+            std::string(kGpu1) + ",NVIDIA,8192,50:;");
+  EXPECT_EQ(PodAnnotation("p1", "hami.io/bind-phase"), "success");
+  EXPECT_EQ(NodeAnnotation("hami.io/mutex.lock"), "");
+  EXPECT_EQ(service_->stats().allocations, 1u);
+}
+
+TEST_F(PluginTest, AMultiContainerPodIsDoneAfterItsLastContainer) {
+  // init "setup" (1 GPU), "a" (none), "b" (1 GPU): kubelet allocates setup, then b.
+  CreateBoundPod("p2", {"a", "b"},
+                 std::string(kGpu0) + ",NVIDIA,1000,0:;;" + kGpu0 + ",NVIDIA,2000,20:;", "setup");
+  std::string uid = Uid("p2");
+  Result<std::vector<sim::ContainerDevices>> r =
+      kubelet_->AllocatePod(uid, kResource, {{"setup", true, 1}, {"a", false, 0}, {"b", false, 1}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
+  EXPECT_EQ((*r)[1].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2000m");
+  EXPECT_EQ((*r)[1].mounts[0].host_path, dir_ + "/hook/vgpu/containers/" + uid + "_b");
+  EXPECT_EQ((*r)[1].device_ids, (*r)[0].device_ids);  // the init container's device is reused
+  EXPECT_EQ(PodAnnotation("p2", "hami.io/bind-phase"), "success");
+  EXPECT_EQ(PodAnnotation("p2", "hami.io/vgpu-devices-to-allocate"), ";;;");
+  EXPECT_EQ(NodeAnnotation("hami.io/mutex.lock"), "");
+}
+
+TEST_F(PluginTest, TheLockStaysUntilTheLastContainerIsAllocated) {
+  CreateBoundPod("p3", {"a", "b"},
+                 std::string(kGpu0) + ",NVIDIA,1000,0:;" + kGpu1 + ",NVIDIA,1000,0:;");
+  Result<std::vector<ContainerAllocation>> first =
+      service_->Allocate({{std::string(kGpu0) + "-0"}});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)[0].container_name, "a");
+  EXPECT_EQ(PodAnnotation("p3", "hami.io/bind-phase"), "allocating");
+  EXPECT_NE(NodeAnnotation("hami.io/mutex.lock"), "");
+  Result<std::vector<ContainerAllocation>> second =
+      service_->Allocate({{std::string(kGpu1) + "-2"}});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*second)[0].container_name, "b");
+  EXPECT_EQ(PodAnnotation("p3", "hami.io/bind-phase"), "success");
+  EXPECT_EQ(NodeAnnotation("hami.io/mutex.lock"), "");
+}
+
+TEST_F(PluginTest, AFailedAllocationMarksThePodPostsAnEventAndReleasesTheLock) {
+  // The scheduler reserved two GPUs, kubelet asks for one.
+  CreateBoundPod("p4", {"main"},
+                 std::string(kGpu0) + ",NVIDIA,1000,0:" + kGpu1 + ",NVIDIA,1000,0:;");
+  Result<std::vector<sim::ContainerDevices>> r =
+      kubelet_->AllocatePod(Uid("p4"), kResource, {{"main", false, 1}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("device number not matched"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(PodAnnotation("p4", "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(NodeAnnotation("hami.io/mutex.lock"), "");
+  EXPECT_TRUE(kubelet_->Held(Uid("p4"), kResource).empty());
+  k8s::ListOptions lo;
+  lo.field_selector = "involvedObject.name=p4";
+  Json events = client_->List(k8s::kEvents, "default", lo).value();
+  ASSERT_EQ(events["items"].size(), 1u) << events.dump();
+  EXPECT_EQ(events["items"][0]["reason"], "AllocationFailed");
+  EXPECT_EQ(events["items"][0]["type"], "Warning");
+  EXPECT_NE(events["items"][0]["message"].get<std::string>().find("device number not matched"),
+            std::string::npos);
+  EXPECT_EQ(service_->stats().allocation_failures, 1u);
+}
+
+TEST_F(PluginTest, BadRequestsAndMissingPodsAreClearErrorsWithoutWrites) {
+  Result<std::vector<ContainerAllocation>> r = service_->Allocate({{"GPU-nope-0"}});
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);  // nothing pending: nothing to blame
+  EXPECT_NE(r.status().message().find("no pod bound to node node-a"), std::string::npos);
+
+  CreateBoundPod("p5", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");
+  r = service_->Allocate({{"GPU-nope-0"}});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("GPU-nope-0"), std::string::npos);
+  EXPECT_EQ(PodAnnotation("p5", "hami.io/bind-phase"), "failed");
+
+  // A pod with a garbage annotation fails with the decoder's reason.
+  CreateBoundPod("p6", {"main"}, "GPU-x,NVIDIA,not-a-number,0:;");
+  r = service_->Allocate({{std::string(kGpu0) + "-1"}});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("hami.io/vgpu-devices-to-allocate"), std::string::npos);
+}
+
+TEST_F(PluginTest, AnXidMakesTheGpuUnhealthyForKubeletAndTheScheduler) {
+  ASSERT_TRUE(Poll([&] { return !NodeAnnotation("hami.io/node-nvidia-register").empty(); }));
+  driver_->Inject({kGpu1, 13});  // an application's fault: ignored
+  driver_->Inject({kGpu1, 79});
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [](const auto& r) {
+        const auto& d = r.at(kResource).devices;
+        return d.size() == 8 && !d[4].healthy;
+      },
+      std::chrono::seconds(10)));
+  sim::ResourceState st = kubelet_->Resources().at(kResource);
+  EXPECT_EQ(st.Allocatable(), 4);
+  EXPECT_TRUE(st.devices[0].healthy);
+  ASSERT_TRUE(Poll([&] {
+    Result<std::vector<device::DeviceInfo>> d =
+        device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
+    return d.ok() && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
+  }));
+}
+
+TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
+  kubelet_->Stop();
+  kubelet_.reset();
+  auto start = Clock::now();
+  kubelet_ =
+      sim::DeviceManager::Start(kubelet_dir_).value();  // removes our socket, new kubelet.sock
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [](const auto& r) { return r.count(kResource) && r.at(kResource).devices.size() == 8; },
+      std::chrono::seconds(5)));
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  RecordProperty("reregistration_ms", static_cast<int>(took.count()));
+  EXPECT_GE(runner_->registrations(), 2u);
+  // And it still allocates.
+  CreateBoundPod("p7", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");
+  EXPECT_TRUE(kubelet_->AllocatePod(Uid("p7"), kResource, {{"main", false, 1}}).ok());
+}
+
+TEST_F(PluginTest, AnUnreachableApiServerHandsOutNothing) {
+  CreateBoundPod("p8", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");
+  std::string uid = Uid("p8");
+  api_->Stop();
+  Result<std::vector<sim::ContainerDevices>> r =
+      kubelet_->AllocatePod(uid, kResource, {{"main", false, 1}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cannot read node node-a"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_TRUE(kubelet_->Held(uid, kResource).empty());
+  EXPECT_EQ(service_->stats().allocations, 0u);
+  // ListAndWatch keeps serving meanwhile.
+  EXPECT_TRUE(kubelet_->Resources().at(kResource).connected);
+}
+
+class PreferredPluginTest : public PluginTest {
+ protected:
+  void SetUp() override { Boot(true); }
+};
+
+TEST_F(PreferredPluginTest, KubeletTakesReplicasOfTheReservedGpu) {
+  EXPECT_TRUE(kubelet_->Resources().at(kResource).preferred_allocation);
+  CreateBoundPod("p9", {"main"}, std::string(kGpu1) + ",NVIDIA,1000,0:;");
+  Result<std::vector<sim::ContainerDevices>> r =
+      kubelet_->AllocatePod(Uid("p9"), kResource, {{"main", false, 1}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Without the preference kubelet would take the first free replica, one of GPU 0's.
+  ASSERT_EQ((*r)[0].device_ids.size(), 1u);
+  EXPECT_EQ((*r)[0].device_ids[0].rfind(kGpu1, 0), 0u) << (*r)[0].device_ids[0];
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
