@@ -16,8 +16,12 @@
 //   launch-loop --count N                 N zero-time launches, timed
 //   alloc-loop --count N --bytes B        N allocate+free pairs, timed
 //   startup [--sync FILE --procs N]       time the first driver call (after a barrier)
+//   workload [--mem-fraction F] [--duration-ms T]  a stand-in GPU job: takes F (0.5) of the free
+//                                         memory it sees, keeps launching busy kernels, reports
+//                                         each second, stops cleanly on SIGTERM (T = 0: no end)
 // Kinds: data pitch managed async pool vmm array array3d mipmap.
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +558,49 @@ int CmdSpin(const Args& a) {
   return 0;
 }
 
+volatile sig_atomic_t g_stop = 0;
+
+// The simulated kubelet's stand-in for a container image it cannot run: what a GPU job does
+// under its quota, in the pod's log.
+int CmdWorkload(const Args& a) {
+  signal(SIGTERM, [](int) { g_stop = 1; });
+  signal(SIGINT, [](int) { g_stop = 1; });
+  double fraction = atof(a.Get("--mem-fraction", "0.5"));
+  if (!(fraction >= 0 && fraction <= 1)) Die("--mem-fraction must be within [0, 1]");
+  int64_t duration_ns = a.Num("--duration-ms", "0") * 1000000;
+  InitContext(g_device);
+  size_t free_b = 0, total_b = 0;
+  Check(cu.cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
+  uint64_t want =
+      static_cast<uint64_t>(static_cast<double>(free_b) * fraction) & ~uint64_t{0xFFFFF};
+  CUdeviceptr p = 0;
+  CUresult rc = want > 0 ? cu.cuMemAlloc_v2(&p, want) : CUDA_SUCCESS;
+  printf("workload: device %d memory total=%zuMiB free=%zuMiB allocated=%lluMiB rc=%d\n", g_device,
+         total_b >> 20, free_b >> 20,
+         static_cast<unsigned long long>(rc == CUDA_SUCCESS ? want >> 20 : 0), rc);
+  fflush(stdout);
+  CUmodule mod = LoadKernels();
+  CUfunction fn;
+  Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_spin"), "cuModuleGetFunction");
+  uint64_t block_ns = 2000000;
+  void* params[] = {&block_ns};
+  int64_t start = NowNs(), next_report = start + 1000000000;
+  long launches = 0;
+  while (!g_stop && (duration_ns == 0 || NowNs() - start < duration_ns)) {
+    Check(cu.cuLaunchKernel(fn, 16, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch");
+    ++launches;
+    if (NowNs() >= next_report) {
+      printf("workload: kernels=%ld\n", launches);
+      fflush(stdout);
+      next_report += 1000000000;
+    }
+  }
+  cu.cuCtxSynchronize();
+  if (p != 0) cu.cuMemFree_v2(p);
+  printf("workload: stopped after %ld kernels\n", launches);
+  return 0;
+}
+
 // Allocate+free pairs of one size, timed.
 int CmdAllocLoop(const Args& a) {
   InitContext(g_device);
@@ -765,5 +812,6 @@ int main(int argc, char** argv) {
   if (cmd == "launch-loop") return CmdLaunchLoop(args);
   if (cmd == "alloc-loop") return CmdAllocLoop(args);
   if (cmd == "startup") return CmdStartup(args);
+  if (cmd == "workload") return CmdWorkload(args);
   Die("unknown command %s", cmd.c_str());
 }

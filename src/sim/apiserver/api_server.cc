@@ -10,6 +10,7 @@
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"
+#include "sim/apiserver/kubelet_proxy.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
 #include "sim/apiserver/store.h"
@@ -223,7 +224,7 @@ Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& 
     return NotFoundError("the server could not find the requested resource");
   }
   if (!t.sub.empty() && !((t.sub == "status" && t.resource->has_status) ||
-                          (t.sub == "binding" && t.resource->has_binding))) {
+                          ((t.sub == "binding" || t.sub == "log") && t.resource->has_binding))) {
     return NotFoundError("the server could not find the requested resource");
   }
   return t;
@@ -533,6 +534,11 @@ class ApiServer::Impl {
     }
     json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
     try {
+      if (t.sub == "log") {
+        if (req.method != "GET")
+          return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+        return Log(req, t, res);
+      }
       if (req.method == "GET" || req.method == "HEAD") {
         if (t.name.empty()) {
           std::string w = req.Param("watch");
@@ -795,6 +801,60 @@ class ApiServer::Impl {
         &text);
     if (!updated.ok()) return WriteError(res, updated.status(), details);
     res.SetJson(200, text->Get(**updated));
+  }
+
+  // pods/log: what the pod's node serves for the container, fetched from its kubelet (the
+  // node's InternalIP and status.daemonEndpoints.kubeletEndpoint.Port), as kube-apiserver does.
+  void Log(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    json details = {{"name", t.name}, {"kind", "pods"}};
+    Result<ObjectPtr> pod = store.Get(*t.resource, t.ns, t.name, nullptr);
+    if (!pod.ok()) return WriteError(res, pod.status(), details);
+    std::vector<std::string> names;
+    if ((**pod).contains("spec") && (**pod)["spec"].contains("containers")) {
+      for (const json& c : (**pod)["spec"]["containers"]) names.push_back(Str(c, "name"));
+    }
+    std::string container = req.Param("container");
+    if (container.empty()) {
+      if (names.size() != 1) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
+        return WriteStatus(res, 400, "BadRequest",
+                           "a container name must be specified for pod " + t.name +
+                               ", choose one of: [" + list + "]");
+      }
+      container = names[0];
+    }
+    std::string node = FieldValue(**pod, "spec.nodeName");
+    if (node.empty()) {
+      return WriteStatus(res, 400, "BadRequest",
+                         "container \"" + container + "\" in pod \"" + t.name +
+                             "\" is waiting to start: the pod is not scheduled yet");
+    }
+    const ResourceInfo* nodes = registry.Find("", "v1", "nodes");
+    Result<ObjectPtr> n = store.Get(*nodes, "", node, nullptr);
+    if (!n.ok()) return WriteError(res, n.status(), {{"name", node}, {"kind", "nodes"}});
+    const json& st = (**n).value("status", json::object());
+    std::string ip;
+    for (const json& a : st.value("addresses", json::array())) {
+      if (Str(a, "type") == "InternalIP") ip = Str(a, "address");
+    }
+    int kubelet_port = 0;
+    if (st.contains("daemonEndpoints") && st["daemonEndpoints"].contains("kubeletEndpoint")) {
+      kubelet_port = st["daemonEndpoints"]["kubeletEndpoint"].value("Port", 0);
+    }
+    if (ip.empty() || kubelet_port <= 0) {
+      return WriteStatus(res, 400, "BadRequest",
+                         "node " + node + " has no kubelet to ask for logs");
+    }
+    std::string path = "/containerLogs/" + t.ns + "/" + t.name + "/" + container;
+    if (req.HasParam("tailLines")) path += "?tailLines=" + req.Param("tailLines");
+    Result<KubeletReply> r = KubeletGet(ip, kubelet_port, path);
+    if (!r.ok()) return WriteStatus(res, 500, "InternalError", r.status().message());
+    if (r->status != 200) {
+      return WriteStatus(res, r->status == 404 ? 404 : 500,
+                         r->status == 404 ? "NotFound" : "InternalError", r->body);
+    }
+    res.SetText(200, r->body);
   }
 
   void Bind(const HttpRequest& req, const Target& t, HttpResponse& res) {

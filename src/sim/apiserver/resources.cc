@@ -92,6 +92,11 @@ std::string ResourceRegistry::ResourceList(const std::string& group,
                        {"namespaced", true},
                        {"kind", "Binding"},
                        {"verbs", {"create"}}});
+      items.push_back({{"name", r.resource + "/log"},
+                       {"singularName", ""},
+                       {"namespaced", true},
+                       {"kind", "Pod"},
+                       {"verbs", {"get"}}});
     }
   }
   if (items.empty()) return "";

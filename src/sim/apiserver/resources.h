@@ -17,7 +17,7 @@ struct ResourceInfo {
   std::string kind;      // "Pod"
   bool namespaced = true;
   bool has_status = false;   // a /status subresource exists; the main endpoint ignores status
-  bool has_binding = false;  // pods/binding
+  bool has_binding = false;  // pods/binding and pods/log
   std::vector<std::string> short_names;
 
   // "v1" or "<group>/<version>".

@@ -1,0 +1,145 @@
+// hami-sim-kubelet: the simulated kubelet of one node (src/sim/kubelet). Registers the node,
+// serves the device plugin Registration socket in <root-dir>/device-plugins, and runs the pods
+// bound to the node as local processes until SIGINT/SIGTERM.
+//
+//   hami-sim-kubelet --kubeconfig kc --node-name node-a --root-dir /tmp/world/node-a
+//       --label gpu=on --sim-config node-a.conf --sim-state /tmp/world/node-a/gpu-state
+//
+// --sim-config/--sim-state choose the node's simulated GPUs: containers (and the node's device
+// plugin, started with the same two variables) see them through build/sim. Prints
+// "ready <kubelet port>" once the node is registered.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/duration.h"
+#include "common/go_flags.h"
+#include "common/log.h"
+#include "k8s/config.h"
+#include "k8s/rest_client.h"
+#include "sim/kubelet/kubelet.h"
+
+namespace {
+
+std::filesystem::path SelfDir() {
+  char self[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return n > 0 ? std::filesystem::path(std::string(self, static_cast<size_t>(n))).parent_path()
+               : std::filesystem::path(".");
+}
+
+bool SplitKeyValue(const std::string& kv, std::string* k, std::string* v) {
+  size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  *k = kv.substr(0, eq);
+  *v = kv.substr(eq + 1);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hami-sim-kubelet: a simulated kubelet that runs pods as local processes"};
+  std::string node_name, kubeconfig, root_dir, sim_config, sim_state, address = "127.0.0.1";
+  std::string heartbeat = "10s", stand_in;
+  std::string sim_lib_dir = (SelfDir().parent_path() / "sim").string();
+  std::vector<std::string> labels, capacity, env;
+  int verbosity = 0;
+  app.add_option("--node-name", node_name, "the node to register")->required();
+  app.add_option("--kubeconfig", kubeconfig, "kubeconfig file (default $KUBECONFIG)");
+  app.add_option("--root-dir", root_dir, "node directory (default /tmp/hami-sim-kubelet/<node>)");
+  app.add_option("--label", labels, "node label k=v (repeatable)");
+  app.add_option("--capacity", capacity, "node capacity k=v, e.g. cpu=64 (repeatable)");
+  app.add_option("--env", env, "environment of every container K=V (repeatable)");
+  app.add_option("--sim-config", sim_config, "simulated GPUs of this node (HAMI_SIM_CONFIG)");
+  app.add_option("--sim-state", sim_state, "simulated GPU state file (HAMI_SIM_STATE)");
+  app.add_option("--sim-lib-dir", sim_lib_dir, "directory of the simulated driver libraries")
+      ->capture_default_str();
+  app.add_option("--stand-in", stand_in,
+                 "command line of the stand-in GPU workload (default: vgpu_probe workload)");
+  app.add_option("--address", address, "node address")->capture_default_str();
+  app.add_option("--heartbeat", heartbeat, "node status and lease period")->capture_default_str();
+  app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
+  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  hami::log::SetVerbosity(verbosity);
+  auto die = [](const std::string& what) {
+    HAMI_LOG(Error) << what;
+    return 1;
+  };
+
+  hami::sim::KubeletOptions o;
+  o.node_name = node_name;
+  o.root_dir = root_dir.empty() ? "/tmp/hami-sim-kubelet/" + node_name : root_dir;
+  o.address = address;
+  hami::Result<std::chrono::milliseconds> hb = hami::ParseGoDuration(heartbeat);
+  if (!hb.ok() || hb->count() <= 0) return die("--heartbeat \"" + heartbeat + "\": not a duration");
+  o.heartbeat = *hb;
+  for (const std::string& l : labels) {
+    std::string k, v;
+    if (!SplitKeyValue(l, &k, &v)) return die("--label \"" + l + "\": expected k=v");
+    o.labels[k] = v;
+  }
+  for (const std::string& c : capacity) {
+    std::string k, v;
+    if (!SplitKeyValue(c, &k, &v)) return die("--capacity \"" + c + "\": expected k=v");
+    o.capacity[k] = v;
+  }
+  const char* path = std::getenv("PATH");
+  o.node_env.push_back(std::string("PATH=") + (path ? path : "/usr/local/bin:/usr/bin:/bin"));
+  o.node_env.push_back("HOME=/tmp");
+  o.node_env.push_back("LD_LIBRARY_PATH=" + sim_lib_dir);
+  if (!sim_config.empty()) o.node_env.push_back("HAMI_SIM_CONFIG=" + sim_config);
+  if (!sim_state.empty()) o.node_env.push_back("HAMI_SIM_STATE=" + sim_state);
+  for (const std::string& e : env) {
+    std::string k, v;
+    if (!SplitKeyValue(e, &k, &v)) return die("--env \"" + e + "\": expected K=V");
+    o.node_env.push_back(e);
+  }
+  if (stand_in.empty()) {
+    std::filesystem::path probe = SelfDir() / "vgpu_probe";
+    if (std::filesystem::exists(probe)) o.stand_in = {probe.string(), "workload"};
+  } else {
+    std::istringstream words(stand_in);
+    for (std::string w; words >> w;) o.stand_in.push_back(w);
+  }
+
+  if (kubeconfig.empty()) {
+    if (const char* kc = std::getenv("KUBECONFIG")) kubeconfig = kc;
+  }
+  if (kubeconfig.empty()) return die("--kubeconfig (or $KUBECONFIG) is required");
+  hami::Result<hami::k8s::RestConfig> rest = hami::k8s::LoadKubeconfigFile(kubeconfig);
+  if (!rest.ok()) return die("kubeconfig: " + rest.status().ToString());
+  rest->user_agent = "hami-sim-kubelet/" + node_name;
+  hami::Result<std::unique_ptr<hami::k8s::RestClient>> client =
+      hami::k8s::RestClient::Create(*rest);
+  if (!client.ok()) return die("API client: " + client.status().ToString());
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  hami::Result<std::unique_ptr<hami::sim::Kubelet>> kubelet =
+      hami::sim::Kubelet::Start(**client, o);
+  if (!kubelet.ok()) return die(kubelet.status().ToString());
+  std::printf("ready %d\n", (*kubelet)->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  HAMI_LOG(Info) << "signal " << sig << ": stopping the node's containers";
+  (*kubelet)->Stop();
+  return 0;
+}

@@ -1,0 +1,100 @@
+#include "sim/kubelet/launch.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace hami::sim {
+
+std::string HostPath(const std::string& value, const std::vector<KubeletMount>& mounts) {
+  const KubeletMount* best = nullptr;
+  for (const KubeletMount& m : mounts) {
+    const std::string& c = m.container_path;
+    if (c.empty()) continue;
+    bool covers = value == c || (value.size() > c.size() && value.compare(0, c.size(), c) == 0 &&
+                                 (c.back() == '/' || value[c.size()] == '/'));
+    if (covers && (best == nullptr || c.size() > best->container_path.size())) best = &m;
+  }
+  if (best == nullptr) return value;
+  return best->host_path + value.substr(best->container_path.size());
+}
+
+Result<Launch> PrepareLaunch(const ContainerSpec& spec,
+                             const std::vector<const ContainerDevices*>& answers,
+                             const LaunchContext& ctx) {
+  std::map<std::string, std::string> env;
+  auto put = [&](const std::string& kv) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  };
+  for (const std::string& kv : ctx.node_env) put(kv);
+  std::vector<KubeletMount> mounts;
+  for (const ContainerDevices* a : answers) {
+    for (const auto& [k, v] : a->envs) env[k] = v;
+    mounts.insert(mounts.end(), a->mounts.begin(), a->mounts.end());
+  }
+  for (const EnvVar& e : spec.env) {
+    if (e.value) {
+      env[e.name] = *e.value;
+    } else if (e.field_ref) {
+      auto f = ctx.fields.find(*e.field_ref);
+      if (f == ctx.fields.end()) {
+        return InvalidArgumentError("env " + e.name + ": unsupported fieldRef " + *e.field_ref);
+      }
+      env[e.name] = f->second;
+    }
+  }
+  for (auto& [k, v] : env) v = HostPath(v, mounts);
+  for (const KubeletMount& m : mounts) {
+    if (m.container_path != "/etc/ld.so.preload") continue;
+    std::optional<std::string> text = ctx.read_file ? ctx.read_file(m.host_path) : std::nullopt;
+    if (!text) return Status(StatusCode::kFailedPrecondition, "cannot read " + m.host_path);
+    std::istringstream in(*text);
+    std::string lib, preload = env.count("LD_PRELOAD") ? env["LD_PRELOAD"] : "";
+    while (in >> lib) {
+      if (lib[0] == '#') break;
+      preload += (preload.empty() ? "" : ":") + HostPath(lib, mounts);
+    }
+    env["LD_PRELOAD"] = preload;
+  }
+
+  Launch out;
+  for (const auto& [k, v] : env) out.env.push_back(k + "=" + v);
+  std::vector<std::string> argv = spec.command;
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  std::string program;
+  if (!spec.command.empty()) {
+    const std::string& cmd = spec.command[0];
+    if (cmd.find('/') != std::string::npos) {
+      if (ctx.executable && ctx.executable(cmd)) program = cmd;
+    } else {
+      std::istringstream dirs(ctx.path);
+      std::string dir;
+      while (std::getline(dirs, dir, ':')) {
+        if (!dir.empty() && ctx.executable && ctx.executable(dir + "/" + cmd)) {
+          program = dir + "/" + cmd;
+          break;
+        }
+      }
+    }
+  }
+  if (!program.empty()) {
+    argv[0] = program;
+    out.argv = std::move(argv);
+    return out;
+  }
+  if (ctx.stand_in.empty()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  spec.command.empty() ? "image " + spec.image + " has no command to run here"
+                                       : "command " + spec.command[0] + " not found");
+  }
+  out.argv = ctx.stand_in;
+  out.stand_in = true;
+  out.note = spec.command.empty() ? "the simulated node cannot run image " + spec.image +
+                                        "'s entrypoint; running the stand-in GPU workload"
+                                  : "command " + spec.command[0] +
+                                        " is not on this machine; running the stand-in "
+                                        "GPU workload";
+  return out;
+}
+
+}  // namespace hami::sim

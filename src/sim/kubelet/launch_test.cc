@@ -1,0 +1,119 @@
+#include "sim/kubelet/launch.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace hami::sim {
+namespace {
+
+std::string Env(const Launch& l, const std::string& key) {
+  for (const std::string& kv : l.env) {
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  }
+  return "<unset>";
+}
+
+LaunchContext Context() {
+  LaunchContext ctx;
+  ctx.node_env = {"PATH=/opt/bin:/usr/bin", "LD_LIBRARY_PATH=/build/sim", "HAMI_SIM_STATE=/w/a"};
+  ctx.stand_in = {"/build/bin/vgpu_probe", "workload"};
+  ctx.path = "/opt/bin:/usr/bin";
+  ctx.fields = {{"metadata.name", "p"}, {"spec.nodeName", "node-a"}};
+  ctx.read_file = [](const std::string& path) -> std::optional<std::string> {
+    if (path == "/hook/vgpu/ld.so.preload") return "/usr/local/vgpu/libvgpu.so\n";
+    return std::nullopt;
+  };
+  ctx.executable = [](const std::string& path) {
+    return path == "/usr/bin/python3" || path == "/build/bin/hamictl";
+  };
+  return ctx;
+}
+
+ContainerDevices HamiCore() {
+  ContainerDevices d;
+  d.name = "main";
+  d.envs = {{"NVIDIA_VISIBLE_DEVICES", "GPU-a"},
+            {"CUDA_DEVICE_MEMORY_LIMIT_0", "8192m"},
+            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/usr/local/vgpu/1234.cache"}};
+  d.mounts = {{"/usr/local/vgpu", "/hook/vgpu/containers/uid_main", false},
+              {"/usr/local/vgpu/libvgpu.so", "/hook/vgpu/libvgpu.so.1.0", true},
+              {"/etc/ld.so.preload", "/hook/vgpu/ld.so.preload", true}};
+  return d;
+}
+
+TEST(Launch, AppliesMountsToTheEnvironmentAndPreload) {
+  ContainerSpec spec;
+  spec.name = "main";
+  spec.command = {"/build/bin/hamictl", "smi"};
+  spec.env = {{"MODE", std::string("fast"), std::nullopt},
+              {"NVIDIA_VISIBLE_DEVICES", std::string("override"), std::nullopt},
+              {"NODE", std::nullopt, std::string("spec.nodeName")}};
+  ContainerDevices d = HamiCore();
+  Result<Launch> l = PrepareLaunch(spec, {&d}, Context());
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_FALSE(l->stand_in);
+  EXPECT_EQ(l->argv, (std::vector<std::string>{"/build/bin/hamictl", "smi"}));
+  EXPECT_EQ(Env(*l, "CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+            "/hook/vgpu/containers/uid_main/1234.cache");
+  EXPECT_EQ(Env(*l, "LD_PRELOAD"), "/hook/vgpu/libvgpu.so.1.0");  // the longest mount wins
+  EXPECT_EQ(Env(*l, "CUDA_DEVICE_MEMORY_LIMIT_0"), "8192m");
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "override");  // the spec's own env wins
+  EXPECT_EQ(Env(*l, "NODE"), "node-a");
+  EXPECT_EQ(Env(*l, "LD_LIBRARY_PATH"), "/build/sim");
+  EXPECT_TRUE(std::is_sorted(l->env.begin(), l->env.end()));
+}
+
+TEST(Launch, CommandsOnPathRunAsWrittenOthersGetTheStandIn) {
+  ContainerSpec spec;
+  spec.name = "main";
+  spec.image = "nvcr.io/nvidia/pytorch:23.04-py3";
+  spec.command = {"python3"};
+  spec.args = {"train.py", "--epochs", "3"};
+  Result<Launch> l = PrepareLaunch(spec, {}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->argv, (std::vector<std::string>{"/usr/bin/python3", "train.py", "--epochs", "3"}));
+  EXPECT_EQ(Env(*l, "LD_PRELOAD"), "<unset>");  // no plugin answer, no preload
+
+  spec.command = {"torchrun"};
+  l = PrepareLaunch(spec, {}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->stand_in);
+  EXPECT_EQ(l->argv, (std::vector<std::string>{"/build/bin/vgpu_probe", "workload"}));
+  EXPECT_NE(l->note.find("torchrun"), std::string::npos);
+
+  spec.command.clear();
+  l = PrepareLaunch(spec, {}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->stand_in);
+  EXPECT_NE(l->note.find("pytorch:23.04-py3"), std::string::npos);
+
+  LaunchContext bare = Context();
+  bare.stand_in.clear();
+  EXPECT_EQ(PrepareLaunch(spec, {}, bare).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(Launch, Errors) {
+  ContainerSpec spec;
+  spec.command = {"python3"};
+  spec.env = {{"X", std::nullopt, std::string("status.podIPs")}};
+  EXPECT_EQ(PrepareLaunch(spec, {}, Context()).status().code(), StatusCode::kInvalidArgument);
+  spec.env.clear();
+  ContainerDevices d = HamiCore();
+  d.mounts[2].host_path = "/missing/ld.so.preload";
+  Result<Launch> l = PrepareLaunch(spec, {&d}, Context());
+  EXPECT_EQ(l.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(l.status().message().find("/missing/ld.so.preload"), std::string::npos);
+}
+
+TEST(HostPath, LongestCoveringMount) {
+  std::vector<KubeletMount> m = {{"/a", "/h/a", false}, {"/a/b", "/h/ab", false}};
+  EXPECT_EQ(HostPath("/a/b/c", m), "/h/ab/c");
+  EXPECT_EQ(HostPath("/a/bc", m), "/h/a/bc");
+  EXPECT_EQ(HostPath("/a", m), "/h/a");
+  EXPECT_EQ(HostPath("/ab", m), "/ab");
+  EXPECT_EQ(HostPath("relative/a", m), "relative/a");
+}
+
+}  // namespace
+}  // namespace hami::sim
