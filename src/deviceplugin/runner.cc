@@ -45,6 +45,7 @@ void PluginRunner::Wake() {
 }
 
 void PluginRunner::RequestRestart() {
+  reserve_ = true;
   restart_ = true;
   Wake();
 }
@@ -73,7 +74,10 @@ void PluginRunner::Run() {
     auto now = std::chrono::steady_clock::now();
     if (restart_ && now >= next_try) {
       restart_ = false;
-      Status s = plugin_.Serve();
+      // Re-serve only when the socket is gone (kubelet removes it when it starts) or on
+      // request: replacing a live socket would cut the connection kubelet just made to it.
+      Status s = OkStatus();
+      if (reserve_.exchange(false) || !SocketExists()) s = plugin_.Serve();
       if (s.ok()) s = plugin_.Register();
       registered = s.ok();
       if (registered) {
@@ -81,6 +85,7 @@ void PluginRunner::Run() {
       } else {
         HAMI_LOG(Warning) << s.message() << "; retrying in " << retry_.count() << " ms";
         restart_ = true;
+        reserve_ = true;
         next_try = now + retry_;
       }
     }

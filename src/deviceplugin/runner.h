@@ -2,10 +2,12 @@
 //
 // Kubelet forgets every plugin when it restarts: it removes the sockets in its device-plugins
 // directory and creates kubelet.sock anew. The runner watches that directory (inotify) and, when
-// kubelet.sock appears or the plugin's own socket disappears, serves a fresh socket and
-// registers again; a failed attempt is retried after `retry`. RequestRestart() does the same on
-// demand (SIGHUP). While it waits for kubelet the rest of the plugin (registration annotation,
-// health) carries on.
+// kubelet.sock appears or the plugin's own socket disappears, registers again, serving a fresh
+// socket first when its own is gone (one restart usually brings both events; a live socket is
+// never replaced, since kubelet may already be talking to it). A failed attempt is retried,
+// with a fresh socket, after `retry`. RequestRestart() re-serves and registers on demand
+// (SIGHUP). While it waits for kubelet the rest of the plugin (registration annotation, health)
+// carries on.
 //
 // Thread safety: Start/Stop from the owning thread; RequestRestart from any thread (signal
 // handler threads included, not async-signal context).
@@ -45,7 +47,8 @@ class PluginRunner {
   int inotify_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: Stop and RequestRestart
   std::atomic<bool> stop_{false};
-  std::atomic<bool> restart_{true};
+  std::atomic<bool> restart_{true};  // register (again) when next possible
+  std::atomic<bool> reserve_{true};  // and serve a fresh socket first
   std::atomic<uint64_t> registrations_{0};
   std::thread thread_;
 };

@@ -24,6 +24,7 @@
 #include "net/http_server.h"
 #include "scheduler/service.h"
 #include "sim/apiserver/api_server.h"
+#include "sim/world/manifests.h"
 
 namespace hami::sim {
 
@@ -90,11 +91,5 @@ class SimCluster {
   std::unique_ptr<FakeDevicePlugin> plugin_;
   std::unique_ptr<Driver> driver_;
 };
-
-// Converts YAML text (one document) into JSON the way kubectl does: quoted scalars stay strings,
-// plain scalars that read as integers or booleans become numbers or booleans.
-Result<k8s::Object> YamlToJson(const std::string& yaml_document);
-// Splits a multi-document YAML file at "---" lines.
-std::vector<std::string> SplitYamlDocuments(const std::string& text);
 
 }  // namespace hami::sim

@@ -1,0 +1,403 @@
+#include "sim/world/world.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "common/log.h"
+#include "k8s/api_error.h"
+#include "k8s/config.h"
+#include "k8s/typed.h"
+#include "net/tls.h"
+#include "sim/world/manifests.h"
+
+namespace hami::sim {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Status WriteAll(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status(StatusCode::kInternal, "cannot write " + path);
+  return OkStatus();
+}
+
+std::string Tail(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  for (size_t i = 0; i <= lines && pos != std::string::npos && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+  }
+  return pos == std::string::npos ? text : text.substr(pos + 1);
+}
+
+}  // namespace
+
+// A child process whose stdout and stderr go to a log file. It dies with the test process
+// (PR_SET_PDEATHSIG), so no run leaves processes behind.
+class World::Process {
+ public:
+  Process(std::string name, std::string log) : name_(std::move(name)), log_(std::move(log)) {}
+  ~Process() { Stop(); }
+
+  Status Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return Status(StatusCode::kInternal, "cannot open " + log_);
+    offset_ = static_cast<size_t>(lseek(fd, 0, SEEK_END));
+    std::vector<std::string> a = argv, e = env;
+    std::vector<char*> av, ev;
+    for (std::string& s : a) av.push_back(s.data());
+    av.push_back(nullptr);
+    for (std::string& s : e) ev.push_back(s.data());
+    ev.push_back(nullptr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fd);
+      return Status(StatusCode::kInternal, "fork failed");
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      int null = open("/dev/null", O_RDONLY);
+      dup2(null, 0);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execve(av[0], av.data(), ev.data());
+      _exit(127);
+    }
+    close(fd);
+    pid_ = pid;
+    return OkStatus();
+  }
+
+  // Waits for `marker` in the output written since Spawn; the whole line that holds it.
+  Result<std::string> WaitForMarker(const std::string& marker, std::chrono::seconds timeout) {
+    auto end = Clock::now() + timeout;
+    for (;;) {
+      std::string text = ReadAll(log_);
+      text = text.size() > offset_ ? text.substr(offset_) : "";
+      if (size_t at = text.find(marker); at != std::string::npos) {
+        size_t b = text.rfind('\n', at);
+        b = b == std::string::npos ? 0 : b + 1;
+        size_t e = text.find('\n', at);
+        return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Status(StatusCode::kUnavailable,
+                      name_ + " exited before it was ready; its log ends with:\n" + Tail(text, 15));
+      }
+      if (Clock::now() > end) {
+        return Status(StatusCode::kDeadlineExceeded,
+                      name_ + " not ready after " + std::to_string(timeout.count()) +
+                          " s; its log ends with:\n" + Tail(text, 15));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // SIGTERM, then SIGKILL after `grace`.
+  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10)) {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    auto end = Clock::now() + grace;
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (Clock::now() > end) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+  }
+
+  bool Running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string name_, log_;
+  pid_t pid_ = -1;
+  size_t offset_ = 0;
+};
+
+std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/status/phase"); }
+
+World::World(WorldOptions options) : options_(std::move(options)) {}
+
+World::~World() {
+  // Nodes first (their containers end with their kubelets), the API server last.
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) processes_[*it]->Stop();
+  processes_.clear();
+  if (own_dir_) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+Result<std::unique_ptr<World>> World::Start(WorldOptions options) {
+  std::unique_ptr<World> w(new World(std::move(options)));
+  HAMI_RETURN_IF_ERROR(w->Boot());
+  return w;
+}
+
+std::string World::Bin(const std::string& name) const {
+  return options_.build_dir + "/bin/" + name;
+}
+
+const WorldNode* World::Node(const std::string& name) const {
+  for (const WorldNode& n : options_.nodes) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+std::string World::HookPath(const std::string& node) const { return dir_ + "/" + node + "/hook"; }
+std::string World::GpuState(const std::string& node) const {
+  return dir_ + "/" + node + "/gpu-state";
+}
+
+std::vector<std::string> World::BaseEnv() const {
+  const char* path = std::getenv("PATH");
+  return {std::string("PATH=") + (path ? path : "/usr/bin:/bin"), "HOME=/tmp"};
+}
+
+Status World::Launch(const std::string& name, std::vector<std::string> argv,
+                     std::vector<std::string> env, const std::string& marker,
+                     std::string* marker_line) {
+  auto& slot = processes_[name];
+  if (slot && slot->Running()) return Status(StatusCode::kAlreadyExists, name + " is running");
+  slot = std::make_unique<Process>(name, LogFile(name));
+  if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
+  HAMI_RETURN_IF_ERROR(slot->Spawn(argv, env));
+  if (!marker.empty()) {
+    HAMI_ASSIGN_OR_RETURN(std::string line, slot->WaitForMarker(marker, options_.start_timeout));
+    if (marker_line != nullptr) *marker_line = line;
+  }
+  return OkStatus();
+}
+
+Status World::Boot() {
+  dir_ = options_.dir;
+  if (dir_.empty()) {
+    char tmpl[] = "/tmp/hami-world-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Status(StatusCode::kInternal, "mkdtemp failed");
+    dir_ = tmpl;
+    own_dir_ = true;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir_ + ": " + ec.message());
+
+  kubeconfig_ = dir_ + "/kubeconfig";
+  HAMI_RETURN_IF_ERROR(Launch("apiserver",
+                              {Bin("hami-sim-apiserver"), "--write-kubeconfig", kubeconfig_},
+                              BaseEnv(), "listening on"));
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig_));
+  rest.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(client_, k8s::RestClient::Create(rest));
+
+  HAMI_ASSIGN_OR_RETURN(
+      net::CertificatePem pem,
+      net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"}));
+  HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.crt", pem.cert_pem));
+  HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.key", pem.key_pem));
+  std::vector<std::string> sched = {Bin("hami-scheduler"),
+                                    "--kubeconfig=" + kubeconfig_,
+                                    "--http_bind=127.0.0.1:0",
+                                    "--cert_file=" + dir_ + "/tls.crt",
+                                    "--key_file=" + dir_ + "/tls.key",
+                                    "--metrics-bind-address=127.0.0.1:0"};
+  std::string device_config = dir_ + "/device-config.yaml";
+  if (!options_.device_config_yaml.empty()) {
+    HAMI_RETURN_IF_ERROR(WriteAll(device_config, options_.device_config_yaml));
+    sched.push_back("--device-config-file=" + device_config);
+  }
+  sched.insert(sched.end(), options_.scheduler_args.begin(), options_.scheduler_args.end());
+  std::string line;
+  HAMI_RETURN_IF_ERROR(Launch("hami-scheduler", sched, BaseEnv(), "listening on", &line));
+  // "listening on https://127.0.0.1:<port> (metrics on :<port>)"
+  size_t url = line.find("https://");
+  if (url == std::string::npos) return Status(StatusCode::kInternal, "unexpected: " + line);
+  extender_url_ = line.substr(url, line.find(' ', url) - url);
+
+  k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
+  Result<k8s::Object> hook =
+      client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
+  if (!hook.ok()) return hook.status();
+  HAMI_RETURN_IF_ERROR(
+      WriteAll(dir_ + "/kube-scheduler.yaml", KubeSchedulerConfigYaml(extender_url_)));
+  HAMI_RETURN_IF_ERROR(
+      Launch("kube-scheduler",
+             {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
+              "--kubeconfig=" + kubeconfig_},
+             BaseEnv(), ""));
+  if (!options_.node_config_json.empty()) {
+    HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/config.json", options_.node_config_json));
+  }
+  for (const WorldNode& n : options_.nodes) {
+    std::filesystem::create_directories(dir_ + "/" + n.name, ec);
+    HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
+    HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
+    HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
+  }
+  // Ready once each node has its registration (the scheduler places pods on it) and its GPUs as
+  // allocatable (its kubelet admits them).
+  for (const WorldNode& n : options_.nodes) {
+    auto end = Clock::now() + options_.start_timeout;
+    for (;;) {
+      Result<k8s::Object> node = k8s::GetNode(*client_, n.name);
+      std::string gpus =
+          node.ok() ? k8s::GetString(*node, "/status/allocatable/nvidia.com~1gpu") : "";
+      if (node.ok() &&
+          !k8s::GetString(*node, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
+          !gpus.empty() && gpus != "0") {
+        break;
+      }
+      if (Clock::now() > end) {
+        return Status(StatusCode::kDeadlineExceeded, "node " + n.name + " never registered GPUs");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return OkStatus();
+}
+
+Status World::StartKubelet(const std::string& node) {
+  const WorldNode* n = Node(node);
+  if (n == nullptr) return NotFoundError("no node " + node);
+  std::vector<std::string> argv = {Bin("hami-sim-kubelet"),
+                                   "--kubeconfig=" + kubeconfig_,
+                                   "--node-name=" + node,
+                                   "--root-dir=" + dir_ + "/" + node,
+                                   "--sim-config=" + dir_ + "/" + node + "/gpu.conf",
+                                   "--sim-state=" + GpuState(node),
+                                   "--sim-lib-dir=" + options_.build_dir + "/sim",
+                                   "--heartbeat=" + options_.kubelet_heartbeat};
+  for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
+  return Launch(node + "-kubelet", argv, BaseEnv(), "ready ");
+}
+
+Status World::StopKubelet(const std::string& node) {
+  auto it = processes_.find(node + "-kubelet");
+  if (it == processes_.end()) return NotFoundError("no kubelet for " + node);
+  it->second->Stop();
+  return OkStatus();
+}
+
+Status World::StartPlugin(const std::string& node) {
+  const WorldNode* n = Node(node);
+  if (n == nullptr) return NotFoundError("no node " + node);
+  std::vector<std::string> env = BaseEnv();
+  env.push_back("NODE_NAME=" + node);
+  env.push_back("KUBECONFIG=" + kubeconfig_);
+  env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
+  env.push_back("HAMI_SIM_STATE=" + GpuState(node));
+  env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
+  env.insert(env.end(), n->plugin_env.begin(), n->plugin_env.end());
+  std::vector<std::string> argv = {Bin("hami-device-plugin"),
+                                   "--device-plugin-path=" + dir_ + "/" + node + "/device-plugins",
+                                   "--hook-path=" + HookPath(node),
+                                   "--libvgpu=" + options_.build_dir + "/lib/libvgpu.so",
+                                   "--node-config-file=" + dir_ + "/config.json",
+                                   "--register-interval=" + options_.register_interval};
+  if (!options_.device_config_yaml.empty()) {
+    argv.push_back("--config-file=" + dir_ + "/device-config.yaml");
+  }
+  return Launch(node + "-plugin", argv, env, "serving ");
+}
+
+Status World::StopPlugin(const std::string& node) {
+  auto it = processes_.find(node + "-plugin");
+  if (it == processes_.end()) return NotFoundError("no plugin for " + node);
+  it->second->Stop();
+  return OkStatus();
+}
+
+Status World::Signal(const std::string& process, int sig) {
+  auto it = processes_.find(process);
+  if (it == processes_.end() || !it->second->Running()) {
+    return NotFoundError(process + " is not running");
+  }
+  if (kill(it->second->pid(), sig) != 0) return Status(StatusCode::kInternal, "kill failed");
+  return OkStatus();
+}
+
+Status World::InjectXid(const std::string& node, int device, int xid) {
+  std::string cmd = Bin("hami-simctl") + " --state " + GpuState(node) + " inject-xid --device " +
+                    std::to_string(device) + " --xid " + std::to_string(xid) + " >> " +
+                    LogFile("simctl") + " 2>&1";
+  std::string env = "HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf ";
+  if (std::system((env + cmd).c_str()) != 0) {
+    return Status(StatusCode::kInternal, "hami-simctl inject-xid failed (see simctl.log)");
+  }
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> World::Apply(const std::string& yaml, const std::string& ns) {
+  std::vector<std::string> names;
+  for (const std::string& doc : SplitYamlDocuments(yaml)) {
+    HAMI_ASSIGN_OR_RETURN(k8s::Object obj, YamlToJson(doc));
+    if (!obj.is_object()) return InvalidArgumentError("a YAML document is not an object");
+    HAMI_ASSIGN_OR_RETURN(k8s::Object created, client_->Create(k8s::kPods, ns, obj));
+    names.push_back(k8s::Name(created));
+  }
+  return names;
+}
+
+Result<k8s::Object> World::WaitForPod(const std::string& ns, const std::string& name,
+                                      const std::function<bool(const k8s::Object&)>& pred,
+                                      std::chrono::milliseconds timeout) {
+  auto end = Clock::now() + timeout;
+  Result<k8s::Object> last = NotFoundError("pod " + ns + "/" + name + " not found");
+  for (;;) {
+    Result<k8s::Object> pod = k8s::GetPod(*client_, ns, name);
+    if (pod.ok()) {
+      if (pred(*pod)) return pod;
+      last = std::move(pod);
+    }
+    if (Clock::now() > end) {
+      if (!last.ok()) return last.status();
+      return Status(StatusCode::kDeadlineExceeded,
+                    "pod " + ns + "/" + name + " did not reach the expected state; last seen " +
+                        last->dump());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Result<std::string> World::Logs(const std::string& ns, const std::string& pod,
+                                const std::string& container) {
+  HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r,
+                        client_->Send("GET", k8s::ResourcePath(k8s::kPods, ns, pod, "log") +
+                                                 "?container=" + k8s::UrlEncode(container)));
+  if (r.status != 200) {
+    return Status(StatusCode::kUnavailable, "logs of " + ns + "/" + pod + "/" + container +
+                                                ": HTTP " + std::to_string(r.status) + " " +
+                                                r.body);
+  }
+  return r.body;
+}
+
+}  // namespace hami::sim

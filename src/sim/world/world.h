@@ -1,0 +1,116 @@
+// World: the whole simulated system as separate processes, each the real binary: the simulated
+// API server, hami-scheduler (extender, and the pods' admission webhook over TLS), the
+// kube-scheduler stand-in, and per node a hami-sim-kubelet and a hami-device-plugin on the node's
+// own simulated GPUs. They talk over their real interfaces only: HTTP(S) to the API server and
+// the extender, gRPC on unix sockets between kubelet and plugin.
+//
+//   WorldOptions o;
+//   o.build_dir = "build";
+//   o.nodes = {{"node-a", kTwoA100s}, {"node-b", kFourT4s}};
+//   auto w = World::Start(o).value();
+//   w->Apply(yaml_text, "default");
+//   w->WaitForPod("default", "p", [](const k8s::Object& p) { return PodPhase(p) == "Running"; });
+//   std::string log = w->Logs("default", "p", "main").value();
+//
+// Every process logs to <dir>/<name>.log. The end-to-end tests and (later) the main job use it;
+// fault tests stop and start single processes.
+//
+// Thread safety: one owning thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "k8s/object.h"
+#include "k8s/rest_client.h"
+
+namespace hami::sim {
+
+struct WorldNode {
+  std::string name;
+  std::string gpu_config;  // simulated driver config (HAMI_SIM_CONFIG text)
+  std::map<std::string, std::string> labels = {{"gpu", "on"}};
+  std::vector<std::string> plugin_env;  // extra KEY=VALUE for its device plugin
+};
+
+struct WorldOptions {
+  std::string build_dir;  // holds bin/, lib/ and sim/
+  std::string dir;        // working directory; "" = a fresh temporary one (removed at the end)
+  std::vector<WorldNode> nodes;
+  std::string device_config_yaml;  // "" = the chart's defaults
+  std::string node_config_json;    // the device plugins' config.json; "" = none
+  std::vector<std::string> scheduler_args;
+  std::string kubelet_heartbeat = "2s";
+  std::string register_interval = "30s";
+  std::chrono::seconds start_timeout{60};
+};
+
+class World {
+ public:
+  static Result<std::unique_ptr<World>> Start(WorldOptions options);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  k8s::RestClient& client() { return *client_; }
+  const std::string& kubeconfig() const { return kubeconfig_; }
+  const std::string& dir() const { return dir_; }
+  const WorldOptions& options() const { return options_; }
+
+  // Creates every document of a multi-document YAML text (pods) in `ns`.
+  Result<std::vector<std::string>> Apply(const std::string& yaml, const std::string& ns);
+  // Polls the pod until `pred` holds; the last state seen either way (NotFound if it never
+  // existed, DeadlineExceeded when `pred` never held).
+  Result<k8s::Object> WaitForPod(const std::string& ns, const std::string& name,
+                                 const std::function<bool(const k8s::Object&)>& pred,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // kubectl logs: GET pods/<name>/log?container=<c> through the API server.
+  Result<std::string> Logs(const std::string& ns, const std::string& pod,
+                           const std::string& container);
+
+  // Fault injection: one node's processes.
+  Status StopPlugin(const std::string& node);
+  Status StartPlugin(const std::string& node);
+  Status StopKubelet(const std::string& node);
+  Status StartKubelet(const std::string& node);
+  // Sends `sig` to one process ("apiserver", "hami-scheduler", "<node>-kubelet", ...): SIGSTOP
+  // and SIGCONT make the API server unreachable and back without losing its state.
+  Status Signal(const std::string& process, int sig);
+  // hami-simctl inject-xid on the node's simulated GPUs.
+  Status InjectXid(const std::string& node, int device, int xid);
+  // Paths of a node: its hook directory (HOOK_PATH) and GPU state file.
+  std::string HookPath(const std::string& node) const;
+  std::string GpuState(const std::string& node) const;
+  std::string LogFile(const std::string& process) const { return dir_ + "/" + process + ".log"; }
+
+  class Process;
+
+ private:
+  explicit World(WorldOptions options);
+  Status Boot();
+  Status Launch(const std::string& name, std::vector<std::string> argv,
+                std::vector<std::string> env, const std::string& marker,
+                std::string* marker_line = nullptr);
+  const WorldNode* Node(const std::string& name) const;
+  std::string Bin(const std::string& name) const;
+  std::vector<std::string> BaseEnv() const;
+
+  WorldOptions options_;
+  std::string dir_;
+  bool own_dir_ = false;
+  std::string kubeconfig_;
+  std::string extender_url_;
+  std::unique_ptr<k8s::RestClient> client_;
+  std::map<std::string, std::unique_ptr<Process>> processes_;  // by name, started order kept below
+  std::vector<std::string> order_;
+};
+
+// The pod's status.phase ("" when absent).
+std::string PodPhase(const k8s::Object& pod);
+
+}  // namespace hami::sim

@@ -1,0 +1,348 @@
+// End to end with every component as its own process, talking over its real interface
+// (src/sim/world): the simulated API server, hami-scheduler (extender and webhook over TLS), the
+// kube-scheduler stand-in, and two nodes of different GPU models, each with hami-sim-kubelet and
+// hami-device-plugin joined by kubelet's gRPC device plugin API. Pods go from "kubectl apply" to
+// processes running under their quotas; faults hit one process at a time.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "device/node_registration.h"
+#include "device/pod_devices.h"
+#include "k8s/typed.h"
+#include "sim/world/world.h"
+
+namespace hami::e2e {
+namespace {
+
+using Json = nlohmann::json;
+using sim::PodPhase;
+using sim::World;
+using sim::WorldNode;
+using sim::WorldOptions;
+
+constexpr const char* kPinned = "GPU-e3b5f6a0-1234-5678-abcd-ef1234567890";  // seed 07's UUID
+
+// `count` GPUs, the first half on NUMA node 0, the rest on node 1, with UUIDs unique to the node
+// (`node_tag`, one hex digit); `uuid0` overrides the first one's.
+std::string GpuConfig(const std::string& name, const std::string& memory, int count, char node_tag,
+                      const char* uuid0) {
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    std::string uuid =
+        std::string("GPU-0000000") + node_tag + "-0000-4000-8000-00000000000" + std::to_string(i);
+    if (i == 0 && uuid0 != nullptr) uuid = uuid0;
+    out += "[device]\nname = " + name + "\nuuid = " + uuid + "\nmemory = " + memory +
+           "\nnuma_node = " + std::to_string(i * 2 / count) + "\n";
+  }
+  return out;
+}
+
+WorldOptions TwoNodes() {
+  WorldOptions o;
+  o.build_dir = HAMI_BUILD_DIR;
+  o.nodes.resize(2);
+  o.nodes[0].name = "node-a";
+  o.nodes[0].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", 8, 'a', nullptr);
+  o.nodes[1].name = "node-b";
+  o.nodes[1].gpu_config = GpuConfig("Tesla V100-PCIE-32GB", "32Gi", 8, 'b', kPinned);
+  return o;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string Annotation(const k8s::Object& o, const std::string& key) {
+  const Json* a = nullptr;
+  if (o.contains("metadata") && o["metadata"].contains("annotations")) {
+    a = &o["metadata"]["annotations"];
+  }
+  return a != nullptr && a->contains(key) && (*a)[key].is_string() ? (*a)[key].get<std::string>()
+                                                                   : "";
+}
+
+bool RunningWithDevices(const k8s::Object& p) {
+  return PodPhase(p) == "Running" && Annotation(p, "hami.io/bind-phase") == "success";
+}
+
+// The first container's status field (k8s::GetString's pointers do not index arrays).
+Json FirstContainer(const k8s::Object& p, const std::string& field) {
+  if (!p.contains("status") || !p["status"].contains("containerStatuses") ||
+      p["status"]["containerStatuses"].empty()) {
+    return Json();
+  }
+  return p["status"]["containerStatuses"][0].value(field, Json());
+}
+
+bool Terminal(const k8s::Object& p) {
+  return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
+}
+
+class NodeE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<World>> w = World::Start(TwoNodes());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    w_ = std::move(*w);
+  }
+  void TearDown() override {
+    if (HasFailure() && w_) {
+      for (const char* p : {"node-a-kubelet", "node-a-plugin", "node-b-kubelet", "node-b-plugin",
+                            "hami-scheduler"}) {
+        std::string log = ReadFile(w_->LogFile(p));
+        std::cerr << "---- " << p << " (last 3000 bytes)\n"
+                  << (log.size() > 3000 ? log.substr(log.size() - 3000) : log) << "\n";
+      }
+    }
+    w_.reset();
+  }
+
+  k8s::Object Node(const std::string& name) { return k8s::GetNode(w_->client(), name).value(); }
+  // Polls the node until `pred` holds; the last state seen.
+  k8s::Object WaitForNode(const std::string& name,
+                          const std::function<bool(const k8s::Object&)>& pred,
+                          std::chrono::seconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    k8s::Object n = Node(name);
+    while (!pred(n) && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      n = Node(name);
+    }
+    return n;
+  }
+  std::string NodeLock(const std::string& name) {
+    return Annotation(Node(name), "hami.io/mutex.lock");
+  }
+  // A pod with one container, its command and GPU limits.
+  std::string PodYaml(const std::string& name, const std::string& command, int mem, int cores,
+                      const std::string& annotations = "", const std::string& policy = "Never") {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n" +
+           (annotations.empty() ? "" : "  annotations:\n" + annotations) +
+           "spec:\n  restartPolicy: " + policy +
+           "\n  containers:\n  - name: main\n    image: nvidia/cuda\n" +
+           (command.empty() ? "" : "    command: " + command + "\n") +
+           "    resources:\n      limits:\n        nvidia.com/gpu: 1\n        nvidia.com/gpumem: " +
+           std::to_string(mem) + "\n" +
+           (cores > 0 ? "        nvidia.com/gpucores: " + std::to_string(cores) + "\n" : "");
+  }
+
+  std::unique_ptr<World> w_;
+};
+
+TEST_F(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
+  // Whole-card requests first (pinned card, NUMA pair, exclusive card), as an operator would
+  // order a busy node's work; then the rest.
+  std::vector<std::string> pods;
+  for (const char* file :
+       {"07-gpu-uuid.yaml", "08-numa-aware.yaml", "03-exclusive.yaml",
+        "01-two-pods-share-one-gpu.yaml", "02-memory-only.yaml", "04-memory-percentage.yaml",
+        "05-policy-override.yaml", "06-gpu-type-selection.yaml"}) {
+    std::string path = std::string(HAMI_SOURCE_DIR "/examples/seed000/") + file;
+    Result<std::vector<std::string>> names = w_->Apply(ReadFile(path), "default");
+    ASSERT_TRUE(names.ok()) << path << ": " << names.status().ToString();
+    pods.insert(pods.end(), names->begin(), names->end());
+  }
+  ASSERT_EQ(pods.size(), 12u);
+  std::map<std::string, k8s::Object> running;
+  for (const std::string& p : pods) {
+    Result<k8s::Object> got = w_->WaitForPod("default", p, RunningWithDevices);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    running[p] = *got;
+    // Everything the scheduler reserved was handed to the containers.
+    EXPECT_EQ(Annotation(*got, "hami.io/vgpu-devices-to-allocate"), ";") << p;
+  }
+  EXPECT_EQ(NodeLock("node-a"), "");
+  EXPECT_EQ(NodeLock("node-b"), "");
+  // Seed 01's pods have no command here: their stand-in workloads see 8 GiB each.
+  for (const char* p : {"inference-service-a", "inference-service-b"}) {
+    std::string log;
+    ASSERT_TRUE(w_->WaitForPod("default", p,
+                               [&](const k8s::Object&) {
+                                 log = w_->Logs("default", p, "model-server").value_or("");
+                                 return log.find("workload: device 0") != std::string::npos;
+                               })
+                    .ok())
+        << log;
+    EXPECT_NE(log.find("running the stand-in GPU workload"), std::string::npos) << log;
+    EXPECT_NE(log.find("total=8192MiB"), std::string::npos) << log;
+  }
+  // Seed 07 runs on the pinned GPU, seed 06's A100 task on node-a.
+  EXPECT_EQ(k8s::GetString(running["uuid-pinned-task"], "/spec/nodeName"), "node-b");
+  EXPECT_EQ(
+      Annotation(running["uuid-pinned-task"], "hami.io/vgpu-devices-allocated").rfind(kPinned, 0),
+      0u);
+  EXPECT_EQ(k8s::GetString(running["a100-only-task"], "/spec/nodeName"), "node-a");
+  EXPECT_EQ(k8s::GetString(running["selective-gpu"], "/spec/nodeName"), "node-b");
+}
+
+TEST_F(NodeE2E, SmiInsideThePodShowsItsQuota) {
+  // GPUs x deviceSplitCount (10).
+  for (auto [n, gpus] : {std::pair{"node-a", "80"}, std::pair{"node-b", "80"}}) {
+    EXPECT_EQ(k8s::GetString(Node(n), "/status/capacity/nvidia.com~1gpu"), gpus) << n;
+    EXPECT_EQ(k8s::GetString(Node(n), "/status/allocatable/nvidia.com~1gpu"), gpus) << n;
+  }
+  ASSERT_TRUE(w_->Apply(PodYaml("smi", "[\"" HAMI_BUILD_DIR "/bin/hamictl\", \"smi\"]", 8192, 50),
+                        "default")
+                  .ok());
+  Result<k8s::Object> done = w_->WaitForPod("default", "smi", Terminal);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(PodPhase(*done), "Succeeded");
+  EXPECT_EQ(Annotation(*done, "hami.io/bind-phase"), "success");
+  std::string log = w_->Logs("default", "smi", "main").value_or("");
+  EXPECT_NE(log.find("0MiB / 8192MiB"), std::string::npos) << log;
+  EXPECT_EQ(NodeLock(k8s::GetString(*done, "/spec/nodeName")), "");
+}
+
+TEST_F(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {
+  // Break node-b's hook directory: the plugin cannot create the container's directory.
+  std::string containers = w_->HookPath("node-b") + "/vgpu/containers";
+  std::filesystem::remove_all(containers);
+  std::ofstream(containers) << "not a directory\n";
+  std::string ann = std::string("    nvidia.com/use-gpuuuid: \"") + kPinned + "\"\n";
+  ASSERT_TRUE(w_->Apply(PodYaml("doomed", "[\"sleep\", \"60\"]", 1024, 10, ann), "default").ok());
+  Result<k8s::Object> p = w_->WaitForPod("default", "doomed", Terminal);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(PodPhase(*p), "Failed");
+  EXPECT_EQ(k8s::GetString(*p, "/status/reason"), "UnexpectedAdmissionError");
+  EXPECT_NE(k8s::GetString(*p, "/status/message").find("containers"), std::string::npos);
+  EXPECT_EQ(Annotation(*p, "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(NodeLock("node-b"), "");
+  k8s::ListOptions lo;
+  lo.field_selector = "involvedObject.name=doomed";
+  Json events = w_->client().List(k8s::kEvents, "default", lo).value();
+  std::set<std::string> reasons;
+  for (const Json& e : events["items"]) reasons.insert(e.value("reason", ""));
+  EXPECT_TRUE(reasons.count("AllocationFailed")) << events.dump();
+  EXPECT_TRUE(reasons.count("UnexpectedAdmissionError")) << events.dump();
+}
+
+TEST_F(NodeE2E, TheKubeletRestartsAndThePluginRegistersAgain) {
+  ASSERT_TRUE(w_->StopKubelet("node-a").ok());
+  ASSERT_TRUE(w_->StartKubelet("node-a").ok());
+  // The new kubelet starts without devices; the plugin notices kubelet.sock and registers again.
+  k8s::Object n = WaitForNode(
+      "node-a",
+      [](const k8s::Object& o) {
+        return k8s::GetString(o, "/status/allocatable/nvidia.com~1gpu") == "80";
+      },
+      std::chrono::seconds(5));
+  EXPECT_EQ(k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu"), "80");
+  std::string ann = "    nvidia.com/use-gputype: \"A100\"\n";
+  ASSERT_TRUE(w_->Apply(PodYaml("after", "[\"sleep\", \"60\"]", 1024, 0, ann), "default").ok());
+  EXPECT_TRUE(w_->WaitForPod("default", "after", RunningWithDevices).ok());
+}
+
+TEST_F(NodeE2E, AnXidTakesTheGpuOutOfService) {
+  ASSERT_TRUE(w_->InjectXid("node-a", 0, 79).ok());
+  auto unhealthy = [](const k8s::Object& o) {
+    Result<std::vector<device::DeviceInfo>> devs =
+        device::DecodeNodeDevices(Annotation(o, "hami.io/node-nvidia-register"));
+    return devs.ok() && devs->size() == 8 && !(*devs)[0].health &&
+           k8s::GetString(o, "/status/allocatable/nvidia.com~1gpu") == "70";
+  };
+  k8s::Object node = WaitForNode("node-a", unhealthy, std::chrono::seconds(20));
+  ASSERT_TRUE(unhealthy(node)) << node.dump();
+  k8s::Object* n = &node;
+  EXPECT_EQ(k8s::GetString(*n, "/status/capacity/nvidia.com~1gpu"), "80");
+  std::string bad =
+      device::DecodeNodeDevices(Annotation(*n, "hami.io/node-nvidia-register")).value()[0].id;
+  // Exclusive A100 pods: seven fit on the healthy cards, none lands on the broken one.
+  std::string ann = "    nvidia.com/use-gputype: \"A100\"\n";
+  for (int i = 0; i < 7; ++i) {
+    std::string name = "exclusive-" + std::to_string(i);
+    ASSERT_TRUE(w_->Apply(PodYaml(name, "[\"sleep\", \"60\"]", 1024, 100, ann), "default").ok());
+    Result<k8s::Object> p = w_->WaitForPod("default", name, RunningWithDevices);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(Annotation(*p, "hami.io/vgpu-devices-allocated").find(bad), std::string::npos);
+  }
+}
+
+TEST_F(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
+  ASSERT_TRUE(
+      w_->Apply(PodYaml("steady", "", 4096, 30, "    nvidia.com/use-gputype: \"A100\"\n", "Always"),
+                "default")
+          .ok());
+  Result<k8s::Object> before = w_->WaitForPod("default", "steady", RunningWithDevices);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  Json id = FirstContainer(*before, "containerID");
+  ASSERT_TRUE(id.is_string()) << before->dump();
+  ASSERT_TRUE(w_->StopPlugin("node-a").ok());
+  ASSERT_TRUE(w_->StartPlugin("node-a").ok());
+  ASSERT_TRUE(w_->Apply(PodYaml("newcomer", "[\"sleep\", \"60\"]", 2048, 0,
+                                "    nvidia.com/use-gputype: \"A100\"\n"),
+                        "default")
+                  .ok());
+  EXPECT_TRUE(w_->WaitForPod("default", "newcomer", RunningWithDevices).ok());
+  Result<k8s::Object> after = k8s::GetPod(w_->client(), "default", "steady");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(PodPhase(*after), "Running");
+  EXPECT_EQ(FirstContainer(*after, "containerID"), id);
+  EXPECT_EQ(FirstContainer(*after, "restartCount"), 0);
+  std::string log = w_->Logs("default", "steady", "main").value_or("");
+  EXPECT_NE(log.find("total=4096MiB"), std::string::npos) << log;
+}
+
+// The API server stops answering while a burst of pods is being allocated. Whatever each pod's
+// fate, no GPU slice is handed out twice: every running pod's devices are its reservation, and
+// no card holds more than it has.
+TEST_F(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) {
+    names.push_back("burst-" + std::to_string(i));
+    ASSERT_TRUE(
+        w_->Apply(PodYaml(names.back(), "[\"sleep\", \"120\"]", 20000, 20), "default").ok());
+  }
+  ASSERT_TRUE(w_->Signal("apiserver", SIGSTOP).ok());
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the outage itself, not a sync point
+  ASSERT_TRUE(w_->Signal("apiserver", SIGCONT).ok());
+  std::map<std::string, int64_t> used;  // GPU UUID -> MiB of running pods
+  int ran = 0;
+  for (const std::string& p : names) {
+    Result<k8s::Object> got = w_->WaitForPod(
+        "default", p,
+        [](const k8s::Object& o) {
+          return RunningWithDevices(o) || Terminal(o) ||
+                 Annotation(o, "hami.io/bind-phase") == "failed";
+        },
+        std::chrono::seconds(90));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    if (!RunningWithDevices(*got)) {
+      EXPECT_NE(PodPhase(*got), "Running") << p;  // no pod runs without its allocation
+      continue;
+    }
+    ++ran;
+    Result<device::PodSingleDevice> devs =
+        device::DecodePodSingleDevice(Annotation(*got, "hami.io/vgpu-devices-allocated"));
+    ASSERT_TRUE(devs.ok());
+    for (const device::ContainerDevices& c : *devs) {
+      for (const device::ContainerDevice& d : c) used[d.uuid] += d.mem_mib;
+    }
+  }
+  EXPECT_GT(ran, 0);
+  std::map<std::string, int64_t> capacity;  // GPU UUID -> MiB it registered
+  for (const char* n : {"node-a", "node-b"}) {
+    Result<std::vector<device::DeviceInfo>> devs =
+        device::DecodeNodeDevices(Annotation(Node(n), "hami.io/node-nvidia-register"));
+    ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+    for (const device::DeviceInfo& d : *devs) capacity[d.id] = d.devmem;
+  }
+  for (const auto& [uuid, mib] : used) {
+    ASSERT_TRUE(capacity.count(uuid)) << uuid;
+    EXPECT_LE(mib, capacity[uuid]) << uuid;
+  }
+  // Every node lock is released once the burst has settled.
+  EXPECT_TRUE(w_->WaitForPod("default", names[0], [&](const k8s::Object&) {
+                  return NodeLock("node-a").empty() && NodeLock("node-b").empty();
+                }).ok());
+}
+
+}  // namespace
+}  // namespace hami::e2e
