@@ -11,6 +11,7 @@
 // kubelet, again whenever kubelet restarts or on SIGHUP. SIGTERM/SIGINT stop it.
 // Prints "serving <socket>" once registered with kubelet the first time (scripts wait for it).
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,6 +64,9 @@ std::string DefaultLibvgpu() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC and the API client run a dozen threads that allocate a little each; glibc would give
+  // each its own arena (and its own high-water mark of resident memory). Two are plenty here.
+  mallopt(M_ARENA_MAX, 2);
   CLI::App app{"hami-device-plugin: HAMi-compatible kubelet device plugin for NVIDIA GPUs"};
   std::string config_file, node_config_file = "/config/config.json", node_name;
   std::string mig_strategy = "none", device_list_strategy = "envvar", device_id_strategy = "uuid";
@@ -71,7 +75,8 @@ int main(int argc, char** argv) {
   std::string nvml_library = "libnvidia-ml.so.1", mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s", resource_name_flag;
   bool disable_core_limit = false, fail_on_init_error = true, pass_device_specs = false;
-  int verbosity = 0;
+  int verbosity = 0, kube_burst = 200;
+  float kube_qps = 100;
   double split_flag = 0, mem_scaling_flag = 0, core_scaling_flag = 0;
   app.add_option("--config-file", config_file,
                  "device-config.yaml (default: the chart's built-in NVIDIA settings)");
@@ -92,6 +97,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig file (default $KUBECONFIG, in-cluster)");
   app.add_option("--context", context, "kubeconfig context");
+  app.add_option("--kube-qps", kube_qps, "API requests per second (<= 0: unlimited)")
+      ->capture_default_str();
+  app.add_option("--kube-burst", kube_burst, "API request burst")->capture_default_str();
   app.add_option("--disable-core-limit", disable_core_limit,
                  "turn SM limits off (also disableCoreLimit in device-config.yaml)")
       ->capture_default_str();
@@ -221,6 +229,8 @@ int main(int argc, char** argv) {
   if (!rest.ok()) return die("API server config: " + rest.status().ToString());
   rest->user_agent = "hami-device-plugin";
   rest->timeout = std::chrono::seconds(10);
+  rest->qps = kube_qps;  // an allocation costs four requests
+  rest->burst = kube_burst;
   Result<std::unique_ptr<hami::k8s::RestClient>> client = hami::k8s::RestClient::Create(*rest);
   if (!client.ok()) return die("API client: " + client.status().ToString());
 

@@ -124,6 +124,7 @@ struct PluginService::PendingPod {
   PodView view;
   std::string resource_version;
   k8s::ObjectPtr object;
+  k8s::Object node;  // as read to find the pod: the lock release starts from it
 };
 
 PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options)
@@ -309,14 +310,15 @@ Result<PluginService::PendingPod> PluginService::FindPendingPod() {
            Annotation(pod, scheduler::kBindPhaseAnnotation) == scheduler::kBindPhaseAllocating &&
            HasAnnotation(pod, options_.allocation.to_allocate_key);
   };
+  Result<k8s::Object> n = k8s::GetNode(client_, node);
   auto pending = [&](k8s::Object pod) {
     PendingPod p;
     p.view = PodViewOf(pod);
     p.resource_version = k8s::ResourceVersion(pod);
     p.object = std::make_shared<const k8s::Object>(std::move(pod));
+    p.node = *n;
     return p;
   };
-  Result<k8s::Object> n = k8s::GetNode(client_, node);
   if (!n.ok()) {
     return Status(StatusCode::kUnavailable,
                   "cannot read node " + node + " to find the pod: " + n.status().message());
@@ -382,7 +384,7 @@ Status PluginService::MarkFailed(const PendingPod& p, const std::string& reason)
   scheduler::SystemClock clock;
   scheduler::NodeLocker locker(client_, clock,
                                {.expire_seconds = options_.node_lock_expire_seconds});
-  if (Status r = locker.Release(options_.node_name, v.ns, v.name); !r.ok()) {
+  if (Status r = locker.Release(options_.node_name, v.ns, v.name, &p.node); !r.ok()) {
     HAMI_LOG(Warning) << "pod " << v.Key() << ": cannot release the node lock: " << r.message();
   }
   {
@@ -463,7 +465,7 @@ Result<std::vector<ContainerAllocation>> PluginService::Allocate(
       scheduler::SystemClock clock;
       scheduler::NodeLocker locker(client_, clock,
                                    {.expire_seconds = options_.node_lock_expire_seconds});
-      if (Status r = locker.Release(options_.node_name, p.view.ns, p.view.name); !r.ok()) {
+      if (Status r = locker.Release(options_.node_name, p.view.ns, p.view.name, &p.node); !r.ok()) {
         HAMI_LOG(Warning) << "pod " << p.view.Key()
                           << ": allocation done but the node lock could not be released ("
                           << r.message() << "); the scheduler will take it over";

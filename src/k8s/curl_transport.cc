@@ -1,6 +1,11 @@
 #include "k8s/curl_transport.h"
 
+// libcurl is loaded at run time, on the first transport: only clients behind a proxy use it, and
+// linking it would map libcurl and its dozen dependencies (GnuTLS, Kerberos, LDAP, ...) into every
+// process, several MiB of resident memory for node agents that never need them.
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +16,71 @@ namespace hami::k8s {
 
 namespace {
 
-std::once_flag g_curl_init;
+// The libcurl entry points this file uses.
+struct CurlApi {
+  decltype(&::curl_global_init) global_init = nullptr;
+  decltype(&::curl_easy_init) easy_init = nullptr;
+  decltype(&::curl_easy_reset) easy_reset = nullptr;
+  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&::curl_easy_perform) easy_perform = nullptr;
+  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&::curl_slist_append) slist_append = nullptr;
+  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
+  std::string error;  // why it could not be loaded ("" when it was)
+};
+
+template <typename Fn>
+bool Sym(void* h, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(h, name));
+  return *out != nullptr;
+}
+
+const CurlApi& Curl() {
+  static const CurlApi api = [] {
+    CurlApi a;
+    void* h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* why = dlerror();
+      a.error = std::string(
+                    "libcurl.so.4 (needed to reach the API server through a proxy) "
+                    "cannot be loaded: ") +
+                (why ? why : "unknown");
+      return a;
+    }
+    bool ok = Sym(h, "curl_global_init", &a.global_init) &&
+              Sym(h, "curl_easy_init", &a.easy_init) && Sym(h, "curl_easy_reset", &a.easy_reset) &&
+              Sym(h, "curl_easy_cleanup", &a.easy_cleanup) &&
+              Sym(h, "curl_easy_setopt", &a.easy_setopt) &&
+              Sym(h, "curl_easy_getinfo", &a.easy_getinfo) &&
+              Sym(h, "curl_easy_perform", &a.easy_perform) &&
+              Sym(h, "curl_easy_strerror", &a.easy_strerror) &&
+              Sym(h, "curl_slist_append", &a.slist_append) &&
+              Sym(h, "curl_slist_free_all", &a.slist_free_all);
+    if (!ok) {
+      a.error = "libcurl.so.4 lacks an entry point the API client needs";
+      return a;
+    }
+    a.global_init(CURL_GLOBAL_DEFAULT);
+    return a;
+  }();
+  return api;
+}
+
+// The rest of this file calls libcurl by its own names (curl.h may define two of them as
+// argument-checking macros).
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_init Curl().easy_init
+#define curl_easy_reset Curl().easy_reset
+#define curl_easy_cleanup Curl().easy_cleanup
+#define curl_easy_setopt Curl().easy_setopt
+#define curl_easy_getinfo Curl().easy_getinfo
+#define curl_easy_perform Curl().easy_perform
+#define curl_easy_strerror Curl().easy_strerror
+#define curl_slist_append Curl().slist_append
+#define curl_slist_free_all Curl().slist_free_all
 
 struct Exchange {
   const HttpRequest* request = nullptr;
@@ -130,7 +199,7 @@ Result<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlOptions options
   if (options.tls.client_cert_pem.empty() != options.tls.client_key_pem.empty()) {
     return InvalidArgumentError("client certificate and key must be given together");
   }
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (!Curl().error.empty()) return Status(StatusCode::kUnavailable, Curl().error);
   return std::unique_ptr<CurlTransport>(new CurlTransport(std::move(options)));
 }
 

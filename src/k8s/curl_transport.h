@@ -2,9 +2,10 @@
 //
 // TLS material comes from memory (CA, client certificate and key as PEM blobs), so kubeconfig
 // *-data fields never touch disk. Easy handles are pooled: each Do() borrows one, so concurrent
-// calls never share a handle while connections are still reused. curl_global_init runs once, on
-// the first construction; construct the first transport before starting threads that use curl
-// elsewhere. Signals are disabled (CURLOPT_NOSIGNAL) so timeouts are safe in threaded daemons.
+// calls never share a handle while connections are still reused. libcurl.so.4 is loaded (dlopen)
+// and initialised once, on the first construction, which fails with Unavailable when it cannot
+// be; construct the first transport before starting threads that use curl elsewhere. Signals
+// are disabled (CURLOPT_NOSIGNAL) so timeouts are safe in threaded daemons.
 //
 // Cancellation of a streaming request is observed at least once a second (libcurl's progress
 // callback) and whenever data arrives.

@@ -151,12 +151,14 @@ Status NodeLocker::Acquire(std::string_view node, std::string_view ns, std::stri
     if (!held.empty()) {
       Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
       if (lock.ok() && lock->HeldBy(ns, pod)) return OkStatus();
+      if (from_cache) {
+        // The cache may lag a release: ask the server before judging the holder (a stale
+        // verdict would cost a pod read and a conflicting write).
+        --attempt;
+        continue;
+      }
       std::string why, holder;
       if (!Stale(node, held, &why, &holder)) {
-        if (from_cache) {  // the cache may lag a release: ask the server before waiting
-          --attempt;
-          continue;
-        }
         return UnavailableError("node lock contention: node " + std::string(node) +
                                 " is locked by " + holder + " (allocation in progress)");
       }

@@ -217,6 +217,13 @@ bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
   return true;
 }
 
+std::mutex& SchedulerService::BindGate(const std::string& node) {
+  std::lock_guard<std::mutex> l(bind_gates_mu_);
+  std::unique_ptr<std::mutex>& m = bind_gates_[node];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Informer handlers.
 
@@ -918,6 +925,13 @@ std::string SchedulerService::Bind(std::string_view body) {
   };
   bool locked = false;
   if (needs_lock) {
+    std::lock_guard<std::mutex> gate(BindGate(node));
+    // Binds queued at the gate read the node afresh from the cache: the copy taken before may
+    // be many lock writes old, and a write on it could only conflict.
+    if ((cached = CachedNode(node, &node_hold)) == nullptr) {
+      settle();
+      return bind_fail("node " + node + " disappeared");
+    }
     auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
     bool waited = false;
     for (;;) {
@@ -927,7 +941,10 @@ std::string SchedulerService::Bind(std::string_view body) {
         locked = true;
         break;
       }
-      if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) {
+      // Contention, or a node that kept changing under our writes (another scheduler's binds,
+      // kubelet's status): wait and try again until the deadline.
+      bool retry = s.code() == StatusCode::kUnavailable || k8s::IsConflict(s);
+      if (!retry || std::chrono::steady_clock::now() >= deadline) {
         settle();
         return bind_fail(s.message());
       }

@@ -211,6 +211,13 @@ class SchedulerService {
   // Bind waits for a node's lock here; node updates notify.
   std::mutex lock_wait_mu_;
   std::condition_variable lock_wait_cv_;
+  // Binds to one node take its lock one at a time in this process (as upstream's in-process
+  // per-node mutex): concurrent binds would all race for the annotation the moment it is
+  // released, and all but one lose a write and read again. Entries are never removed (one
+  // per node ever bound to).
+  std::mutex bind_gates_mu_;
+  std::map<std::string, std::unique_ptr<std::mutex>> bind_gates_;  // guarded by bind_gates_mu_
+  std::mutex& BindGate(const std::string& node);
 
   std::atomic<bool> started_{false};
   std::atomic<bool> registered_once_{false};

@@ -460,6 +460,7 @@ class PodWorker {
       for (;;) {
         if (IsDeleting()) return Finish();
         Started(c, StartContainer(c));
+        ReportStatus();
         while (IsRunning(c) && !IsDeleting()) WaitForExits(-1);
         if (IsDeleting()) return Terminate();
         if (c.exit_code == 0) {
@@ -531,7 +532,6 @@ class PodWorker {
     } else {
       k_.Event(pod_, "Warning", "Failed", "Error: cannot start container " + c.spec.name);
     }
-    ReportStatus();
   }
 
   bool IsDeleting() {

@@ -325,6 +325,7 @@ Status World::StartPlugin(const std::string& node) {
   if (!options_.device_config_yaml.empty()) {
     argv.push_back("--config-file=" + dir_ + "/device-config.yaml");
   }
+  argv.insert(argv.end(), options_.plugin_args.begin(), options_.plugin_args.end());
   return Launch(node + "-plugin", argv, env, "serving ");
 }
 
@@ -333,6 +334,11 @@ Status World::StopPlugin(const std::string& node) {
   if (it == processes_.end()) return NotFoundError("no plugin for " + node);
   it->second->Stop();
   return OkStatus();
+}
+
+int World::Pid(const std::string& process) const {
+  auto it = processes_.find(process);
+  return it == processes_.end() || !it->second->Running() ? -1 : it->second->pid();
 }
 
 Status World::Signal(const std::string& process, int sig) {

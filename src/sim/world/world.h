@@ -45,6 +45,7 @@ struct WorldOptions {
   std::string device_config_yaml;  // "" = the chart's defaults
   std::string node_config_json;    // the device plugins' config.json; "" = none
   std::vector<std::string> scheduler_args;
+  std::vector<std::string> plugin_args;  // extra flags for every hami-device-plugin
   std::string kubelet_heartbeat = "2s";
   std::string register_interval = "30s";
   std::chrono::seconds start_timeout{60};
@@ -87,6 +88,8 @@ class World {
   std::string HookPath(const std::string& node) const;
   std::string GpuState(const std::string& node) const;
   std::string LogFile(const std::string& process) const { return dir_ + "/" + process + ".log"; }
+  // A running process's PID (benchmarks read its /proc), or -1.
+  int Pid(const std::string& process) const;
 
   class Process;
 
