@@ -290,6 +290,40 @@ TEST_F(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
   EXPECT_NE(log.find("total=4096MiB"), std::string::npos) << log;
 }
 
+TEST_F(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
+  // The container ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+  std::string yaml =
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stubborn\nspec:\n"
+      "  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n"
+      "    command: [\"sh\", \"-c\", \"trap '' TERM; echo ready; while true; do sleep 1; done\"]\n"
+      "    resources:\n      limits:\n        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 1024\n";
+  ASSERT_TRUE(w_->Apply(yaml, "default").ok());
+  Result<k8s::Object> p = w_->WaitForPod("default", "stubborn", RunningWithDevices);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::string id = FirstContainer(*p, "containerID").get<std::string>();
+  ASSERT_EQ(id.rfind("hami-sim://", 0), 0u);
+  std::string proc = "/proc/" + id.substr(std::string("hami-sim://").size());
+  ASSERT_TRUE(std::filesystem::exists(proc));
+  ASSERT_TRUE(w_->WaitForPod("default", "stubborn", [&](const k8s::Object&) {
+                  return w_->Logs("default", "stubborn", "main").value_or("").find("ready") !=
+                         std::string::npos;
+                }).ok());
+  ASSERT_TRUE(w_->client().Delete(k8s::kPods, "default", "stubborn").ok());
+  auto kubelet_log = [&] {
+    return ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
+  };
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (kubelet_log().find("pod default/stubborn container main exited") == std::string::npos &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string log = kubelet_log();
+  EXPECT_NE(log.find("pod default/stubborn deleted: stopping its containers"), std::string::npos);
+  EXPECT_NE(log.find("pod default/stubborn container main exited with code 137"), std::string::npos)
+      << "SIGKILL after the grace period";
+  EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
+}
+
 // The API server stops answering while a burst of pods is being allocated. Whatever each pod's
 // fate, no GPU slice is handed out twice: every running pod's devices are its reservation, and
 // no card holds more than it has.

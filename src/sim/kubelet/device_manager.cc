@@ -175,11 +175,13 @@ class DeviceManager::Impl final : public api::Registration::Service {
   void Changed() {
     std::function<void()> cb;
     {
+      // Notified under the lock: Stop() takes it too, so no notification can touch the
+      // condition variable once the manager is being destroyed.
       std::lock_guard<std::mutex> l(mu_);
       ++version_;
       cb = on_change_;
+      cv_.notify_all();
     }
-    cv_.notify_all();
     if (cb) cb();
   }
 
