@@ -67,13 +67,11 @@ void MpsEnv(const AllocationSettings& s, ContainerAllocation* a) {
 }
 
 // A pod UID or container name is used as a path component on the host: only the characters
-// Kubernetes allows in them (UIDs are hex and dashes, names DNS labels).
+// Kubernetes allows in them (UIDs are hex and dashes, container names DNS labels).
 bool SafePathPart(const std::string& s) {
-  return !s.empty() && s.size() <= 253 && s != "." && s != ".." &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '.' || c == '_';
-         });
+  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  });
 }
 
 bool HasDevices(const device::PodSingleDevice& pod) {

@@ -172,9 +172,12 @@ TEST(Allocation, ClearErrors) {
   EXPECT_NE(plan(done, {{"GPU-a-0"}}).status().message().find("no container is waiting"),
             std::string::npos);
 
-  PodView evil = TrainingPod();
-  evil.uid = "../../etc";
-  EXPECT_EQ(plan(evil, {{"GPU-a-0", "GPU-b-0"}}).status().code(), StatusCode::kInvalidArgument);
+  for (const char* uid : {"../../etc", "..x", "a/b", "a_b", ""}) {
+    PodView evil = TrainingPod();
+    evil.uid = uid;
+    EXPECT_EQ(plan(evil, {{"GPU-a-0", "GPU-b-0"}}).status().code(), StatusCode::kInvalidArgument)
+        << uid;
+  }
 
   s.operating_mode = "mig";
   EXPECT_EQ(plan(TrainingPod(), {{"GPU-a-0", "GPU-b-0"}}).status().code(),

@@ -135,7 +135,8 @@ NvmlDriver::~NvmlDriver() {
     if (event_set_ != nullptr) api_->event_set_free(static_cast<nvmlEventSet_t>(event_set_));
   }
   api_->shutdown();
-  dlclose(handle_);
+  // The library stays loaded: a driver keeps per-process state for the life of the process (the
+  // simulated one too), and nothing is gained by unmapping it before exit.
 }
 
 Result<Inventory> NvmlDriver::Discover() {

@@ -44,7 +44,7 @@ class NvmlDriver final : public GpuDriver {
   NvmlDriver(NvmlDriverOptions options, void* handle, std::unique_ptr<Api> api);
 
   const NvmlDriverOptions options_;
-  void* handle_;
+  void* handle_;  // never dlclose()d (see the destructor)
   std::unique_ptr<Api> api_;
   std::mutex events_mu_;
   void* event_set_ = nullptr;  // guarded by events_mu_ (an nvmlEventSet_t)

@@ -71,9 +71,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const hami::device::ContainerDevice& d : a.devices) {
       if (d.uuid != "GPU-a" && d.uuid != "GPU-b") __builtin_trap();
     }
-    if (a.host_dir.rfind("/hook/vgpu/containers/", 0) != 0) __builtin_trap();
-    if (a.host_dir.find("/..") != std::string::npos ||
-        a.host_dir.find("../") != std::string::npos) {
+    // One plain directory under the hook's containers/: no separator, no "." or "..".
+    const std::string prefix = "/hook/vgpu/containers/";
+    if (a.host_dir.rfind(prefix, 0) != 0) __builtin_trap();
+    std::string leaf = a.host_dir.substr(prefix.size());
+    if (leaf.empty() || leaf == "." || leaf == ".." || leaf.find('/') != std::string::npos) {
       __builtin_trap();
     }
   }
