@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,12 +120,7 @@ int main(int argc, char** argv) {
   app.add_option("--device-cores-scaling", core_scaling_flag, "accepted; use deviceCoreScaling");
   app.add_option("--resource-name", resource_name_flag, "accepted; use resourceCountName");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(verbosity);
   auto die = [](const std::string& what) {
     HAMI_LOG(Error) << what;

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,12 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
   app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(debug ? std::max(verbosity, 4) : verbosity);
   if (profiling) HAMI_LOG(Warning) << "--profiling: no profiling endpoints in this build";
   if (enable_ascend || enable_iluvatar) {

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) {
+    return *exit == 0 ? 0 : 2;
   }
   hami::log::SetVerbosity(verbosity);
 

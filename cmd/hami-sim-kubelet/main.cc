@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,12 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("--address", address, "node address")->capture_default_str();
   app.add_option("--heartbeat", heartbeat, "node status and lease period")->capture_default_str();
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
-  std::vector<std::string> args = hami::GoStyleArgs(argc, argv);
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(verbosity);
   auto die = [](const std::string& what) {
     HAMI_LOG(Error) << what;

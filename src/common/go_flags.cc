@@ -1,5 +1,6 @@
 #include "common/go_flags.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 
 namespace hami {
@@ -13,6 +14,16 @@ std::vector<std::string> GoStyleArgs(int argc, char** argv) {
   }
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args = GoStyleArgs(argc, argv);
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return std::nullopt;
 }
 
 }  // namespace hami

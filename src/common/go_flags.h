@@ -3,19 +3,29 @@
 // wants two dashes for long names, so the binaries that keep upstream's flags pass their
 // arguments through GoStyleArgs first.
 //
-//   std::vector<std::string> args = GoStyleArgs(argc, argv);
-//   app.parse(args);  // CLI11's vector overload: arguments last-first, as returned
+//   CLI::App app{"..."};
+//   app.add_option(...);
+//   if (std::optional<int> exit = ParseGoStyleFlags(app, argc, argv)) return *exit;
 //
-// Thread safety: pure function.
+// Thread safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace hami {
 
 // argv[1..] with every single-dash argument longer than one letter ("-v=4", "-leader-elect")
 // given a second dash, in reverse order (what CLI::App::parse(std::vector) expects).
 std::vector<std::string> GoStyleArgs(int argc, char** argv);
+
+// Parses GoStyleArgs(argc, argv) into `app`. nullopt: go on; otherwise the process's exit status
+// (0 after --help, CLI11's status after it printed what is wrong with a flag).
+std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv);
 
 }  // namespace hami
