@@ -45,8 +45,8 @@ approx() { # approx VALUE TARGET TOLERANCE -> 1 if |VALUE-TARGET| <= TOLERANCE
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 
-# GPU_CHECK_PARTS: any of "memory sm torch" (default: all).
-PARTS=" ${GPU_CHECK_PARTS:-memory sm torch} "
+# GPU_CHECK_PARTS: any of "memory sm torch plugin" (default: all).
+PARTS=" ${GPU_CHECK_PARTS:-memory sm torch plugin} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 
 say "== environment"
@@ -243,6 +243,56 @@ elif $PY -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
   done
 else
   row "PyTorch checks" "skipped: no torch with CUDA" info
+fi
+
+if part plugin; then
+  say ""
+  say "== hami-device-plugin discovery against the driver"
+  # What the plugin would register for this node, compared with the driver's own view: UUIDs
+  # and memory from nvidia-smi (hamictl smi where nvidia-smi is absent, as on the simulated
+  # driver), NUMA nodes from sysfs.
+  reg=$(NODE_NAME=gpu-check "$BIN/hami-device-plugin" --print-registration \
+        --node-config-file=/nonexistent 2> "$LOGS/plugin.err" | head -1)
+  printf '%s\n' "$reg" > "$LOGS/registration.json"
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=index,uuid,memory.total,pci.bus_id --format=csv,noheader,nounits \
+      > "$LOGS/driver-gpus.csv"
+  else
+    "$BIN/hamictl" smi --json | $PY -c '
+import json, sys
+for d in json.load(sys.stdin)["devices"]:
+    print("%d, %s, %d, " % (d["index"], d["uuid"], d["memory_total_mib"]))' > "$LOGS/driver-gpus.csv"
+  fi
+  out=$($PY - "$LOGS/registration.json" "$LOGS/driver-gpus.csv" <<'PY'
+import json, sys
+reg = {d["id"]: d for d in json.load(open(sys.argv[1]))}
+bad = []
+n = 0
+for line in open(sys.argv[2]):
+    idx, uuid, mem, bus = [f.strip() for f in line.split(",")]
+    n += 1
+    d = reg.get(uuid)
+    if d is None:
+        bad.append("%s missing" % uuid)
+        continue
+    if d.get("index", 0) != int(idx) or d.get("devmem", 0) != int(mem):
+        bad.append("%s index/memory %s/%s vs %s/%s" % (uuid, d.get("index", 0), d.get("devmem"), idx, mem))
+    if bus:
+        parts = bus.lower().split(":")
+        sysfs = "/sys/bus/pci/devices/%s:%s:%s/numa_node" % (parts[0][-4:], parts[1], parts[2])
+        try:
+            numa = max(0, int(open(sysfs).read()))
+            if d.get("numa", 0) != numa:
+                bad.append("%s numa %s vs %s" % (uuid, d.get("numa", 0), numa))
+        except OSError:
+            pass
+print("gpus=%d registered=%d mismatches=%d %s" % (n, len(reg), len(bad), "; ".join(bad)))
+PY
+)
+  say "$out"
+  ok=0
+  [[ $out == *"mismatches=0"* && $out != "gpus=0 "* && $(kv gpus <<< "$out") == $(kv registered <<< "$out") ]] && ok=1
+  verdict "plugin registration = driver (uuid, memory, numa)" "$out" $ok
 fi
 
 say ""

@@ -29,7 +29,10 @@
 #include "common/log.h"
 #include "device/config.h"
 #include "device/node_config.h"
+#include "device/node_registration.h"
+#include "device/topology_score.h"
 #include "device/vendor.h"
+#include "deviceplugin/discovery.h"
 #include "deviceplugin/grpc_plugin.h"
 #include "deviceplugin/hook_install.h"
 #include "deviceplugin/nvml_driver.h"
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   std::string nvml_library = "libnvidia-ml.so.1", mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s", resource_name_flag;
   bool disable_core_limit = false, fail_on_init_error = true, pass_device_specs = false;
+  bool print_registration = false;
   int verbosity = 0, kube_burst = 200;
   float kube_qps = 100;
   double split_flag = 0, mem_scaling_flag = 0, core_scaling_flag = 0;
@@ -119,6 +123,8 @@ int main(int argc, char** argv) {
   app.add_option("--device-memory-scaling", mem_scaling_flag, "accepted; use deviceMemoryScaling");
   app.add_option("--device-cores-scaling", core_scaling_flag, "accepted; use deviceCoreScaling");
   app.add_option("--resource-name", resource_name_flag, "accepted; use resourceCountName");
+  app.add_flag("--print-registration", print_registration,
+               "discover the GPUs, print the node registration (and pair scores) and exit");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(verbosity);
@@ -208,6 +214,20 @@ int main(int argc, char** argv) {
     if (fail_on_init_error) return die(d.status().message());
     HAMI_LOG(Warning) << d.status().message() << "; retrying in 30 s";
     std::this_thread::sleep_for(std::chrono::seconds(30));
+  }
+  if (print_registration) {
+    Result<hami::deviceplugin::Inventory> inv = driver->Discover();
+    if (!inv.ok()) return die("GPU discovery: " + inv.status().message());
+    hami::deviceplugin::Registration reg =
+        hami::deviceplugin::BuildRegistration(*inv, opts.settings, {});
+    for (const std::string& w : reg.warnings) HAMI_LOG(Warning) << w;
+    std::vector<std::string> warnings;
+    std::printf("%s\n%s\n", hami::device::EncodeNodeDevicesJson(reg.devices).c_str(),
+                hami::device::EncodePairScores(
+                    hami::deviceplugin::BuildPairScores(*inv, reg.devices, &warnings))
+                    .c_str());
+    for (const std::string& w : warnings) HAMI_LOG(Warning) << w;
+    return 0;
   }
   if (alloc.operating_mode == "hami-core") {
     Result<hami::deviceplugin::InstalledHook> hook =
