@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "common/subprocess.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
 #include "k8s/typed.h"
@@ -199,6 +200,52 @@ TEST_F(NodeE2E, SmiInsideThePodShowsItsQuota) {
   std::string log = w_->Logs("default", "smi", "main").value_or("");
   EXPECT_NE(log.find("0MiB / 8192MiB"), std::string::npos) << log;
   EXPECT_EQ(NodeLock(k8s::GetString(*done, "/spec/nodeName")), "");
+
+  // The same with the real kubectl, when this machine has one.
+  std::string kubectl = FindOnPath("kubectl");
+  if (kubectl.empty()) return;
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {kubectl, "--kubeconfig", w_->kubeconfig(),
+                                     "--request-timeout=20s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, {"HOME=" + w_->dir(), "PATH=/usr/bin:/bin"});
+  };
+  ProcessResult logs = run({"logs", "smi"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("0MiB / 8192MiB"), std::string::npos) << logs.out;
+  ProcessResult gpus =
+      run({"get", "node", "node-a", "-o", "jsonpath={.status.allocatable.nvidia\\.com/gpu}"});
+  EXPECT_EQ(gpus.exit_code, 0) << gpus.err;
+  EXPECT_EQ(gpus.out, "80");
+}
+
+// A node in MPS mode (config.json): pods that ask for it get the MPS daemon's variables and
+// limits instead of libvgpu.
+TEST(NodeE2EMps, MpsNodesGiveMpsLimits) {
+  WorldOptions o = TwoNodes();
+  o.node_config_json = R"({"nodeconfig":[{"name":"node-b","operatingmode":"mps"}]})";
+  Result<std::unique_ptr<World>> w = World::Start(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Result<std::vector<device::DeviceInfo>> devs = device::DecodeNodeDevices(
+      Annotation(k8s::GetNode((*w)->client(), "node-b").value(), "hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok());
+  EXPECT_EQ((*devs)[0].mode, "mps");
+  std::string yaml =
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: mps\n  annotations:\n"
+      "    nvidia.com/vgpu-mode: mps\nspec:\n  restartPolicy: Never\n  containers:\n"
+      "  - name: main\n    image: busybox\n    command: [\"env\"]\n    resources:\n      limits:\n"
+      "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 4096\n        nvidia.com/gpucores: "
+      "40\n";
+  ASSERT_TRUE((*w)->Apply(yaml, "default").ok());
+  Result<k8s::Object> p = (*w)->WaitForPod("default", "mps", Terminal);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(k8s::GetString(*p, "/spec/nodeName"), "node-b");
+  std::string env = (*w)->Logs("default", "mps", "main").value_or("");
+  EXPECT_NE(env.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps\n"), std::string::npos) << env;
+  EXPECT_EQ(env.find("LD_PRELOAD="), std::string::npos) << env;
+  EXPECT_EQ(env.find("CUDA_DEVICE_MEMORY_LIMIT"), std::string::npos) << env;
 }
 
 TEST_F(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {
