@@ -1,8 +1,12 @@
 // The device plugin service on its real transport: PluginService + GrpcPlugin + PluginRunner
 // against the simulated API server and the simulated kubelet's device manager, talking gRPC over
 // unix sockets. The GPU driver is the in-memory fake (nvml_driver_test covers NVML itself).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -13,6 +17,7 @@
 #include "deviceplugin/grpc_plugin.h"
 #include "deviceplugin/plugin_service.h"
 #include "deviceplugin/runner.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -336,6 +341,41 @@ TEST_F(PluginTest, AnUnreachableApiServerHandsOutNothing) {
   EXPECT_EQ(service_->stats().allocations, 0u);
   // ListAndWatch keeps serving meanwhile.
   EXPECT_TRUE(kubelet_->Resources().at(kResource).connected);
+}
+
+// Hundreds of idle and stalled connections on the plugin's socket (a misbehaving local client)
+// must not keep kubelet from being answered: gRPC's pollers hold them without a thread each.
+TEST_F(PluginTest, TheSocketAnswersWithHundredsOfIdleConnectionsOpen) {
+  std::vector<int> fds;
+  for (int i = 0; i < 300; ++i) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", plugin_->socket_path().c_str());
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << i;
+    if (i % 3 == 0) {  // a third send half of the HTTP/2 client preface and stall
+      const char part[] = "PRI * HTTP/2.0\r\n";
+      ASSERT_GT(write(fd, part, sizeof(part) - 1), 0);
+    }
+    fds.push_back(fd);
+  }
+  auto channel =
+      grpc::CreateChannel("unix://" + plugin_->socket_path(), grpc::InsecureChannelCredentials());
+  auto stub = ::v1beta1::DevicePlugin::NewStub(channel);
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ::v1beta1::Empty req;
+    ::v1beta1::DevicePluginOptions opts;
+    grpc::Status s = stub->GetDevicePluginOptions(&ctx, req, &opts);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  // And kubelet's own stream still delivers: an XID reaches it.
+  driver_->Inject({kGpu0, 79});
+  EXPECT_TRUE(kubelet_->WaitFor([](const auto& r) { return !r.at(kResource).devices[0].healthy; },
+                                std::chrono::seconds(10)));
+  for (int fd : fds) close(fd);
 }
 
 class PreferredPluginTest : public PluginTest {
