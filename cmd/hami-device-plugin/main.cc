@@ -264,14 +264,13 @@ int main(int argc, char** argv) {
       service, {.plugin_dir = plugin_dir,
                 .socket_name = "nvidia-gpu.sock",
                 .preferred_allocation = opts.settings.enable_get_preferred_allocation});
-  hami::deviceplugin::PluginRunner runner(plugin);
-  if (Status s = runner.Start(); !s.ok()) return die(s.message());
-  std::thread announce([&runner, &plugin] {
-    while (runner.registrations() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::printf("serving %s\n", plugin.socket_path().c_str());
+  const std::string socket = plugin.socket_path();
+  hami::deviceplugin::PluginRunner runner(plugin, std::chrono::seconds(5), [socket](uint64_t n) {
+    if (n != 1) return;
+    std::printf("serving %s\n", socket.c_str());
     std::fflush(stdout);
   });
-  announce.detach();
+  if (Status s = runner.Start(); !s.ok()) return die(s.message());
 
   for (;;) {
     int sig = 0;

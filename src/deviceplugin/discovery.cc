@@ -120,7 +120,7 @@ std::vector<PluginDevice> BuildPluginDevices(const std::vector<device::DeviceInf
   for (const device::DeviceInfo& d : registered) {
     for (int32_t i = 0; i < d.count; ++i) {
       out.push_back(
-          {ReplicaId(d.id, static_cast<uint32_t>(i)), d.health, numa_topology ? d.numa : -1});
+          {ReplicaId(d.id, static_cast<uint32_t>(i)), d.id, d.health, numa_topology ? d.numa : -1});
     }
   }
   return out;

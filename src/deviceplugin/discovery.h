@@ -49,9 +49,10 @@ device::DevicePairScores BuildPairScores(const Inventory& inventory,
 
 // One kubelet device (a replica of a physical GPU).
 struct PluginDevice {
-  std::string id;       // "<UUID>-<i>"
-  bool healthy = true;  //
-  int numa_node = -1;   // -1: no topology advertised
+  std::string id;   // "<UUID>-<i>"
+  std::string gpu;  // the UUID of the GPU it is a replica of
+  bool healthy = true;
+  int numa_node = -1;  // -1: no topology advertised
   friend bool operator==(const PluginDevice&, const PluginDevice&) = default;
 };
 

@@ -116,11 +116,11 @@ TEST(PluginDevices, ReplicasWithHealthAndOptionalTopology) {
   Registration r = BuildRegistration(FourGpus(), s, {"GPU-c"});
   std::vector<PluginDevice> plain = BuildPluginDevices(r.devices, false);
   ASSERT_EQ(plain.size(), 8u);
-  EXPECT_EQ(plain[0], (PluginDevice{"GPU-a-0", true, -1}));
-  EXPECT_EQ(plain[1], (PluginDevice{"GPU-a-1", true, -1}));
-  EXPECT_EQ(plain[4], (PluginDevice{"GPU-c-0", false, -1}));
+  EXPECT_EQ(plain[0], (PluginDevice{"GPU-a-0", "GPU-a", true, -1}));
+  EXPECT_EQ(plain[1], (PluginDevice{"GPU-a-1", "GPU-a", true, -1}));
+  EXPECT_EQ(plain[4], (PluginDevice{"GPU-c-0", "GPU-c", false, -1}));
   std::vector<PluginDevice> numa = BuildPluginDevices(r.devices, true);
-  EXPECT_EQ(numa[4], (PluginDevice{"GPU-c-0", false, 1}));
+  EXPECT_EQ(numa[4], (PluginDevice{"GPU-c-0", "GPU-c", false, 1}));
   EXPECT_EQ(numa[6].numa_node, 0);
 }
 

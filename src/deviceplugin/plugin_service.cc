@@ -11,11 +11,9 @@
 #include "common/thread_name.h"
 #include "device/node_lock.h"
 #include "device/node_registration.h"
-#include "deviceplugin/device_ids.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
-#include "scheduler/clock.h"
 #include "scheduler/node_locker.h"
 
 namespace hami::deviceplugin {
@@ -128,7 +126,10 @@ struct PluginService::PendingPod {
 };
 
 PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options)
-    : client_(client), driver_(driver), options_(std::move(options)) {}
+    : client_(client),
+      driver_(driver),
+      options_(std::move(options)),
+      locker_(client_, clock_, {.expire_seconds = options_.node_lock_expire_seconds}) {}
 
 PluginService::~PluginService() { Stop(); }
 
@@ -207,10 +208,7 @@ void PluginService::RebuildLocked() {
   if (devices != devices_) {
     devices_ = std::move(devices);
     replicas_.clear();
-    for (const device::DeviceInfo& d : registration_.devices) {
-      for (int32_t i = 0; i < d.count; ++i)
-        replicas_[ReplicaId(d.id, static_cast<uint32_t>(i))] = d.id;
-    }
+    for (const PluginDevice& d : devices_) replicas_[d.id] = d.gpu;
     ++generation_;
     changed_.notify_all();
   }
@@ -381,10 +379,7 @@ Status PluginService::MarkFailed(const PendingPod& p, const std::string& reason)
   if (Result<k8s::WriteAck> e = k8s::CreateEvent(client_, ev); !e.ok()) {
     HAMI_LOG(Warning) << "pod " << v.Key() << ": cannot post event: " << e.status().message();
   }
-  scheduler::SystemClock clock;
-  scheduler::NodeLocker locker(client_, clock,
-                               {.expire_seconds = options_.node_lock_expire_seconds});
-  if (Status r = locker.Release(options_.node_name, v.ns, v.name, &p.node); !r.ok()) {
+  if (Status r = locker_.Release(options_.node_name, v.ns, v.name, &p.node); !r.ok()) {
     HAMI_LOG(Warning) << "pod " << v.Key() << ": cannot release the node lock: " << r.message();
   }
   {
@@ -462,10 +457,8 @@ Result<std::vector<ContainerAllocation>> PluginService::Allocate(
                      << ": allocated " << Describe(a) << " on node " << options_.node_name;
     }
     if (plan->complete) {
-      scheduler::SystemClock clock;
-      scheduler::NodeLocker locker(client_, clock,
-                                   {.expire_seconds = options_.node_lock_expire_seconds});
-      if (Status r = locker.Release(options_.node_name, p.view.ns, p.view.name, &p.node); !r.ok()) {
+      if (Status r = locker_.Release(options_.node_name, p.view.ns, p.view.name, &p.node);
+          !r.ok()) {
         HAMI_LOG(Warning) << "pod " << p.view.Key()
                           << ": allocation done but the node lock could not be released ("
                           << r.message() << "); the scheduler will take it over";

@@ -38,6 +38,8 @@
 #include "deviceplugin/health.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
+#include "scheduler/clock.h"
+#include "scheduler/node_locker.h"
 
 namespace hami::deviceplugin {
 
@@ -103,6 +105,8 @@ class PluginService {
   k8s::RestClient& client_;
   GpuDriver& driver_;
   const PluginOptions options_;
+  scheduler::SystemClock clock_;
+  scheduler::NodeLocker locker_;  // releases the node lock after an allocation (owner-checked)
   std::unique_ptr<HealthMonitor> health_;
 
   mutable std::mutex mu_;

@@ -15,8 +15,9 @@
 
 namespace hami::deviceplugin {
 
-PluginRunner::PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry)
-    : plugin_(plugin), retry_(retry) {}
+PluginRunner::PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry,
+                           std::function<void(uint64_t)> on_registered)
+    : plugin_(plugin), retry_(retry), on_registered_(std::move(on_registered)) {}
 
 PluginRunner::~PluginRunner() { Stop(); }
 
@@ -81,7 +82,8 @@ void PluginRunner::Run() {
       if (s.ok()) s = plugin_.Register();
       registered = s.ok();
       if (registered) {
-        ++registrations_;
+        uint64_t n = ++registrations_;
+        if (on_registered_) on_registered_(n);
       } else {
         HAMI_LOG(Warning) << s.message() << "; retrying in " << retry_.count() << " ms";
         restart_ = true;

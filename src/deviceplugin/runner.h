@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/status.h"
@@ -24,7 +25,10 @@ namespace hami::deviceplugin {
 
 class PluginRunner {
  public:
-  PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry = std::chrono::seconds(5));
+  // `on_registered` (may be empty) runs on the runner's thread after each successful
+  // registration, with the count so far.
+  PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry = std::chrono::seconds(5),
+               std::function<void(uint64_t)> on_registered = {});
   ~PluginRunner();
   PluginRunner(const PluginRunner&) = delete;
   PluginRunner& operator=(const PluginRunner&) = delete;
@@ -44,6 +48,7 @@ class PluginRunner {
 
   GrpcPlugin& plugin_;
   const std::chrono::milliseconds retry_;
+  const std::function<void(uint64_t)> on_registered_;
   int inotify_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: Stop and RequestRestart
   std::atomic<bool> stop_{false};

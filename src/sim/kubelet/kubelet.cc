@@ -160,6 +160,9 @@ class Kubelet::Impl {
   std::map<std::string, std::string> uid_of_;                  // guarded by mu_: "ns/name" -> UID
   std::vector<std::thread> reapers_;  // guarded by mu_: deleted pods' workers
   std::string start_time_ = Now();
+  // Extended resources an earlier run of this kubelet reported (written by RegisterNode, then
+  // read by the heartbeat thread).
+  std::set<std::string> plugin_resources_;
   std::thread heartbeat_, admitter_;
 };
 
@@ -800,6 +803,17 @@ Status Kubelet::Impl::RegisterNode() {
     Result<k8s::WriteAck> r =
         client_.PatchAck(k8s::kNodes, "", options_.node_name, k8s::PatchType::kMerge, patch.dump());
     if (!r.ok()) return r.status();
+    // Device plugin resources an earlier run reported count 0 until their plugin registers
+    // with this run, as kubelet does after a restart: no pod is admitted against them meanwhile.
+    Result<Json> existing = k8s::GetNode(client_, options_.node_name);
+    if (existing.ok() && existing->contains("status") &&
+        (*existing)["status"].contains("capacity")) {
+      for (const auto& [res, q] : (*existing)["status"]["capacity"].items()) {
+        if (res.find('/') != std::string::npos && !options_.capacity.count(res)) {
+          plugin_resources_.insert(res);
+        }
+      }
+    }
   }
   return UpdateNodeStatus();
 }
@@ -807,6 +821,7 @@ Status Kubelet::Impl::RegisterNode() {
 Status Kubelet::Impl::UpdateNodeStatus() {
   Json capacity = Json::object(), allocatable = Json::object();
   for (const auto& [k, v] : options_.capacity) capacity[k] = allocatable[k] = v;
+  for (const std::string& res : plugin_resources_) capacity[res] = allocatable[res] = "0";
   for (const auto& [res, st] : devices_->Resources()) {
     capacity[res] = std::to_string(st.Capacity());
     allocatable[res] = std::to_string(st.Allocatable());

@@ -4,6 +4,7 @@
 //    daemonEndpoints) and keeps a Lease in kube-node-lease renewed;
 //  - runs the device manager (device_manager.h) in <root>/device-plugins and mirrors every
 //    plugin's devices into the node's capacity (all devices) and allocatable (healthy ones);
+//    after a restart, resources of plugins not registered again yet count 0;
 //  - admits each pod bound to the node one at a time: extended resources a plugin serves are
 //    allocated through it (others are left to the scheduler, as kubelet does); a failure fails
 //    the pod with UnexpectedAdmissionError;

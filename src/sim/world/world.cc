@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "k8s/api_error.h"
 #include "k8s/config.h"
 #include "k8s/typed.h"
@@ -351,12 +352,11 @@ Status World::Signal(const std::string& process, int sig) {
 }
 
 Status World::InjectXid(const std::string& node, int device, int xid) {
-  std::string cmd = Bin("hami-simctl") + " --state " + GpuState(node) + " inject-xid --device " +
-                    std::to_string(device) + " --xid " + std::to_string(xid) + " >> " +
-                    LogFile("simctl") + " 2>&1";
-  std::string env = "HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf ";
-  if (std::system((env + cmd).c_str()) != 0) {
-    return Status(StatusCode::kInternal, "hami-simctl inject-xid failed (see simctl.log)");
+  ProcessResult r = RunProcess({Bin("hami-simctl"), "--state", GpuState(node), "inject-xid",
+                                "--device", std::to_string(device), "--xid", std::to_string(xid)},
+                               {"HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf"});
+  if (r.exit_code != 0) {
+    return Status(StatusCode::kInternal, "hami-simctl inject-xid failed: " + r.err);
   }
   return OkStatus();
 }
