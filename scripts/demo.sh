@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# The README's main job: builds the tree, then
-#  1. runs a workload under memory and compute quotas on the simulated GPU (`hamictl demo`):
-#     the quota seen from inside the process and the limiter at work;
-#  2. runs the whole simulated control plane on the example pod specs (`hami-sim-cluster`):
-#     webhook, extender filter and bind, node lock and device-plugin acknowledgement, and the
-#     annotations and events a user reads.
-# Exit status 0 only when every check of both parts held.
+# The README's main job: installs what it needs, builds the binaries the simulated cluster runs
+# (not the whole tree), then runs hami-sim-world: the whole system on three simulated GPU nodes,
+# the user's eight seed scenarios applied to it, and a report of where each pod went and why,
+# the quota each container got and what it really uses. Exit status 0 only when every
+# expectation of the seed holds.
+#
+#   bash scripts/demo.sh                 # the report, then everything stops
+#   bash scripts/demo.sh --keep          # leaves the world running for kubectl ("stop" ends it)
+#   bash scripts/demo.sh vgpu            # the guided tour of libvgpu alone (hamictl demo)
+#
+# Other arguments go to hami-sim-world (--report-json FILE, --dir DIR, --help).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-BUILD_DIR="$build" bash "$root/scripts/build.sh" -DHAMI_BUILD_BENCH=OFF
-status=0
-"$build/bin/hamictl" demo --build-dir "$build" || status=1
-echo
-echo "=== Control plane ==="
-log="$build/hami-sim-cluster.log"
-if "$build/bin/hami-sim-cluster" --examples "$root/examples/seed000" 2>"$log"; then
-  echo "(every decision the components logged: $log)"
-else
-  status=1
-  echo "hami-sim-cluster failed; its log ($log) ends with:"
-  tail -20 "$log"
+bash "$root/scripts/deps.sh"
+werror=OFF
+if [[ "${CI:-}" == "true" ]]; then werror=ON; fi
+cmake -S "$root" -B "$build" -G Ninja -DHAMI_WERROR=$werror >/dev/null
+if [[ "${1:-}" == "vgpu" ]]; then
+  shift
+  cmake --build "$build" -j "$(nproc)" --target hamictl vgpu vgpu_probe hami_sim_cuda hami_sim_nvml
+  exec "$build/bin/hamictl" demo --build-dir "$build" "$@"
 fi
-exit "$status"
+echo "Building what the simulated cluster runs (the first build takes several minutes) ..."
+cmake --build "$build" -j "$(nproc)" --target hami-sim-world
+exec "$build/bin/hami-sim-world" "$@"

@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libyaml-cpp-dev
   libcpp-httplib-dev libssl-dev libcurl4-openssl-dev zlib1g-dev openssl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  prometheus  # promtool and a real Prometheus for the exporters' tests
 )
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then

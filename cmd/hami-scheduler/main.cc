@@ -34,21 +34,6 @@ namespace {
 using hami::Result;
 using hami::Status;
 
-// "host:port" or ":port" -> (host, port); host "" or "0.0.0.0" listens everywhere.
-Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
-  size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) return hami::InvalidArgumentError("\"" + addr + "\": no port");
-  *host = addr.substr(0, colon);
-  if (host->empty()) *host = "0.0.0.0";
-  char* end = nullptr;
-  long p = std::strtol(addr.c_str() + colon + 1, &end, 10);  // NOLINT(runtime/int)
-  if (end == addr.c_str() + colon + 1 || *end != '\0' || p < 0 || p > 65535) {
-    return hami::InvalidArgumentError("\"" + addr + "\": bad port");
-  }
-  *port = static_cast<int>(p);
-  return hami::OkStatus();
-}
-
 std::string Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "hami-scheduler";
@@ -177,7 +162,7 @@ int main(int argc, char** argv) {
   if (!svc.ok()) return die(svc.status().ToString());
 
   hami::net::HttpServerOptions http;
-  if (Status s = SplitHostPort(http_bind, &http.host, &http.port); !s.ok()) {
+  if (Status s = hami::net::SplitHostPort(http_bind, &http.host, &http.port); !s.ok()) {
     return die("--http_bind: " + s.message());
   }
   if (!cert_file.empty() || !key_file.empty()) {
@@ -190,7 +175,7 @@ int main(int argc, char** argv) {
   (*svc)->RegisterRoutes(**server);
 
   hami::net::HttpServerOptions mhttp;
-  if (Status s = SplitHostPort(metrics_bind, &mhttp.host, &mhttp.port); !s.ok()) {
+  if (Status s = hami::net::SplitHostPort(metrics_bind, &mhttp.host, &mhttp.port); !s.ok()) {
     return die("--metrics-bind-address: " + s.message());
   }
   mhttp.worker_threads = 4;

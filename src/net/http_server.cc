@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -830,5 +831,20 @@ void HttpServer::ServeConnectionForTesting(int fd) const {
 bool HttpServer::tls() const { return impl_->cert != nullptr; }
 int HttpServer::port() const { return impl_->port; }
 std::shared_ptr<CertificateSource> HttpServer::certificate() const { return impl_->cert; }
+
+Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos) return InvalidArgumentError("\"" + addr + "\": no port");
+  *host = addr.substr(0, colon);
+  if (host->empty()) *host = "0.0.0.0";
+  const char* digits = addr.c_str() + colon + 1;
+  char* end = nullptr;
+  long p = std::strtol(digits, &end, 10);  // NOLINT(runtime/int)
+  if (end == digits || *end != '\0' || p < 0 || p > 65535) {
+    return InvalidArgumentError("\"" + addr + "\": bad port");
+  }
+  *port = static_cast<int>(p);
+  return OkStatus();
+}
 
 }  // namespace hami::net

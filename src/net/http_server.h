@@ -138,6 +138,10 @@ struct HttpServerOptions {
   std::shared_ptr<CertificateSource> certificate;
 };
 
+// A listen address as the Go binaries take it: "host:port" or ":port" (everywhere; host
+// "0.0.0.0" too). Port 0 picks a free port.
+Status SplitHostPort(const std::string& addr, std::string* host, int* port);
+
 class HttpServer {
  public:
   // Validates the options and loads the TLS material; nothing listens until Start().

@@ -1042,13 +1042,24 @@ std::string SchedulerService::Metrics() {
   build.platform = "linux";
   MetricsOptions mo;
   mo.legacy = options_.legacy_metrics;
+  PendingPods pending;
+  if (pods_ != nullptr) {
+    for (const k8s::ObjectPtr& pod : pods_->List()) {
+      if (k8s::GetString(*pod, "/spec/schedulerName") != options_.scheduler_name ||
+          !k8s::GetString(*pod, "/spec/nodeName").empty() ||
+          !k8s::GetString(*pod, "/metadata/deletionTimestamp").empty()) {
+        continue;
+      }
+      ++pending[k8s::Namespace(*pod)];
+    }
+  }
   std::shared_lock<std::shared_mutex> lock(mu_);
   std::vector<QuotaMetric> quotas;
   for (const QuotaUsageLine& l : quota_.Lines(ledger_)) {
     quotas.push_back(QuotaMetric{l.ns, l.quota_name, l.resource, static_cast<double>(l.used),
                                  static_cast<double>(l.limit)});
   }
-  return RenderSchedulerMetrics(ledger_, quotas, build, mo);
+  return RenderSchedulerMetrics(ledger_, quotas, build, mo, pending);
 }
 
 void SchedulerService::RegisterRoutes(net::HttpServer& server) {

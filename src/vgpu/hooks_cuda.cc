@@ -111,6 +111,7 @@ inline void BeforeLaunch(uint64_t gx, uint64_t gy, uint64_t gz, uint64_t bx, uin
                          uint64_t bz) {
   if (!EnterProcess()) return;
   WaitIfPaused();
+  NoteLaunch();
   if (LaunchGateActive()) GateLaunch(LaunchUnits(gx, gy, gz, bx, by, bz));
 }
 
@@ -160,6 +161,7 @@ void RecordGraph(CUresult rc, CUgraphExec* exec, CUgraph graph) {
 void BeforeGraphLaunch(CUgraphExec exec) {
   if (!EnterProcess()) return;
   WaitIfPaused();
+  NoteLaunch();
   if (!LaunchGateActive()) return;
   AllocRecord rec;
   if (Rt().table.Find(KeySpace::kGraphExec, reinterpret_cast<uint64_t>(exec), &rec)) {

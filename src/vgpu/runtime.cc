@@ -445,6 +445,21 @@ void WaitIfPaused() {
   VGPU_NOTICE("resumed");
 }
 
+void NoteLaunch() {
+  Runtime& r = g_rt;
+  if (r.region == nullptr) return;
+  RegionHeader* h = r.region->header();
+  int32_t rk = h->recent_kernel.load(std::memory_order_relaxed);
+  // A negative value is the monitor's "wait" and is not overwritten by a launch.
+  if (rk >= 0 && rk != 2) h->recent_kernel.compare_exchange_strong(rk, 2);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  uint64_t now_s = static_cast<uint64_t>(ts.tv_sec);
+  if (h->last_kernel_time.load(std::memory_order_relaxed) != now_s) {
+    h->last_kernel_time.store(now_s, std::memory_order_relaxed);
+  }
+}
+
 bool LaunchGateActive() {
   Runtime& r = g_rt;
   if (r.region != nullptr &&
@@ -470,9 +485,6 @@ void GateLaunch(uint64_t units) {
   if (r.cfg.policy == CorePolicy::kDefault &&
       h->utilization_switch.load(std::memory_order_relaxed) == 0) {
     return;
-  }
-  if (h->recent_kernel.load(std::memory_order_relaxed) != 2) {
-    h->recent_kernel.store(2, std::memory_order_relaxed);
   }
   d.work_units.fetch_add(units, std::memory_order_relaxed);
   d.launches.fetch_add(1, std::memory_order_relaxed);

@@ -144,6 +144,9 @@ void Uncharge(int dev, uint64_t bytes, MemKind kind);
 
 // Blocks while hamictl suspended the container or the monitor paused it for priority.
 void WaitIfPaused();
+// Marks the container active for the monitor's feedback loop (recent_kernel = 2) and stamps
+// last_kernel_time; called on every launch. Costs two relaxed loads when nothing changes.
+void NoteLaunch();
 // True if launches must pass the SM gate. Notices live limit changes (region config_gen).
 bool LaunchGateActive();
 // Admission of a launch of `units` work units on the current device: applies the SM limit.

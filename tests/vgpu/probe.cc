@@ -46,6 +46,7 @@ namespace {
 #define PROBE_CUDA(X)                                                     \
   X(cuInit, "cuInit", 12000, false)                                       \
   X(cuDeviceGet, "cuDeviceGet", 12000, false)                             \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 12000, false)           \
   X(cuDeviceGetCount, "cuDeviceGetCount", 12000, false)                   \
   X(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 12000, false)                  \
   X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 12000, false)                \
@@ -385,6 +386,20 @@ int64_t NowNs() {
 // alike: the simulator's exact mode answers each poll with one sample covering the time since
 // the last, a real driver (or the simulator's nvml_sample_ms mode) produces one sample per
 // sampling period and answers NOT_FOUND in between.
+// This process's PID as NVML reports it: the host's. Inside a PID namespace the simulated driver
+// learns it from the host procfs handed down in HAMI_SIM_HOST_PROC_FD, and so does the probe.
+int NvmlPid() {
+  static const int pid = [] {
+    const char* fd = getenv("HAMI_SIM_HOST_PROC_FD");
+    char buf[32];
+    ssize_t n = fd != nullptr ? readlinkat(atoi(fd), "self", buf, sizeof(buf) - 1) : -1;
+    if (n <= 0) return static_cast<int>(getpid());
+    buf[n] = '\0';
+    return atoi(buf);
+  }();
+  return pid;
+}
+
 class UtilSampler {
  public:
   bool Start(int device, unsigned long long since_us) {
@@ -429,7 +444,7 @@ class UtilSampler {
     unsigned mine = 0;
     for (unsigned i = 0; i < count; ++i) {
       if (s[i].timeStamp > newest) newest = s[i].timeStamp;
-      if (s[i].pid == static_cast<unsigned>(getpid())) mine += s[i].smUtil;
+      if (s[i].pid == static_cast<unsigned>(NvmlPid())) mine += s[i].smUtil;
     }
     if (newest <= last_us_) return;
     double w = static_cast<double>(newest - last_us_);
@@ -578,16 +593,28 @@ int CmdWorkload(const Args& a) {
   printf("workload: device %d memory total=%zuMiB free=%zuMiB allocated=%lluMiB rc=%d\n", g_device,
          total_b >> 20, free_b >> 20,
          static_cast<unsigned long long>(rc == CUDA_SUCCESS ? want >> 20 : 0), rc);
+  const char* sm_limit = getenv("CUDA_DEVICE_SM_LIMIT");
+  printf("workload: CUDA_DEVICE_SM_LIMIT=%s\n", sm_limit != nullptr ? sm_limit : "(unset)");
   fflush(stdout);
   CUmodule mod = LoadKernels();
   CUfunction fn;
   Check(cu.cuModuleGetFunction(&fn, mod, "hami_sim_spin"), "cuModuleGetFunction");
+  // One block per SM: alone and unlimited, the workload keeps the whole GPU busy.
+  int sms = 0;
+  CUdevice dev;
+  Check(cu.cuDeviceGet(&dev, g_device), "cuDeviceGet");
+  if (cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) !=
+          CUDA_SUCCESS ||
+      sms <= 0) {
+    sms = 16;
+  }
+  const unsigned blocks = static_cast<unsigned>(a.Num("--blocks", std::to_string(sms).c_str()));
   uint64_t block_ns = 2000000;
   void* params[] = {&block_ns};
   int64_t start = NowNs(), next_report = start + 1000000000;
   long launches = 0;
   while (!g_stop && (duration_ns == 0 || NowNs() - start < duration_ns)) {
-    Check(cu.cuLaunchKernel(fn, 16, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch");
+    Check(cu.cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch");
     ++launches;
     if (NowNs() >= next_report) {
       printf("workload: kernels=%ld\n", launches);

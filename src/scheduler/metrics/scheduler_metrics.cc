@@ -1,7 +1,5 @@
 #include "scheduler/metrics/scheduler_metrics.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -12,159 +10,12 @@
 #include <tuple>
 #include <utility>
 
+#include "common/prom_text.h"
+
 namespace hami::scheduler {
 namespace {
 
 constexpr double kBytesPerMiB = 1048576.0;
-
-// Appends a label value or HELP text escaped for the text format: backslash, newline and (label
-// values only) the double quote.
-bool NeedsEscaping(std::string_view s) {
-  bool plain = true;
-  for (char c : s) plain &= c != '\\' && c != '\n' && c != '"';
-  return !plain;
-}
-
-void AppendEscaped(std::string* out, std::string_view s, bool quote) {
-  if (!NeedsEscaping(s)) {
-    out->append(s);
-    return;
-  }
-  for (char c : s) {
-    switch (c) {
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '"':
-        if (quote) {
-          out->append("\\\"");
-          break;
-        }
-        [[fallthrough]];
-      default:
-        out->push_back(c);
-    }
-  }
-}
-
-template <typename Int>
-void AppendInt(std::string* out, Int v) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, end);
-}
-
-// Appends `v` the way Prometheus' Go client prints sample values (strconv 'g' with the shortest
-// precision): plain decimals for exponents -4..5, scientific ("3.221225472e+09") outside.
-void AppendValue(std::string* out, double v) {
-  if (std::isnan(v)) {
-    out->append("NaN");
-    return;
-  }
-  if (std::isinf(v)) {
-    out->append(v > 0 ? "+Inf" : "-Inf");
-    return;
-  }
-  // Whole numbers below 2^53 (every value here but the ratios) are exact, so their shortest
-  // representation is their digits without trailing zeros: format them without floating point.
-  if (v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
-    int64_t i = static_cast<int64_t>(v);
-    if (i > -1000000 && i < 1000000) {
-      AppendInt(out, i);
-      return;
-    }
-    char digits[24];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), i < 0 ? -i : i);
-    int exponent = static_cast<int>(end - digits) - 1;
-    while (end > digits + 1 && end[-1] == '0') --end;
-    if (i < 0) out->push_back('-');
-    out->push_back(digits[0]);
-    if (end > digits + 1) out->append(1, '.').append(digits + 1, end);
-    out->append("e+");
-    if (exponent < 10) out->push_back('0');
-    AppendInt(out, exponent);
-    return;
-  }
-  char buf[40];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
-  std::string_view sci(buf, static_cast<size_t>(end - buf));
-  int exponent = 0;
-  size_t e = sci.find('e');
-  std::from_chars(sci.data() + e + (sci[e + 1] == '+' ? 2 : 1), sci.data() + sci.size(), exponent);
-  if (exponent < -4 || exponent >= 6) {
-    out->append(sci);
-    return;
-  }
-  auto [fend, fec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
-  out->append(buf, fend);
-}
-
-// Builds the page family by family. A family's HELP/TYPE header is written with its first
-// series, so families without series do not appear.
-class Page {
- public:
-  explicit Page(size_t reserve) {
-    out_.reserve(reserve);
-#ifdef MADV_HUGEPAGE
-    // A large cluster's page is tens of MiB, written once. Faulting that in 4 KiB pages costs
-    // more than rendering it (measured: 130 ms vs 12 ms for 47 MiB in a VM), so ask for huge
-    // pages over the aligned middle of the buffer. Advisory: failure changes nothing.
-    constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-    if (reserve >= 4 * kHuge) {
-      uintptr_t begin = (reinterpret_cast<uintptr_t>(out_.data()) + kHuge - 1) & ~(kHuge - 1);
-      uintptr_t end = (reinterpret_cast<uintptr_t>(out_.data()) + reserve) & ~(kHuge - 1);
-      if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    }
-#endif
-  }
-
-  void Family(std::string_view name, std::string_view help) {
-    name_ = name;
-    help_ = help;
-    header_written_ = false;
-  }
-
-  // Starts a series of the current family; follow with Label()s and End().
-  void Begin() {
-    if (!header_written_) {
-      out_.append("# HELP ").append(name_).push_back(' ');
-      AppendEscaped(&out_, help_, /*quote=*/false);
-      out_.append("\n# TYPE ").append(name_).append(" gauge\n");
-      header_written_ = true;
-    }
-    out_.append(name_).push_back('{');
-  }
-  void Label(std::string_view key, std::string_view value) {
-    out_.append(key).append("=\"");
-    AppendEscaped(&out_, value, /*quote=*/true);
-    out_.append("\",");
-  }
-  // A label whose value is already escaped (the per-row strings below).
-  void Escaped(std::string_view key, std::string_view value) {
-    out_.append(key).append("=\"").append(value).append("\",");
-  }
-  template <typename Int>
-  void IntLabel(std::string_view key, Int value) {
-    out_.append(key).append("=\"");
-    AppendInt(&out_, value);
-    out_.append("\",");
-  }
-  void End(double value) {
-    out_.append("zone=\"vGPU\"} ");
-    AppendValue(&out_, value);
-    out_.push_back('\n');
-  }
-
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-  std::string_view name_, help_;
-  bool header_written_ = false;
-};
 
 // The row structs below hold label values already escaped (escaping once per row, not once per
 // series, is a third of the rendering time saved).
@@ -234,18 +85,18 @@ double MemoryRatio(const LedgerDevice& d) {
 }
 
 // Label sets shared by the per-device families.
-void DeviceLabels(Page& p, const DeviceRow& r) {
+void DeviceLabels(PromPage& p, const DeviceRow& r) {
   p.Escaped("node", r.node_name);
   p.Escaped("device_uuid", r.uuid);
   p.IntLabel("device_index", r.dev().index);
 }
-void LegacyDeviceLabels(Page& p, const DeviceRow& r) {
+void LegacyDeviceLabels(PromPage& p, const DeviceRow& r) {
   p.Escaped("nodeid", r.node_name);
   p.Escaped("deviceuuid", r.uuid);
   p.IntLabel("deviceidx", r.dev().index);
 }
 
-void RenderDevices(Page& p, const std::vector<DeviceRow>& rows) {
+void RenderDevices(PromPage& p, const std::vector<DeviceRow>& rows) {
   p.Family("hami_gpu_memory_limit_bytes", "Device memory HAMi may allocate on a GPU, in bytes");
   for (const DeviceRow& r : rows) {
     p.Begin();
@@ -300,7 +151,7 @@ void RenderDevices(Page& p, const std::vector<DeviceRow>& rows) {
   }
 }
 
-void RenderLegacyDevices(Page& p, const std::vector<DeviceRow>& rows) {
+void RenderLegacyDevices(PromPage& p, const std::vector<DeviceRow>& rows) {
   p.Family("GPUDeviceMemoryLimit", "Device memory limit of a GPU, in bytes (legacy name)");
   for (const DeviceRow& r : rows) {
     p.Begin();
@@ -355,7 +206,7 @@ void RenderLegacyDevices(Page& p, const std::vector<DeviceRow>& rows) {
   }
 }
 
-void RenderMig(Page& p, const std::vector<MigRow>& rows, bool legacy) {
+void RenderMig(PromPage& p, const std::vector<MigRow>& rows, bool legacy) {
   if (legacy) {
     // The legacy name is "<profile>-<gpu instance id>"; the scheduler does not know the id, so
     // instances of one profile on one GPU share a series.
@@ -388,15 +239,15 @@ void RenderMig(Page& p, const std::vector<MigRow>& rows, bool legacy) {
   }
 }
 
-void RenderQuotas(Page& p, const std::vector<QuotaRow>& rows, bool legacy) {
+void RenderQuotas(PromPage& p, const std::vector<QuotaRow>& rows, bool legacy) {
   std::string limit;
   // The limit label is the quota's integer as written ("20000", never "2e+04").
   auto limit_text = [&](const QuotaRow& q) -> std::string_view {
     limit.clear();
     if (q.limit == std::trunc(q.limit) && std::fabs(q.limit) < 9007199254740992.0) {
-      AppendInt(&limit, static_cast<int64_t>(q.limit));
+      AppendPromInt(&limit, static_cast<int64_t>(q.limit));
     } else {
-      AppendValue(&limit, q.limit);
+      AppendPromValue(&limit, q.limit);
     }
     return limit;
   };
@@ -428,7 +279,7 @@ void RenderQuotas(Page& p, const std::vector<QuotaRow>& rows, bool legacy) {
   }
 }
 
-void RenderCharges(Page& p, const std::vector<ChargeRow>& rows, bool legacy) {
+void RenderCharges(PromPage& p, const std::vector<ChargeRow>& rows, bool legacy) {
   auto labels = [&](const ChargeRow& r) {
     p.Escaped("namespace", r.ns);
     p.Escaped("node", r.node_name);
@@ -475,13 +326,14 @@ void RenderCharges(Page& p, const std::vector<ChargeRow>& rows, bool legacy) {
 }  // namespace
 
 std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
-                                   const BuildInfo& build, const MetricsOptions& options) {
+                                   const BuildInfo& build, const MetricsOptions& options,
+                                   const PendingPods& pending) {
   const LedgerStrings& s = ledger.strings();
   std::deque<std::string> escaped_store;  // stable storage for the rare values that need escaping
   auto escaped = [&](std::string_view v) -> std::string_view {
-    if (!NeedsEscaping(v)) return v;
+    if (!PromNeedsEscaping(v)) return v;
     std::string& e = escaped_store.emplace_back();
-    AppendEscaped(&e, v, /*quote=*/true);
+    AppendPromEscaped(&e, v, /*quote=*/true);
     return e;
   };
   std::vector<DeviceRow> devices;
@@ -550,14 +402,22 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
 
   // About 170 bytes per series: 7 device families (+7 legacy), 2 (+2) per charge.
   size_t per_device = options.legacy ? 14 : 7, per_charge = options.legacy ? 4 : 2;
-  Page p((devices.size() * per_device + charges.size() * per_charge + migs.size() * 2 +
-          quota_rows.size() * 3) *
-             170 +
-         4096);
+  PromPage p((devices.size() * per_device + charges.size() * per_charge + migs.size() * 2 +
+              quota_rows.size() * 3) *
+                 170 +
+             4096);
   RenderDevices(p, devices);
   RenderMig(p, migs, /*legacy=*/false);
   RenderQuotas(p, quota_rows, /*legacy=*/false);
   RenderCharges(p, charges, /*legacy=*/false);
+  p.Family("hami_scheduler_pending_pods",
+           "Pods waiting for hami-scheduler to place them (no node yet), per namespace");
+  for (const auto& [ns, count] : pending) {
+    if (count <= 0) continue;
+    p.Begin();
+    p.Label("namespace", ns);
+    p.End(static_cast<double>(count));
+  }
   p.Family("hami_build_info", "Build of the running hami-scheduler (always 1)");
   p.Begin();
   p.Label("version", build.version);

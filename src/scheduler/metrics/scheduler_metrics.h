@@ -17,6 +17,7 @@
 //   per pod and device      namespace, node, pod, container_index, device_uuid:
 //     hami_vgpu_memory_allocated_bytes, hami_vgpu_core_allocated_ratio. A pod's charge is the
 //     collapse of all its containers, so container_index is always "0" (as upstream's).
+//   per namespace           hami_scheduler_pending_pods{namespace}: pods waiting for a node
 //   hami_build_info{version, revision, build_date, compiler, platform} = 1
 // With MetricsOptions::legacy the pre-rename families follow as well, with their own label names:
 // GPUDeviceMemoryLimit, GPUDeviceCoreLimit, GPUDeviceMemoryAllocated, GPUDeviceSharedNum,
@@ -31,6 +32,8 @@
 // Thread safety: pure function; the caller holds the ledger's (shared) lock while it runs.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,7 +62,12 @@ struct MetricsOptions {
   bool legacy = false;  // --legacy-metrics: also emit the legacy family names
 };
 
+// Pods waiting for this scheduler (its schedulerName, no node yet), by namespace; namespaces
+// with none are left out. Exported as hami_scheduler_pending_pods{namespace}.
+using PendingPods = std::map<std::string, int64_t>;
+
 std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
-                                   const BuildInfo& build, const MetricsOptions& options);
+                                   const BuildInfo& build, const MetricsOptions& options,
+                                   const PendingPods& pending = {});
 
 }  // namespace hami::scheduler

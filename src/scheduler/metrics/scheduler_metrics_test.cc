@@ -228,6 +228,18 @@ TEST(SchedulerMetrics, LabelValuesAreEscaped) {
       R"(hami_build_info{version="v\"1",revision="a\\b",build_date="",compiler="",platform="",zone="vGPU"} 1)"));
 }
 
+TEST(SchedulerMetrics, PendingPodsPerNamespace) {
+  SchedulerWorld w;
+  std::string page = RenderSchedulerMetrics(w.ledger(), {}, BuildInfo{}, MetricsOptions{},
+                                            PendingPods{{"team-a", 3}, {"team-b", 0}});
+  ASSERT_EQ(CheckExposition(page), "");
+  EXPECT_TRUE(HasLine(page, R"(hami_scheduler_pending_pods{namespace="team-a",zone="vGPU"} 3)"))
+      << page;
+  EXPECT_EQ(page.find("team-b"), std::string::npos) << "namespaces with none are left out";
+  page = RenderSchedulerMetrics(w.ledger(), {}, BuildInfo{}, MetricsOptions{});
+  EXPECT_EQ(page.find("hami_scheduler_pending_pods"), std::string::npos);
+}
+
 TEST(SchedulerMetrics, QuotaSeries) {
   SchedulerWorld w;
   std::vector<QuotaMetric> quotas = {

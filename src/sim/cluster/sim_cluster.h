@@ -8,7 +8,7 @@
 //   c.ApplyYamlFile(path, "default");               // pods go through the webhook
 //   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });
 //
-// For tests, benchmarks and the demo (hami-sim-cluster), not for production. Thread safety: one
+// For tests and benchmarks, not for production. Thread safety: one
 // owning thread (the parts run their own threads).
 #pragma once
 

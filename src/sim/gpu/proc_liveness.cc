@@ -4,14 +4,56 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hami::sim {
+namespace {
+
+// The procfs the driver's questions go to: HAMI_SIM_HOST_PROC_FD when it names an open
+// directory, else the process's own /proc (AT_FDCWD with absolute paths).
+int ProcDirFd() {
+  static const int fd = [] {
+    const char* v = getenv("HAMI_SIM_HOST_PROC_FD");
+    if (v == nullptr || *v == '\0') return -1;
+    char* end = nullptr;
+    long n = strtol(v, &end, 10);  // NOLINT(runtime/int)
+    struct stat st;
+    if (*end != '\0' || n < 0 || n > 1 << 20 || fstat(static_cast<int>(n), &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      return -1;
+    }
+    return static_cast<int>(n);
+  }();
+  return fd;
+}
+
+int OpenProc(const char* rel) {
+  int dir = ProcDirFd();
+  if (dir >= 0) return openat(dir, rel, O_RDONLY | O_CLOEXEC);
+  char path[80];
+  snprintf(path, sizeof(path), "/proc/%s", rel);
+  return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace
+
+pid_t SimSelfPid() {
+  int dir = ProcDirFd();
+  if (dir < 0) return getpid();
+  // "self" in a procfs resolves to the caller's PID in that procfs's namespace.
+  char buf[32];
+  ssize_t n = readlinkat(dir, "self", buf, sizeof(buf) - 1);
+  if (n <= 0) return getpid();
+  buf[n] = '\0';
+  long pid = strtol(buf, nullptr, 10);  // NOLINT(runtime/int)
+  return pid > 0 ? static_cast<pid_t>(pid) : getpid();
+}
 
 uint64_t ProcessStartTime(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  char rel[48];
+  snprintf(rel, sizeof(rel), "%d/stat", static_cast<int>(pid));
+  int fd = OpenProc(rel);
   if (fd < 0) return 0;
   char buf[1024];
   ssize_t n = read(fd, buf, sizeof(buf) - 1);

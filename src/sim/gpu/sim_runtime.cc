@@ -67,8 +67,9 @@ int SimRuntime::Slot() {
   const int64_t pid = getpid();
   int64_t cached = slot_cache_.load(std::memory_order_acquire);
   if (cached >= 0 && (cached >> 16) == pid) return static_cast<int>(cached & 0xffff);
-  int slot =
-      state_->RegisterProcess(static_cast<pid_t>(pid), ProcessStartTime(static_cast<pid_t>(pid)));
+  // Recorded by host PID, as a real driver reports processes (proc_liveness.h).
+  const pid_t host_pid = SimSelfPid();
+  int slot = state_->RegisterProcess(host_pid, ProcessStartTime(host_pid));
   if (slot < 0) {
     SimLogError("shared process table is full (%d live processes); cannot charge memory",
                 kMaxProcesses);

@@ -327,6 +327,7 @@ class PodWorker {
     LaunchContext ctx;
     ctx.node_env = k_.options_.node_env;
     ctx.stand_in = k_.options_.stand_in;
+    ctx.stand_in_for_gpu_containers = k_.options_.stand_in_for_gpu_containers;
     for (const std::string& kv : ctx.node_env) {
       if (kv.rfind("PATH=", 0) == 0) ctx.path = kv.substr(5);
     }
@@ -347,7 +348,9 @@ class PodWorker {
   bool StartContainer(Container& c) {
     std::vector<const ContainerDevices*> answers;
     for (const ContainerDevices& d : answers_[c.spec.name]) answers.push_back(&d);
-    Result<Launch> launch = PrepareLaunch(c.spec, answers, Context());
+    LaunchContext ctx = Context();
+    ctx.has_devices = !answers.empty();
+    Result<Launch> launch = PrepareLaunch(c.spec, answers, ctx);
     std::filesystem::create_directories(c.workdir);
     int log = open(c.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (!launch.ok()) {

@@ -40,8 +40,9 @@ struct KubeletOptions {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> capacity = {
       {"cpu", "32"}, {"memory", "256Gi"}, {"pods", "110"}};
-  std::vector<std::string> node_env;  // every container's base environment (KEY=VALUE)
-  std::vector<std::string> stand_in;  // argv of the stand-in GPU workload
+  std::vector<std::string> node_env;         // every container's base environment (KEY=VALUE)
+  std::vector<std::string> stand_in;         // argv of the stand-in GPU workload
+  bool stand_in_for_gpu_containers = false;  // see LaunchContext
   std::string address = "127.0.0.1";
   std::chrono::milliseconds heartbeat{10000};
   int lease_seconds = 40;

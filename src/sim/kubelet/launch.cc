@@ -77,6 +77,12 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
       }
     }
   }
+  if (ctx.stand_in_for_gpu_containers && ctx.has_devices && !ctx.stand_in.empty()) {
+    out.argv = ctx.stand_in;
+    out.stand_in = true;
+    out.note = "this node runs the stand-in GPU workload in every container given a GPU";
+    return out;
+  }
   if (!program.empty()) {
     argv[0] = program;
     out.argv = std::move(argv);

@@ -10,7 +10,8 @@
 //    translated through the mounts (what the dynamic loader does inside the container);
 //  - the command runs as written when its program exists on this machine (command[0] as a path,
 //    or found on PATH); otherwise, or when the spec has no command (an image's entrypoint), the
-//    node's stand-in GPU workload runs and `note` says why.
+//    node's stand-in GPU workload runs and `note` says why (also, with
+//    stand_in_for_gpu_containers, for every container given devices).
 //
 // Thread safety: pure functions (file reads go through the given reader).
 #pragma once
@@ -41,8 +42,12 @@ struct ContainerSpec {
 };
 
 struct LaunchContext {
-  std::vector<std::string> node_env;          // KEY=VALUE
-  std::vector<std::string> stand_in;          // argv of the stand-in workload
+  std::vector<std::string> node_env;  // KEY=VALUE
+  std::vector<std::string> stand_in;  // argv of the stand-in workload
+  // Run the stand-in for every container that was given devices, whatever its command (a
+  // demo cluster whose pod specs say `sleep infinity` still shows GPU use).
+  bool stand_in_for_gpu_containers = false;
+  bool has_devices = false;                   // this container was given devices by a plugin
   std::string path;                           // PATH used to find commands
   std::map<std::string, std::string> fields;  // downward API: "metadata.name" -> value, ...
   // Reads a host file (the ld.so.preload a plugin mounts); nullopt when unreadable.

@@ -196,6 +196,7 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
     HAMI_ASSIGN_OR_RETURN(std::string line, slot->WaitForMarker(marker, options_.start_timeout));
     if (marker_line != nullptr) *marker_line = line;
   }
+  if (options_.on_start) options_.on_start(name);
   return OkStatus();
 }
 
@@ -242,6 +243,11 @@ Status World::Boot() {
   size_t url = line.find("https://");
   if (url == std::string::npos) return Status(StatusCode::kInternal, "unexpected: " + line);
   extender_url_ = line.substr(url, line.find(' ', url) - url);
+  if (size_t m = line.find("metrics on :"); m != std::string::npos) {
+    std::string port = line.substr(m + 12);
+    port = port.substr(0, port.find_first_not_of("0123456789"));
+    scheduler_metrics_url_ = "http://127.0.0.1:" + port + "/metrics";
+  }
 
   k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
   Result<k8s::Object> hook =
@@ -262,6 +268,7 @@ Status World::Boot() {
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
     HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
     HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
+    if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));
   }
   // Ready once each node has its registration (the scheduler places pods on it) and its GPUs as
   // allocatable (its kubelet admits them).
@@ -297,6 +304,7 @@ Status World::StartKubelet(const std::string& node) {
                                    "--sim-lib-dir=" + options_.build_dir + "/sim",
                                    "--heartbeat=" + options_.kubelet_heartbeat};
   for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
+  if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
   return Launch(node + "-kubelet", argv, BaseEnv(), "ready ");
 }
 
@@ -328,6 +336,31 @@ Status World::StartPlugin(const std::string& node) {
   }
   argv.insert(argv.end(), options_.plugin_args.begin(), options_.plugin_args.end());
   return Launch(node + "-plugin", argv, env, "serving ");
+}
+
+Status World::StartMonitor(const std::string& node) {
+  const WorldNode* n = Node(node);
+  if (n == nullptr) return NotFoundError("no node " + node);
+  std::vector<std::string> env = BaseEnv();
+  env.push_back("NODE_NAME=" + node);
+  env.push_back("KUBECONFIG=" + kubeconfig_);
+  env.push_back("HOOK_PATH=" + HookPath(node) + "/vgpu");
+  env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
+  env.push_back("HAMI_SIM_STATE=" + GpuState(node));
+  env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
+  std::string line;
+  HAMI_RETURN_IF_ERROR(Launch(node + "-monitor",
+                              {Bin("hami-monitor"), "--metrics-bind-address=127.0.0.1:0",
+                               "--update-interval=" + options_.monitor_interval},
+                              env, "metrics on ", &line));
+  // "metrics on 127.0.0.1:<port>"
+  monitor_urls_[node] = "http://" + line.substr(line.find("metrics on ") + 11) + "/metrics";
+  return OkStatus();
+}
+
+std::string World::MonitorMetricsUrl(const std::string& node) const {
+  auto it = monitor_urls_.find(node);
+  return it == monitor_urls_.end() ? "" : it->second;
 }
 
 Status World::StopPlugin(const std::string& node) {

@@ -1,8 +1,9 @@
 // World: the whole simulated system as separate processes, each the real binary: the simulated
 // API server, hami-scheduler (extender, and the pods' admission webhook over TLS), the
 // kube-scheduler stand-in, and per node a hami-sim-kubelet and a hami-device-plugin on the node's
-// own simulated GPUs. They talk over their real interfaces only: HTTP(S) to the API server and
-// the extender, gRPC on unix sockets between kubelet and plugin.
+// own simulated GPUs (and, with WorldOptions::monitors, a hami-monitor). They talk over their real
+// interfaces only: HTTP(S) to the API server and the extender, gRPC on unix sockets between kubelet
+// and plugin.
 //
 //   WorldOptions o;
 //   o.build_dir = "build";
@@ -46,9 +47,14 @@ struct WorldOptions {
   std::string node_config_json;    // the device plugins' config.json; "" = none
   std::vector<std::string> scheduler_args;
   std::vector<std::string> plugin_args;  // extra flags for every hami-device-plugin
+  bool monitors = false;                 // also a hami-monitor per node
+  std::string monitor_interval = "1s";   // its --update-interval
   std::string kubelet_heartbeat = "2s";
+  bool stand_in_for_gpu_containers = false;  // kubelets run the GPU workload in every GPU container
   std::string register_interval = "30s";
   std::chrono::seconds start_timeout{60};
+  // Called with each process's name once it is up (progress displays).
+  std::function<void(const std::string&)> on_start;
 };
 
 class World {
@@ -79,6 +85,10 @@ class World {
   Status StartPlugin(const std::string& node);
   Status StopKubelet(const std::string& node);
   Status StartKubelet(const std::string& node);
+  Status StartMonitor(const std::string& node);
+  // "http://127.0.0.1:<port>/metrics" of a node's monitor ("" without one) and of hami-scheduler.
+  std::string MonitorMetricsUrl(const std::string& node) const;
+  const std::string& SchedulerMetricsUrl() const { return scheduler_metrics_url_; }
   // Sends `sig` to one process ("apiserver", "hami-scheduler", "<node>-kubelet", ...): SIGSTOP
   // and SIGCONT make the API server unreachable and back without losing its state.
   Status Signal(const std::string& process, int sig);
@@ -108,6 +118,8 @@ class World {
   bool own_dir_ = false;
   std::string kubeconfig_;
   std::string extender_url_;
+  std::string scheduler_metrics_url_;
+  std::map<std::string, std::string> monitor_urls_;  // by node
   std::unique_ptr<k8s::RestClient> client_;
   std::map<std::string, std::unique_ptr<Process>> processes_;  // by name, started order kept below
   std::vector<std::string> order_;

@@ -1,0 +1,182 @@
+#include "monitor/exporter.h"
+
+#include <algorithm>
+
+#include "common/prom_text.h"
+
+namespace hami::monitor {
+namespace {
+
+struct Row {
+  const ContainerUsage* c;
+  const ContainerDeviceUsage* d;
+};
+
+std::string DeviceType(const HostGpu& g) { return "NVIDIA-" + g.name; }
+
+// NVML UUIDs are 40 characters; upstream's labels cut the region's 96-byte field there.
+std::string_view Uuid(const std::string& uuid) { return std::string_view(uuid).substr(0, 40); }
+
+void ContainerLabels(PromPage& p, const Row& r) {
+  p.Label("namespace", r.c->pod->ns);
+  p.Label("pod", r.c->pod->name);
+  p.Label("container", r.c->container);
+  p.IntLabel("vdevice_index", r.d->index);
+  p.Label("device_uuid", Uuid(r.d->uuid));
+}
+void LegacyContainerLabels(PromPage& p, const Row& r) {
+  p.Label("podnamespace", r.c->pod->ns);
+  p.Label("podname", r.c->pod->name);
+  p.Label("ctrname", r.c->container);
+  p.IntLabel("vdeviceid", r.d->index);
+  p.Label("deviceuuid", Uuid(r.d->uuid));
+}
+
+}  // namespace
+
+std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOptions& o) {
+  std::vector<Row> rows;
+  for (const ContainerUsage& c : snap.containers) {
+    if (!c.pod) continue;
+    const auto& names = c.pod->containers;
+    if (std::find(names.begin(), names.end(), c.container) == names.end()) continue;
+    for (const ContainerDeviceUsage& d : c.devices) rows.push_back({&c, &d});
+  }
+  PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
+
+  p.Family("hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes");
+  for (const HostGpu& g : snap.gpus) {
+    p.Begin();
+    p.Label("node", o.node);
+    p.IntLabel("device_index", g.index);
+    p.Label("device_uuid", g.uuid);
+    p.Label("device_type", DeviceType(g));
+    p.End(static_cast<double>(g.memory_used));
+  }
+  p.Family("hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent");
+  for (const HostGpu& g : snap.gpus) {
+    p.Begin();
+    p.Label("node", o.node);
+    p.IntLabel("device_index", g.index);
+    p.Label("device_uuid", g.uuid);
+    p.Label("device_type", DeviceType(g));
+    p.End(g.utilization);
+  }
+  p.Family("hami_host_gpu_memory_controller_utilization_ratio",
+           "GPU memory controller utilisation, in percent");
+  for (const HostGpu& g : snap.gpus) {
+    p.Begin();
+    p.IntLabel("device_index", g.index);
+    p.Label("device_uuid", g.uuid);
+    p.Label("device_type", DeviceType(g));
+    p.End(g.memory_utilization);
+  }
+
+  struct Family {
+    const char* name;
+    const char* help;
+    double (*value)(const Row&);
+  };
+  static const Family kFamilies[] = {
+      {"hami_vgpu_memory_used_bytes", "Device memory a container uses on a vGPU, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->used); }},
+      {"hami_vgpu_memory_limit_bytes", "Device memory limit of a container's vGPU, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->limit); }},
+      {"hami_container_device_memory_bytes", "Device memory a container uses, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->used); }},
+      {"hami_container_device_utilization_ratio",
+       "SM utilisation of a container's processes on a GPU, in percent",
+       [](const Row& r) { return r.d->sm_util; }},
+      {"hami_vgpu_memory_context_bytes", "Device memory of a container's CUDA contexts, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->context); }},
+      {"hami_vgpu_memory_module_bytes", "Device memory of a container's loaded modules, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->module); }},
+      {"hami_vgpu_memory_buffer_bytes", "Device memory of a container's allocations, in bytes",
+       [](const Row& r) { return static_cast<double>(r.d->buffer); }},
+  };
+  for (const Family& f : kFamilies) {
+    p.Family(f.name, f.help);
+    for (const Row& r : rows) {
+      p.Begin();
+      ContainerLabels(p, r);
+      p.End(f.value(r));
+    }
+  }
+  p.Family("hami_container_last_kernel_elapsed_seconds",
+           "Seconds since a container last launched a kernel");
+  for (const Row& r : rows) {
+    if (r.c->last_kernel_time == 0) continue;
+    p.Begin();
+    ContainerLabels(p, r);
+    p.End(o.now_s > r.c->last_kernel_time ? static_cast<double>(o.now_s - r.c->last_kernel_time)
+                                          : 0.0);
+  }
+  p.Family("hami_build_info", "Build of the running hami-monitor (always 1)");
+  p.Begin();
+  p.Label("version", o.version);
+  p.Label("revision", o.revision);
+  p.Label("build_date", o.build_date);
+  p.Label("compiler", o.compiler);
+  p.Label("platform", o.platform);
+  p.End(1);
+
+  if (!o.legacy) return p.Take();
+  p.Family("HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)");
+  for (const HostGpu& g : snap.gpus) {
+    p.Begin();
+    p.Label("nodeid", o.node);
+    p.IntLabel("deviceidx", g.index);
+    p.Label("deviceuuid", g.uuid);
+    p.Label("devicetype", DeviceType(g));
+    p.End(static_cast<double>(g.memory_used));
+  }
+  p.Family("HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)");
+  for (const HostGpu& g : snap.gpus) {
+    p.Begin();
+    p.Label("nodeid", o.node);
+    p.IntLabel("deviceidx", g.index);
+    p.Label("deviceuuid", g.uuid);
+    p.Label("devicetype", DeviceType(g));
+    p.End(g.utilization);
+  }
+  static const Family kLegacy[] = {
+      {"vGPU_device_memory_usage_in_bytes", "Device memory a container uses (legacy name)",
+       [](const Row& r) { return static_cast<double>(r.d->used); }},
+      {"vGPU_device_memory_limit_in_bytes", "Device memory limit of a container (legacy name)",
+       [](const Row& r) { return static_cast<double>(r.d->limit); }},
+      {"Device_utilization_desc_of_container",
+       "SM utilisation of a container, in percent (legacy name)",
+       [](const Row& r) { return r.d->sm_util; }},
+  };
+  for (const Family& f : kLegacy) {
+    p.Family(f.name, f.help);
+    for (const Row& r : rows) {
+      p.Begin();
+      LegacyContainerLabels(p, r);
+      p.End(f.value(r));
+    }
+  }
+  p.Family("Device_last_kernel_of_container",
+           "Seconds since a container last launched a kernel (legacy name)");
+  for (const Row& r : rows) {
+    if (r.c->last_kernel_time == 0) continue;
+    p.Begin();
+    LegacyContainerLabels(p, r);
+    p.End(o.now_s > r.c->last_kernel_time ? static_cast<double>(o.now_s - r.c->last_kernel_time)
+                                          : 0.0);
+  }
+  p.Family("Device_memory_desc_of_container",
+           "Device memory a container uses, with its breakdown as labels (legacy name)");
+  for (const Row& r : rows) {
+    p.Begin();
+    LegacyContainerLabels(p, r);
+    p.IntLabel("context", r.d->context);
+    p.IntLabel("module", r.d->module);
+    p.IntLabel("data", r.d->buffer);
+    p.IntLabel("offset", 0);
+    p.End(static_cast<double>(r.d->used));
+  }
+  return p.Take();
+}
+
+}  // namespace hami::monitor

@@ -1,0 +1,366 @@
+#include "monitor/monitor.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include "common/log.h"
+#include "monitor/feedback.h"
+#include "vgpu/region.h"
+
+namespace hami::monitor {
+
+namespace fs = std::filesystem;
+using vgpu::MemKind;
+using vgpu::RegionHeader;
+
+namespace {
+constexpr auto kRelaxed = std::memory_order_relaxed;
+// How far back the first look at a GPU's per-process samples reaches.
+constexpr uint64_t kFirstSampleWindowUs = 5'000'000;
+
+uint64_t EpochUs(std::chrono::system_clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+}
+}  // namespace
+
+std::optional<ContainerDirName> ParseContainerDirName(const std::string& name) {
+  size_t sep = name.find('_');
+  if (sep == std::string::npos || sep == 0 || sep + 1 >= name.size()) return std::nullopt;
+  return ContainerDirName{name.substr(0, sep), name.substr(sep + 1)};
+}
+
+struct Monitor::Tracked {
+  std::string name, path;
+  ContainerDirName id;
+  vgpu::Region* region = nullptr;
+  FileId file;
+  std::string attach_error;       // the last reason the region could not be mapped
+  std::map<int, double> sm_util;  // container device index -> percent (last update)
+  ~Tracked() {
+    if (region != nullptr) vgpu::Region::Free(region);
+  }
+};
+
+Monitor::Monitor(MonitorOptions options, GpuStats* gpus, const PodDirectory* pods, ProcFs procfs)
+    : options_(std::move(options)), gpus_(gpus), pods_(pods), procfs_(std::move(procfs)) {}
+
+Monitor::~Monitor() = default;
+
+UpdateResult Monitor::Update(std::chrono::system_clock::time_point now) {
+  UpdateResult result;
+  std::vector<HostGpu> gpus;
+  if (gpus_ != nullptr) {
+    Result<std::vector<HostGpu>> g = gpus_->Gpus();
+    if (g.ok()) {
+      gpus = std::move(*g);
+    } else {
+      result.problems.push_back("reading the GPUs: " + g.status().message());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_gpus_ = gpus;
+  Rescan(now, &result);
+  MapHostPids(gpus, &result);
+  MeasureSm(gpus, now);
+  if (options_.feedback) Feedback();
+  result.containers = static_cast<int>(tracked_.size());
+  return result;
+}
+
+void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* result) {
+  std::set<std::string> seen;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.containers_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::optional<ContainerDirName> id = ParseContainerDirName(name);
+    if (!id || !it->is_directory(ec)) continue;
+    seen.insert(name);
+    auto& slot = tracked_[name];
+    if (slot == nullptr) {
+      slot = std::make_unique<Tracked>();
+      slot->name = name;
+      slot->path = it->path().string();
+      slot->id = *id;
+    }
+  }
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    if (seen.count(it->first) == 0) {
+      HAMI_VLOG(1) << "container directory " << it->second->path << " is gone";
+      it = tracked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const bool synced = pods_ != nullptr && pods_->Synced();
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    Tracked& t = *it->second;
+    if (t.region == nullptr) {
+      std::vector<std::string> caches;
+      for (fs::directory_iterator f(t.path, ec), end; !ec && f != end; f.increment(ec)) {
+        if (f->path().extension() == ".cache" && f->is_regular_file(ec)) {
+          caches.push_back(f->path().string());
+        }
+      }
+      std::string why;
+      if (caches.size() > 1) {
+        why = std::to_string(caches.size()) + " region files (*.cache); expected one";
+      } else if (caches.size() == 1) {
+        char err[512] = {};
+        struct stat st {};
+        if (stat(caches[0].c_str(), &st) == 0 && st.st_size == 0) {
+          // libvgpu is creating it; look again next time.
+        } else if (vgpu::Region* r = vgpu::Region::Attach(caches[0].c_str(), err, sizeof(err));
+                   r != nullptr) {
+          t.region = r;
+          t.file = FileIdOf(st.st_dev, st.st_ino);
+          ++result->mapped_now;
+          HAMI_LOG(Info) << "watching " << caches[0] << " (pod " << t.id.pod_uid << ", container "
+                         << t.id.container << ")";
+        } else {
+          why = err;
+        }
+      }
+      if (!why.empty() && why != t.attach_error) {
+        HAMI_LOG(Warning) << t.path << ": " << why << "; not monitored";
+        result->problems.push_back(t.path + ": " + why);
+      }
+      t.attach_error = why;
+    }
+    // A directory whose pod has left the node: removed once it is old enough and unused.
+    if (synced && !pods_->Find(t.id.pod_uid)) {
+      struct stat st {};
+      auto age = std::chrono::seconds(0);
+      if (stat(t.path.c_str(), &st) == 0) {
+        age = std::chrono::duration_cast<std::chrono::seconds>(
+            now - std::chrono::system_clock::from_time_t(st.st_mtime));
+      }
+      if (age >= options_.resync_delay && !AnyProcessAlive(t)) {
+        const std::string path = t.path, uid = t.id.pod_uid;
+        it = tracked_.erase(it);  // unmaps first
+        fs::remove_all(path, ec);
+        if (ec) {
+          result->problems.push_back("cannot remove " + path + ": " + ec.message());
+        } else {
+          ++result->removed;
+          HAMI_LOG(Info) << "removed " << path << ": pod " << uid << " is no longer on this node";
+        }
+        continue;
+      }
+    }
+    ++it;
+  }
+}
+
+bool Monitor::AnyProcessAlive(const Tracked& t) const {
+  if (t.region == nullptr) return false;
+  const RegionHeader* h = t.region->header();
+  for (int s = 0; s < vgpu::kMaxSlots; ++s) {
+    if (h->slot_pid[s].load(kRelaxed) == 0) continue;
+    int host = h->slots[s].host_pid.load(kRelaxed);
+    if (host != 0 && procfs_.Alive(host, h->slots[s].start_time)) return true;
+  }
+  return false;
+}
+
+void Monitor::MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result) {
+  std::set<int> pids;
+  for (const HostGpu& g : gpus) {
+    Result<std::vector<GpuProcess>> procs = gpus_->Processes(g.uuid);
+    if (!procs.ok()) {
+      result->problems.push_back("processes of " + g.uuid + ": " + procs.status().message());
+      continue;
+    }
+    for (const GpuProcess& p : *procs) pids.insert(p.pid);
+  }
+  for (auto it = host_pids_.begin(); it != host_pids_.end();) {
+    it = pids.count(it->first) != 0 ? std::next(it) : host_pids_.erase(it);
+  }
+  std::map<FileId, Tracked*> by_file;
+  for (auto& [name, t] : tracked_) {
+    if (t->region != nullptr) by_file[t->file] = t.get();
+  }
+  for (int pid : pids) {
+    std::optional<uint64_t> start = procfs_.StartTime(pid);
+    if (!start) continue;  // gone already, or a zombie
+    auto cached = host_pids_.find(pid);
+    if (cached != host_pids_.end() && cached->second.start_time == *start) {
+      const Resolved& r = cached->second;
+      if (r.dir.empty()) continue;  // not a container process of ours
+      auto t = tracked_.find(r.dir);
+      if (t != tracked_.end() && t->second->region != nullptr) {
+        vgpu::RegionSlot& slot = t->second->region->header()->slots[r.slot];
+        if (slot.start_time == *start && slot.pid.load(kRelaxed) != 0) {
+          if (slot.host_pid.load(kRelaxed) != pid) {
+            slot.host_pid.store(pid, kRelaxed);
+            ++result->host_pids_written;
+          }
+          continue;
+        }
+      }
+    }
+    // Which region does it map, and which slot of it is this process?
+    Resolved r;
+    r.start_time = *start;
+    std::vector<int> ns_pids = procfs_.NsPids(pid);
+    const int inner = ns_pids.empty() ? pid : ns_pids.back();
+    Tracked* owner = nullptr;
+    for (const FileId& f : ParseMappedFiles(procfs_.Maps(pid))) {
+      auto hit = by_file.find(f);
+      if (hit != by_file.end()) {
+        owner = hit->second;
+        break;
+      }
+    }
+    if (owner != nullptr) {
+      RegionHeader* h = owner->region->header();
+      for (int s = 0; s < vgpu::kMaxSlots; ++s) {
+        if (h->slot_pid[s].load(kRelaxed) != inner || h->slots[s].start_time != *start) continue;
+        r.dir = owner->name;
+        r.slot = s;
+        if (h->slots[s].host_pid.load(kRelaxed) != pid) {
+          h->slots[s].host_pid.store(pid, kRelaxed);
+          ++result->host_pids_written;
+          HAMI_VLOG(1) << "host PID " << pid << " is PID " << inner << " of container "
+                       << owner->id.container << " (pod " << owner->id.pod_uid << ")";
+        }
+        break;
+      }
+      // Mapped but not registered yet (libvgpu is starting): look again next time.
+      if (r.dir.empty()) continue;
+    }
+    host_pids_[pid] = std::move(r);
+  }
+}
+
+void Monitor::MeasureSm(const std::vector<HostGpu>& gpus,
+                        std::chrono::system_clock::time_point now) {
+  for (auto& [name, t] : tracked_) t->sm_util.clear();
+  for (const HostGpu& g : gpus) {
+    uint64_t& since = last_sample_us_[g.uuid];
+    if (since == 0) since = EpochUs(now) - kFirstSampleWindowUs;
+    Result<std::vector<ProcessSample>> samples = gpus_->Samples(g.uuid, since);
+    if (!samples.ok() || samples->empty()) continue;
+    // A driver may hold several samples of one process since the last look: average them.
+    std::map<int, std::pair<double, int>> per_pid;
+    for (const ProcessSample& s : *samples) {
+      if (s.timestamp_us <= since) continue;
+      auto& [sum, n] = per_pid[s.pid];
+      sum += s.sm_util;
+      ++n;
+    }
+    for (const ProcessSample& s : *samples) since = std::max(since, s.timestamp_us);
+    for (const auto& [pid, acc] : per_pid) {
+      auto r = host_pids_.find(pid);
+      if (r == host_pids_.end() || r->second.dir.empty()) continue;
+      auto t = tracked_.find(r->second.dir);
+      if (t == tracked_.end() || t->second->region == nullptr) continue;
+      int dev = t->second->region->FindDevice(g.uuid.c_str());
+      if (dev >= 0) t->second->sm_util[dev] += acc.first / acc.second;
+    }
+  }
+}
+
+void Monitor::Feedback() {
+  std::vector<FeedbackIn> in;
+  std::vector<Tracked*> order;
+  for (auto& [name, t] : tracked_) {
+    if (t->region == nullptr) continue;
+    RegionHeader* h = t->region->header();
+    FeedbackIn f;
+    f.priority = h->priority;
+    f.recent_kernel = h->recent_kernel.load(kRelaxed);
+    int n = static_cast<int>(
+        std::min<uint32_t>(h->device_count.load(std::memory_order_acquire), vgpu::kMaxDevices));
+    for (int i = 0; i < n; ++i) {
+      f.uuids.emplace_back(h->devices[i].uuid, strnlen(h->devices[i].uuid, vgpu::kUuidLen));
+    }
+    in.push_back(std::move(f));
+    order.push_back(t.get());
+  }
+  std::vector<FeedbackOut> out = ComputeFeedback(in);
+  for (size_t i = 0; i < out.size(); ++i) {
+    RegionHeader* h = order[i]->region->header();
+    int32_t expected = in[i].recent_kernel;
+    // A launch may have marked the container active since the read: it wins.
+    if (out[i].recent_kernel != expected &&
+        h->recent_kernel.compare_exchange_strong(expected, out[i].recent_kernel)) {
+      if (out[i].recent_kernel < 0) {
+        HAMI_LOG(Info) << "container " << order[i]->id.container << " of pod "
+                       << order[i]->id.pod_uid
+                       << " waits: a higher-priority task is active on its GPU";
+      } else if (in[i].recent_kernel < 0) {
+        HAMI_LOG(Info) << "container " << order[i]->id.container << " of pod "
+                       << order[i]->id.pod_uid << " resumes";
+      }
+    }
+    if (h->utilization_switch.load(kRelaxed) != out[i].utilization_switch) {
+      h->utilization_switch.store(out[i].utilization_switch, kRelaxed);
+      HAMI_VLOG(1) << "container " << order[i]->id.container << " of pod " << order[i]->id.pod_uid
+                   << ": SM limit "
+                   << (out[i].utilization_switch ? "enforced (its GPU is contended)"
+                                                 : "relaxed (its GPU is not contended)");
+    }
+  }
+}
+
+MonitorSnapshot Monitor::Snapshot() const {
+  MonitorSnapshot snap;
+  std::lock_guard<std::mutex> lock(mu_);
+  snap.gpus = last_gpus_;
+  for (const auto& [name, tp] : tracked_) {
+    const Tracked& t = *tp;
+    ContainerUsage c;
+    c.pod_uid = t.id.pod_uid;
+    c.container = t.id.container;
+    if (pods_ != nullptr) c.pod = pods_->Find(t.id.pod_uid);
+    if (t.region != nullptr) {
+      const RegionHeader* h = t.region->header();
+      c.last_kernel_time = h->last_kernel_time.load(kRelaxed);
+      c.priority = h->priority;
+      c.utilization_switch = h->utilization_switch.load(kRelaxed);
+      c.recent_kernel = h->recent_kernel.load(kRelaxed);
+      int n = static_cast<int>(
+          std::min<uint32_t>(h->device_count.load(std::memory_order_acquire), vgpu::kMaxDevices));
+      c.devices.resize(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        ContainerDeviceUsage& d = c.devices[static_cast<size_t>(i)];
+        d.index = i;
+        d.uuid.assign(h->devices[i].uuid, strnlen(h->devices[i].uuid, vgpu::kUuidLen));
+        d.limit = h->devices[i].mem_limit.load(kRelaxed);
+        d.used = h->devices[i].mem_used.load(kRelaxed);
+        uint32_t sm = h->devices[i].sm_limit.load(kRelaxed);
+        d.sm_limit = sm >= 100 ? 0 : sm;
+        auto u = t.sm_util.find(i);
+        d.sm_util = u == t.sm_util.end() ? 0 : std::min(100.0, u->second);
+      }
+      for (int s = 0; s < vgpu::kMaxSlots; ++s) {
+        if (h->slot_pid[s].load(kRelaxed) == 0) continue;
+        const vgpu::RegionSlot& slot = h->slots[s];
+        ++c.processes;
+        if (slot.host_pid.load(kRelaxed) != 0) ++c.host_pids_known;
+        for (int i = 0; i < n; ++i) {
+          ContainerDeviceUsage& d = c.devices[static_cast<size_t>(i)];
+          for (int k = 0; k < static_cast<int>(MemKind::kCount); ++k) {
+            uint64_t v = slot.used_by_kind[i][k].load(kRelaxed);
+            if (k == static_cast<int>(MemKind::kContext)) {
+              d.context += v;
+            } else {
+              d.buffer += v;
+            }
+          }
+        }
+      }
+    }
+    snap.containers.push_back(std::move(c));
+  }
+  return snap;
+}
+
+}  // namespace hami::monitor

@@ -1,0 +1,39 @@
+// InformerPodDirectory: the monitor's PodDirectory backed by a pod informer restricted to this
+// node (field selector spec.nodeName=<node>), indexed by UID, keeping only names.
+//
+// Thread safety: Synced/Find from any thread; Start/Stop from the owning thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "k8s/informer.h"
+#include "monitor/monitor.h"
+
+namespace hami::monitor {
+
+class InformerPodDirectory : public PodDirectory {
+ public:
+  InformerPodDirectory(k8s::RestClient& client, const std::string& node);
+  ~InformerPodDirectory() override;
+  void Start() { informer_->Start(); }
+  void Stop() { informer_->Stop(); }
+
+  bool Synced() const override { return informer_->HasSynced(); }
+  std::optional<PodRef> Find(const std::string& uid) const override;
+
+ private:
+  void Put(const k8s::ObjectPtr& pod);
+  void Drop(const k8s::ObjectPtr& pod);
+
+  std::unique_ptr<k8s::Informer> informer_;
+  mutable std::mutex mu_;
+  std::map<std::string, PodRef> by_uid_;  // guarded by mu_
+};
+
+// The pod reduced to what the monitor reads (name, namespace, uid, container names).
+k8s::Object TrimPodForMonitor(const k8s::Object& pod);
+
+}  // namespace hami::monitor

@@ -1,0 +1,731 @@
+#include "sim/world/demo.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "device/node_registration.h"
+#include "device/pod_devices.h"
+#include "k8s/object.h"
+#include "k8s/rest_client.h"
+#include "k8s/socket_transport.h"
+#include "k8s/typed.h"
+#include "sim/world/manifests.h"
+
+namespace hami::sim {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+namespace {
+
+// One [device] section of the simulated driver's config.
+std::string Device(const std::string& name, const std::string& uuid, const std::string& memory,
+                   int sm, const std::string& cc, int numa, const std::string& nvlink,
+                   int pcie_switch = -1) {
+  std::string s = "[device]\nname = " + name + "\nuuid = " + uuid + "\nmemory = " + memory +
+                  "\nsm_count = " + std::to_string(sm) + "\ncompute_capability = " + cc +
+                  "\nnuma_node = " + std::to_string(numa) + "\n";
+  if (!nvlink.empty()) s += "nvlink = " + nvlink + "\n";
+  if (pcie_switch >= 0) s += "pcie_switch = " + std::to_string(pcie_switch) + "\n";
+  return s;
+}
+
+std::string Uuid(char prefix, int i) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "GPU-%c1000000-0000-4000-8000-%012d", prefix, i);
+  return buf;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return Lower(haystack).find(Lower(needle)) != std::string::npos;
+}
+
+// The number after `key` in `text` ("memory total=8192MiB" -> 8192), or -1.
+int64_t NumberAfter(const std::string& text, const std::string& key) {
+  size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
+}
+
+std::string WordAfter(const std::string& text, const std::string& key) {
+  size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  at += key.size();
+  size_t end = text.find_first_of(" \n", at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+std::string ShortType(const std::string& type) {
+  std::string t = type;
+  if (t.rfind("NVIDIA-", 0) == 0) t = t.substr(7);
+  return t;
+}
+
+struct Scenario {
+  std::string id, title, file;
+};
+
+const std::vector<Scenario>& Scenarios() {
+  static const std::vector<Scenario> kScenarios = {
+      {"01", "Two pods share one GPU", "01-two-pods-share-one-gpu.yaml"},
+      {"02", "Memory isolation only (no SM limit)", "02-memory-only.yaml"},
+      {"03", "A whole GPU for one pod", "03-exclusive.yaml"},
+      {"04", "30 % of a GPU's memory, on each model", "04-memory-percentage.yaml"},
+      {"05", "Policy override: node spread, GPU binpack", "05-policy-override.yaml"},
+      {"06", "GPU type selection", "06-gpu-type-selection.yaml"},
+      {"07", "GPU UUID pinning", "07-gpu-uuid.yaml"},
+      {"08", "Two GPUs on one NUMA node", "08-numa-aware.yaml"},
+  };
+  return kScenarios;
+}
+
+// "find fit node(a), 0 nodes not fit, 3 nodes fit(a:1.5,b:0.25,c:2)" -> {a:1.5, b:0.25, c:2}.
+std::map<std::string, double> FitScores(const std::string& why) {
+  std::map<std::string, double> scores;
+  size_t open = why.find("nodes fit(");
+  if (open == std::string::npos) return scores;
+  std::string list = why.substr(open + 10);
+  list = list.substr(0, list.find(')'));
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos) continue;
+    scores[item.substr(0, colon)] = std::strtod(item.c_str() + colon + 1, nullptr);
+  }
+  return scores;
+}
+
+}  // namespace
+
+std::vector<WorldNode> DemoNodes() {
+  WorldNode a100;
+  a100.name = "dgx-a100";
+  for (int i = 0; i < 8; ++i) {
+    // NVSwitch: every GPU reaches every other one with 2 links.
+    std::string links;
+    for (int j = 0; j < 8; ++j) {
+      if (j == i) continue;
+      links += (links.empty() ? "" : ",") + std::to_string(j) + ":2";
+    }
+    a100.gpu_config += Device("NVIDIA A100-SXM4-80GB", i == 7 ? kDemoPinnedUuid : Uuid('a', i),
+                              "80Gi", 108, "8.0", i / 4, links);
+  }
+  WorldNode v100;
+  v100.name = "v100-node";
+  const char* v100_links[] = {"1:2,2:1", "0:2,3:1", "3:2,0:1", "2:2,1:1"};
+  for (int i = 0; i < 4; ++i) {
+    v100.gpu_config +=
+        Device("Tesla V100-SXM2-32GB", Uuid('b', i), "32Gi", 80, "7.0", i / 2, v100_links[i]);
+  }
+  WorldNode t4;
+  t4.name = "t4-node";
+  for (int i = 0; i < 2; ++i) {
+    t4.gpu_config += Device("Tesla T4", Uuid('c', i), "16Gi", 40, "7.5", 0, "", 0);
+  }
+  return {a100, v100, t4};
+}
+
+const DemoPod* DemoReport::Pod(const std::string& name) const {
+  for (const DemoPod& p : pods) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+const DemoGpu* DemoReport::Gpu(const std::string& node, const std::string& uuid) const {
+  for (const DemoGpu& g : gpus) {
+    if (g.node == node && g.uuid == uuid) return &g;
+  }
+  return nullptr;
+}
+
+bool DemoReport::AllOk() const {
+  return !checks.empty() &&
+         std::all_of(checks.begin(), checks.end(), [](const DemoCheck& c) { return c.ok; });
+}
+
+std::vector<MetricSample> ParseExposition(const std::string& text) {
+  std::vector<MetricSample> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    MetricSample s;
+    size_t brace = line.find('{');
+    size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    if (brace != std::string::npos && brace < space) {
+      s.name = line.substr(0, brace);
+      size_t i = brace + 1;
+      while (i < line.size() && line[i] != '}') {
+        size_t eq = line.find('=', i);
+        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
+        std::string key = line.substr(i, eq - i), value;
+        size_t j = eq + 2;
+        for (; j < line.size() && line[j] != '"'; ++j) {
+          if (line[j] == '\\' && j + 1 < line.size()) ++j;
+          value.push_back(line[j]);
+        }
+        s.labels[key] = value;
+        i = j + 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+    } else {
+      s.name = line.substr(0, space);
+    }
+    s.value = std::strtod(line.c_str() + space + 1, nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
+  std::vector<DemoCheck> checks;
+  auto check = [&](const std::string& scenario, bool ok, const std::string& text) {
+    checks.push_back({scenario, ok, text});
+  };
+  auto running = [&](const DemoPod* p) { return p != nullptr && p->phase == "Running"; };
+  auto gpu_of = [&](const DemoPod* p, size_t i = 0) -> const DemoGpu* {
+    if (p == nullptr || p->containers.empty() || p->containers[0].gpus.size() <= i) {
+      return nullptr;
+    }
+    return r.Gpu(p->node, p->containers[0].gpus[i]);
+  };
+  auto type_of = [&](const DemoPod* p) {
+    const DemoGpu* g = gpu_of(p);
+    return g == nullptr ? std::string() : g->type;
+  };
+  auto first = [](const DemoPod* p) -> const DemoContainer* {
+    return p == nullptr || p->containers.empty() ? nullptr : &p->containers[0];
+  };
+
+  // 01
+  const DemoPod* a = r.Pod("inference-service-a");
+  const DemoPod* b = r.Pod("inference-service-b");
+  check("01", running(a) && running(b), "both pods run");
+  check("01",
+        gpu_of(a) != nullptr && gpu_of(b) != nullptr && a->node == b->node &&
+            gpu_of(a)->uuid == gpu_of(b)->uuid,
+        "both on the same physical GPU");
+  for (const DemoPod* p : {a, b}) {
+    const DemoContainer* c = first(p);
+    check("01",
+          c != nullptr && c->quota_mib == std::vector<int64_t>{8192} &&
+              c->quota_cores == std::vector<int>{50} && c->sees_mib == 8192 &&
+              c->sm_limit_env == "50",
+          (p ? p->name : std::string("?")) + " sees 8192 MiB and runs with a 50 % SM limit");
+  }
+  // 02
+  const DemoPod* mem = r.Pod("memory-only-isolation");
+  const DemoContainer* mc = first(mem);
+  check("02", running(mem) && mc != nullptr && mc->sees_mib == 4096, "the container sees 4096 MiB");
+  check("02", mc != nullptr && mc->sm_limit_env == "(unset)",
+        "no CUDA_DEVICE_SM_LIMIT: compute is not limited");
+  // 03
+  const DemoPod* ex = r.Pod("training-job");
+  const DemoGpu* exg = gpu_of(ex);
+  const DemoContainer* exc = first(ex);
+  bool alone = exg != nullptr;
+  for (const DemoPod& p : r.pods) {
+    if (&p == ex || p.node != (ex ? ex->node : "")) continue;
+    for (const DemoContainer& c : p.containers) {
+      for (const std::string& u : c.gpus) alone &= exg == nullptr || u != exg->uuid;
+    }
+  }
+  check("03",
+        running(ex) && exc != nullptr && exg != nullptr &&
+            exc->quota_cores == std::vector<int>{100} &&
+            exc->quota_mib == std::vector<int64_t>{exg->memory_mib},
+        "it holds 100 % of a GPU and all of its memory");
+  check("03", alone, "no other pod shares that GPU");
+  // 04
+  std::set<std::string> models;
+  bool pct_ok = true;
+  int pct_pods = 0;
+  for (const DemoPod& p : r.pods) {
+    if (p.scenario != "04") continue;
+    ++pct_pods;
+    const DemoGpu* g = gpu_of(&p);
+    const DemoContainer* c = first(&p);
+    bool ok = p.phase == "Running" && g != nullptr && c != nullptr && c->quota_mib.size() == 1 &&
+              c->quota_mib[0] == g->memory_mib * 30 / 100 && c->sees_mib == c->quota_mib[0];
+    pct_ok &= ok;
+    if (g != nullptr) models.insert(g->type);
+    check("04", ok,
+          p.name + ": " + (g ? ShortType(g->type) : "?") + " " +
+              (g ? std::to_string(g->memory_mib) : "?") + " MiB x 30 % = " +
+              (c && !c->quota_mib.empty() ? std::to_string(c->quota_mib[0]) : "?") + " MiB");
+  }
+  check("04", pct_pods >= 3 && models.size() == 3, "30 % of the memory of each of the 3 models");
+  // 05
+  const DemoPod* bp = r.Pod("binpack-inference");
+  std::map<std::string, double> scores = FitScores(bp ? bp->why : "");
+  bool spread = running(bp) && scores.count(bp->node) != 0;
+  for (const auto& [n, s] : scores) spread &= s >= scores[bp ? bp->node : ""];
+  check("05", spread, "node spread: it went to the least loaded node that fits");
+  // GPU binpack: it joined a GPU another pod already used, when its node had one with room.
+  const DemoGpu* bpg = gpu_of(bp);
+  bool shared = false, other_used = false;
+  for (const DemoPod& p : r.pods) {
+    if (&p == bp || p.scenario >= "05" || bp == nullptr || p.node != bp->node) continue;
+    for (const DemoContainer& c : p.containers) {
+      for (const std::string& u : c.gpus) {
+        other_used = true;
+        shared |= bpg != nullptr && u == bpg->uuid;
+      }
+    }
+  }
+  check("05", running(bp) && (shared || !other_used),
+        "GPU binpack: it shares a GPU already in use on that node");
+  // 06
+  const DemoPod* a100 = r.Pod("a100-only-task");
+  check("06", running(a100) && Contains(type_of(a100), "A100"), "a100-only-task runs on an A100");
+  const DemoPod* old = r.Pod("exclude-old-gpu");
+  check("06",
+        running(old) && !type_of(old).empty() && !Contains(type_of(old), "T4") &&
+            !Contains(type_of(old), "P100"),
+        "exclude-old-gpu avoids T4 and P100");
+  const DemoPod* sel = r.Pod("selective-gpu");
+  std::string st = type_of(sel);
+  check("06",
+        running(sel) && (Contains(st, "A100") || Contains(st, "V100")) && !Contains(st, "A100-SXM"),
+        "selective-gpu runs on an A100 or V100 but not an SXM A100");
+  const DemoPod* h100 = r.Pod("h100-only-task");
+  check("06",
+        h100 != nullptr && h100->phase == "Pending" && h100->node.empty() &&
+            h100->why.find("CardTypeMismatch") != std::string::npos,
+        "a pod asking for an H100 stays Pending, and the scheduler says the type does not match");
+  // 07
+  const DemoPod* pin = r.Pod("uuid-pinned-task");
+  check("07", running(pin) && gpu_of(pin) && gpu_of(pin)->uuid == kDemoPinnedUuid,
+        "uuid-pinned-task runs on " + std::string(kDemoPinnedUuid));
+  const DemoPod* nouse = r.Pod("uuid-exclude-task");
+  check("07", running(nouse) && gpu_of(nouse) && gpu_of(nouse)->uuid != kDemoPinnedUuid,
+        "uuid-exclude-task runs on another GPU");
+  // 08
+  const DemoPod* numa = r.Pod("numa-aware-training");
+  const DemoGpu *n0 = gpu_of(numa, 0), *n1 = gpu_of(numa, 1);
+  const DemoContainer* nc = first(numa);
+  check("08",
+        running(numa) && n0 && n1 && n0->uuid != n1->uuid && n0->numa == n1->numa && nc &&
+            nc->quota_mib == std::vector<int64_t>{32768, 32768},
+        "two GPUs on one NUMA node, 32768 MiB each");
+  return checks;
+}
+
+namespace {
+
+std::string Mib(double bytes) {
+  if (bytes < 0) return "-";
+  return std::to_string(static_cast<int64_t>(std::llround(bytes / 1048576.0)));
+}
+
+std::string PodLine(const DemoReport& r, const DemoPod& p) {
+  char buf[512];
+  if (p.phase != "Running") {
+    std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", p.name.c_str(), p.phase.c_str(),
+                  p.why.empty() ? "(no decision yet)" : p.why.c_str());
+    return buf;
+  }
+  std::string out;
+  for (const DemoContainer& c : p.containers) {
+    std::string gpus, quota;
+    for (size_t i = 0; i < c.gpus.size(); ++i) {
+      const DemoGpu* g = r.Gpu(p.node, c.gpus[i]);
+      gpus += (i ? "+" : "") + (g ? std::to_string(g->index) : std::string("?"));
+      if (i == 0 && g != nullptr) gpus = ShortType(g->type) + " #" + gpus;
+    }
+    if (!c.quota_mib.empty()) {
+      quota = std::to_string(c.quota_mib[0]) + " MiB";
+      if (c.quota_mib.size() > 1) quota += " x" + std::to_string(c.quota_mib.size());
+      quota += c.quota_cores.empty() || c.quota_cores[0] == 0
+                   ? ", SM unlimited"
+                   : ", SM " + std::to_string(c.quota_cores[0]) + " %";
+    }
+    std::string used =
+        c.used_bytes < 0
+            ? "(no sample yet)"
+            : Mib(c.used_bytes) + " MiB, SM " +
+                  (c.sm_util < 0 ? "-" : std::to_string(static_cast<int>(std::lround(c.sm_util)))) +
+                  " %";
+    std::snprintf(buf, sizeof(buf), "  %-22s %-9s %-28s quota %-24s uses %s\n", p.name.c_str(),
+                  p.node.c_str(), gpus.c_str(), quota.c_str(), used.c_str());
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderDemoReport(const DemoReport& r) {
+  std::string out;
+  for (const Scenario& s : Scenarios()) {
+    out += "\n[" + s.id + "] " + s.title + "  (" + s.file + ")\n";
+    for (const DemoPod& p : r.pods) {
+      if (p.scenario == s.id) out += PodLine(r, p);
+    }
+    for (const DemoCheck& c : r.checks) {
+      if (c.scenario == s.id)
+        out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
+    }
+  }
+  size_t failed = static_cast<size_t>(
+      std::count_if(r.checks.begin(), r.checks.end(), [](const DemoCheck& c) { return !c.ok; }));
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "\n%s: %zu of %zu checks hold (started in %.1f s, %.1f s in all)\n",
+                failed == 0 ? "PASS" : "FAIL", r.checks.size() - failed, r.checks.size(),
+                r.startup_seconds, r.total_seconds);
+  out += buf;
+  return out;
+}
+
+std::string DemoReportJson(const DemoReport& r) {
+  Json j;
+  j["gpus"] = Json::array();
+  for (const DemoGpu& g : r.gpus) {
+    j["gpus"].push_back({{"node", g.node},
+                         {"uuid", g.uuid},
+                         {"type", g.type},
+                         {"index", g.index},
+                         {"numa", g.numa},
+                         {"memory_mib", g.memory_mib}});
+  }
+  j["pods"] = Json::array();
+  for (const DemoPod& p : r.pods) {
+    Json cs = Json::array();
+    for (const DemoContainer& c : p.containers) {
+      cs.push_back({{"name", c.name},
+                    {"gpus", c.gpus},
+                    {"quota_mib", c.quota_mib},
+                    {"quota_cores", c.quota_cores},
+                    {"sees_mib", c.sees_mib},
+                    {"sm_limit_env", c.sm_limit_env},
+                    {"used_bytes", c.used_bytes},
+                    {"limit_bytes", c.limit_bytes},
+                    {"sm_util", c.sm_util}});
+    }
+    j["pods"].push_back({{"scenario", p.scenario},
+                         {"name", p.name},
+                         {"phase", p.phase},
+                         {"node", p.node},
+                         {"why", p.why},
+                         {"containers", cs}});
+  }
+  j["checks"] = Json::array();
+  for (const DemoCheck& c : r.checks) {
+    j["checks"].push_back({{"scenario", c.scenario}, {"ok", c.ok}, {"text", c.text}});
+  }
+  j["monitor_urls"] = r.monitor_urls;
+  j["scheduler_metrics_url"] = r.scheduler_metrics_url;
+  j["kubeconfig"] = r.kubeconfig;
+  j["startup_seconds"] = r.startup_seconds;
+  j["total_seconds"] = r.total_seconds;
+  return j.dump(2);
+}
+
+namespace {
+
+class DemoRun {
+ public:
+  DemoRun(const DemoOptions& o, std::ostream& out) : o_(o), out_(out) {}
+
+  Result<DemoReport> Run() {
+    auto t0 = Clock::now();
+    out_ << "hami-cpp on a simulated cluster: API server, hami-scheduler (extender + webhook),\n"
+            "kube-scheduler stand-in, and per node hami-sim-kubelet, hami-device-plugin,\n"
+            "hami-monitor on simulated GPUs:\n"
+            "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
+            "  v100-node  4 x V100-SXM2-32GB  NUMA 0: GPU 0-1, NUMA 1: GPU 2-3, NVLink pairs\n"
+            "  t4-node    2 x T4 16 GB        NUMA 0, PCIe\n\n"
+            "Starting:"
+         << std::flush;
+    WorldOptions wo;
+    wo.build_dir = o_.build_dir;
+    wo.dir = o_.dir;
+    wo.nodes = DemoNodes();
+    wo.monitors = true;
+    wo.stand_in_for_gpu_containers = true;
+    wo.monitor_interval = "1s";
+    wo.scheduler_args = {"--gpu-scheduler-policy=binpack"};
+    wo.on_start = [this](const std::string& process) { out_ << " " << process << std::flush; };
+    HAMI_ASSIGN_OR_RETURN(world_, World::Start(wo));
+    report_.startup_seconds = Seconds(t0);
+    report_.kubeconfig = world_->kubeconfig();
+    char line[96];
+    std::snprintf(line, sizeof(line), "\nAll up in %.1f s. Applying the eight seed scenarios:\n",
+                  report_.startup_seconds);
+    out_ << line << std::flush;
+    HAMI_RETURN_IF_ERROR(CollectGpus());
+    for (const Scenario& s : Scenarios()) {
+      out_ << "  [" << s.id << "] " << s.title << " ..." << std::flush;
+      HAMI_RETURN_IF_ERROR(ApplyScenario(s));
+      out_ << " settled\n" << std::flush;
+    }
+    out_ << "Reading what each container uses from the monitors ..." << std::flush;
+    WaitForUsage();
+    out_ << " done\n";
+    for (const WorldNode& n : DemoNodes())
+      report_.monitor_urls[n.name] = world_->MonitorMetricsUrl(n.name);
+    report_.scheduler_metrics_url = world_->SchedulerMetricsUrl();
+    CollectPods();
+    report_.checks = EvaluateSeedExpectations(report_);
+    report_.total_seconds = Seconds(t0);
+    out_ << RenderDemoReport(report_) << std::flush;
+    if (o_.before_stop) o_.before_stop(*world_, report_);
+    return report_;
+  }
+
+ private:
+  static double Seconds(Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  }
+
+  Status CollectGpus() {
+    for (const WorldNode& n : DemoNodes()) {
+      HAMI_ASSIGN_OR_RETURN(k8s::Object node, k8s::GetNode(world_->client(), n.name));
+      std::string reg = k8s::GetString(node, "/metadata/annotations/hami.io~1node-nvidia-register");
+      HAMI_ASSIGN_OR_RETURN(std::vector<device::DeviceInfo> devs, device::DecodeNodeDevices(reg));
+      for (const device::DeviceInfo& d : devs) {
+        report_.gpus.push_back({n.name, d.id, d.type, static_cast<int>(d.index), d.numa, d.devmem});
+      }
+    }
+    return OkStatus();
+  }
+
+  Status Create(const std::string& scenario, k8s::Object pod) {
+    std::string name = k8s::Name(pod);
+    HAMI_ASSIGN_OR_RETURN(k8s::Object created, world_->client().Create(k8s::kPods, "default", pod));
+    applied_.push_back({scenario, name});
+    return OkStatus();
+  }
+
+  // Running, or unschedulable with the scheduler's reason.
+  Status Settle(const std::string& scenario) {
+    auto end = Clock::now() + o_.scenario_timeout;
+    for (;;) {
+      bool all = true;
+      for (const auto& [sc, name] : applied_) {
+        if (sc != scenario) continue;
+        Result<k8s::Object> pod = k8s::GetPod(world_->client(), "default", name);
+        if (!pod.ok()) return pod.status();
+        if (PodPhase(*pod) == "Running") continue;
+        if (k8s::GetString(*pod, "/spec/nodeName").empty() &&
+            !LatestEvent(name, "FilteringFailed").empty()) {
+          continue;
+        }
+        all = false;
+      }
+      if (all) return OkStatus();
+      if (Clock::now() > end) {
+        return Status(StatusCode::kDeadlineExceeded,
+                      "scenario " + scenario + " did not settle within " +
+                          std::to_string(o_.scenario_timeout.count()) +
+                          " s; the processes' logs are in " + world_->dir());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::string LatestEvent(const std::string& pod, const std::string& reason) {
+    k8s::ListOptions lo;
+    lo.field_selector = "involvedObject.name=" + pod;
+    Result<k8s::Object> list = world_->client().List(k8s::kEvents, "default", lo);
+    std::string message, newest;
+    if (!list.ok()) return message;
+    for (const k8s::Object& e : (*list)["items"]) {
+      if (k8s::GetString(e, "/reason") != reason) continue;
+      std::string t = k8s::GetString(e, "/lastTimestamp");
+      if (t.empty()) t = k8s::GetString(e, "/eventTime");
+      if (message.empty() || t >= newest) {
+        message = k8s::GetString(e, "/message");
+        newest = t;
+      }
+    }
+    return message;
+  }
+
+  Status ApplyScenario(const Scenario& s) {
+    std::string text = ReadFile(o_.examples_dir + "/" + s.file);
+    if (text.empty()) return NotFoundError(o_.examples_dir + "/" + s.file + " is missing or empty");
+    std::vector<k8s::Object> pods;
+    for (const std::string& doc : SplitYamlDocuments(text)) {
+      HAMI_ASSIGN_OR_RETURN(k8s::Object obj, YamlToJson(doc));
+      if (!obj.is_object()) continue;
+      pods.push_back(obj);
+      HAMI_RETURN_IF_ERROR(Create(s.id, obj));
+    }
+    HAMI_RETURN_IF_ERROR(Settle(s.id));
+    if (s.id == "04" && !pods.empty()) {
+      // The same pod on the models the original did not land on.
+      Result<k8s::Object> placed = k8s::GetPod(world_->client(), "default", k8s::Name(pods[0]));
+      std::string node = placed.ok() ? k8s::GetString(*placed, "/spec/nodeName") : "";
+      const std::pair<const char*, const char*> models[] = {
+          {"dgx-a100", "A100"}, {"v100-node", "V100"}, {"t4-node", "T4"}};
+      for (const auto& [n, model] : models) {
+        if (n == node) continue;
+        k8s::Object copy = pods[0];
+        copy["metadata"]["name"] = k8s::Name(pods[0]) + "-" + Lower(model);
+        copy["metadata"]["annotations"]["nvidia.com/use-gputype"] = model;
+        HAMI_RETURN_IF_ERROR(Create(s.id, copy));
+      }
+      HAMI_RETURN_IF_ERROR(Settle(s.id));
+    }
+    if (s.id == "06") {
+      HAMI_ASSIGN_OR_RETURN(k8s::Object h100, YamlToJson(R"(
+apiVersion: v1
+kind: Pod
+metadata:
+  name: h100-only-task
+  annotations:
+    nvidia.com/use-gputype: "H100"
+spec:
+  containers:
+  - name: training
+    image: nvcr.io/nvidia/pytorch:23.04-py3
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+        nvidia.com/gpumem: 40960
+)"));
+      HAMI_RETURN_IF_ERROR(Create(s.id, h100));
+      HAMI_RETURN_IF_ERROR(Settle(s.id));
+    }
+    return OkStatus();
+  }
+
+  std::map<std::string, std::vector<MetricSample>> ScrapeMonitors() {
+    std::map<std::string, std::vector<MetricSample>> by_node;
+    if (!transport_) {
+      Result<std::unique_ptr<k8s::SocketTransport>> t = k8s::SocketTransport::Create({});
+      if (!t.ok()) return by_node;
+      transport_ = std::move(*t);
+    }
+    for (const WorldNode& n : DemoNodes()) {
+      k8s::HttpRequest req;
+      req.url = world_->MonitorMetricsUrl(n.name);
+      req.timeout = std::chrono::seconds(5);
+      Result<k8s::HttpResponse> resp = transport_->Do(req);
+      if (resp.ok() && resp->status == 200) by_node[n.name] = ParseExposition(resp->body);
+    }
+    return by_node;
+  }
+
+  // Until every running container shows memory in use and an SM measurement (the monitors
+  // update every second), at most 30 s; then 2.5 s more.
+  void WaitForUsage() {
+    auto end = Clock::now() + std::chrono::seconds(30);
+    Clock::time_point settled{};
+    for (;;) {
+      std::map<std::string, std::vector<MetricSample>> m = ScrapeMonitors();
+      bool all = true;
+      for (const auto& [scenario, name] : applied_) {
+        Result<k8s::Object> pod = k8s::GetPod(world_->client(), "default", name);
+        if (!pod.ok() || PodPhase(*pod) != "Running") continue;
+        std::string node = k8s::GetString(*pod, "/spec/nodeName");
+        bool used = false, util = false;
+        for (const MetricSample& s : m[node]) {
+          if (s.labels.count("pod") == 0 || s.labels.at("pod") != name) continue;
+          used |= s.name == "hami_vgpu_memory_used_bytes" && s.value > 0;
+          util |= s.name == "hami_container_device_utilization_ratio" && s.value > 0;
+        }
+        all &= used && util;
+      }
+      // Then two more monitor updates, so that SM figures cover whole sampling windows.
+      if (all && settled == Clock::time_point{}) settled = Clock::now();
+      if ((all && Clock::now() - settled >= std::chrono::milliseconds(2500)) ||
+          Clock::now() > end) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+
+  void CollectPods() {
+    std::map<std::string, std::vector<MetricSample>> metrics = ScrapeMonitors();
+    for (const auto& [scenario, name] : applied_) {
+      DemoPod p;
+      p.scenario = scenario;
+      p.name = name;
+      Result<k8s::Object> pod = k8s::GetPod(world_->client(), "default", name);
+      if (!pod.ok()) {
+        p.phase = "Unknown";
+        report_.pods.push_back(p);
+        continue;
+      }
+      p.phase = PodPhase(*pod);
+      p.node = k8s::GetString(*pod, "/spec/nodeName");
+      p.why = LatestEvent(name, p.node.empty() ? "FilteringFailed" : "FilteringSucceed");
+      Result<device::PodSingleDevice> alloc = device::DecodePodSingleDevice(
+          k8s::GetString(*pod, "/metadata/annotations/hami.io~1vgpu-devices-allocated"));
+      const k8s::Object& containers = (*pod)["spec"]["containers"];
+      for (size_t i = 0; i < containers.size(); ++i) {
+        DemoContainer c;
+        c.name = containers[i].value("name", "");
+        if (alloc.ok() && i < alloc->size()) {
+          for (const device::ContainerDevice& d : (*alloc)[i]) {
+            c.gpus.push_back(d.uuid);
+            c.quota_mib.push_back(d.mem_mib);
+            c.quota_cores.push_back(d.cores);
+          }
+        }
+        if (p.phase == "Running") {
+          Result<std::string> log = world_->Logs("default", name, c.name);
+          if (log.ok()) {
+            c.sees_mib = NumberAfter(*log, "memory total=");
+            c.sm_limit_env = WordAfter(*log, "CUDA_DEVICE_SM_LIMIT=");
+          }
+          for (const MetricSample& s : metrics[p.node]) {
+            auto label = [&](const char* k) {
+              auto it = s.labels.find(k);
+              return it == s.labels.end() ? std::string() : it->second;
+            };
+            if (label("pod") != name || label("container") != c.name ||
+                label("vdevice_index") != "0") {
+              continue;
+            }
+            if (s.name == "hami_vgpu_memory_used_bytes") c.used_bytes = s.value;
+            if (s.name == "hami_vgpu_memory_limit_bytes") c.limit_bytes = s.value;
+            if (s.name == "hami_container_device_utilization_ratio") c.sm_util = s.value;
+          }
+        }
+        p.containers.push_back(std::move(c));
+      }
+      report_.pods.push_back(std::move(p));
+    }
+  }
+
+  const DemoOptions& o_;
+  std::ostream& out_;
+  std::unique_ptr<World> world_;
+  std::unique_ptr<k8s::SocketTransport> transport_;
+  std::vector<std::pair<std::string, std::string>> applied_;  // (scenario, pod) in order
+  DemoReport report_;
+};
+
+}  // namespace
+
+Result<DemoReport> RunDemo(const DemoOptions& options, std::ostream& out) {
+  DemoRun run(options, out);
+  return run.Run();
+}
+
+}  // namespace hami::sim
