@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hami-sim-kubelet: a simulated kubelet that runs pods as local processes"};
   std::string node_name, kubeconfig, root_dir, sim_config, sim_state, address = "127.0.0.1";
   std::string heartbeat = "10s", stand_in;
-  bool stand_in_for_gpu = false;
+  bool stand_in_for_gpu = false, pid_namespaces = false;
   std::string sim_lib_dir = (SelfDir().parent_path() / "sim").string();
   std::vector<std::string> labels, capacity, env;
   int verbosity = 0;
@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
                  "command line of the stand-in GPU workload (default: vgpu_probe workload)");
   app.add_flag("--stand-in-for-gpu-containers", stand_in_for_gpu,
                "run the stand-in workload in every container given a GPU, whatever its command");
+  app.add_flag("--pid-namespaces", pid_namespaces,
+               "run each container in a PID namespace of its own (needs root)");
   app.add_option("--address", address, "node address")->capture_default_str();
   app.add_option("--heartbeat", heartbeat, "node status and lease period")->capture_default_str();
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
 
   hami::sim::KubeletOptions o;
   o.stand_in_for_gpu_containers = stand_in_for_gpu;
+  o.pid_namespaces = pid_namespaces;
   o.node_name = node_name;
   o.root_dir = root_dir.empty() ? "/tmp/hami-sim-kubelet/" + node_name : root_dir;
   o.address = address;

@@ -118,7 +118,10 @@ RegionView Snapshot(const vgpu::RegionHeader& h, const std::string& path, const 
     sv.pid = pid;
     sv.host_pid = slot.host_pid.load(kRelaxed);
     sv.status = slot.status.load(kRelaxed);
-    sv.alive = alive(pid, slot.start_time);
+    // From the host, a container's PID names another process; its host PID (recorded by the
+    // node monitor) names the same one.
+    sv.alive = alive(pid, slot.start_time) ||
+               (sv.host_pid != 0 && sv.host_pid != pid && alive(sv.host_pid, slot.start_time));
     for (int d = 0; d < vgpu::kMaxDevices; ++d) {
       SlotDeviceView dv;
       dv.device = d;

@@ -6,11 +6,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "monitor/exporter.h"
@@ -154,6 +156,12 @@ class FakePods : public PodDirectory {
   }
 };
 
+ExporterOptions NodeOnly(const std::string& node) {
+  ExporterOptions o;
+  o.node = node;
+  return o;
+}
+
 constexpr char kUid[] = "11111111-2222-3333-4444-555555555555";
 constexpr char kGpu[] = "GPU-00000000-0000-0000-0000-000000000001";
 
@@ -218,7 +226,10 @@ TEST_F(MonitorTest, MetricsAreTheRegionsAndNvmlsFigures) {
   UpdateResult r = m.Update(system_clock::now());
   EXPECT_EQ(r.containers, 1);
   EXPECT_EQ(r.mapped_now, 1);
-  ExporterOptions eo{.node = "node-a", .now_s = 1'700'000'012, .version = "9.9"};
+  ExporterOptions eo;
+  eo.node = "node-a";
+  eo.now_s = 1'700'000'012;
+  eo.version = "9.9";
   std::string page = RenderMonitorMetrics(m.Snapshot(), eo);
   const std::string labels =
       "{namespace=\"team-a\",pod=\"trainer\",container=\"main\",vdevice_index=\"0\","
@@ -258,10 +269,10 @@ TEST_F(MonitorTest, ContainersOfUnknownPodsOrNamesAreNotExported) {
   pods_.pods.clear();
   Monitor m(Options(), &gpus_, &pods_);
   m.Update(system_clock::now());
-  std::string page = RenderMonitorMetrics(m.Snapshot(), {.node = "n"});
+  std::string page = RenderMonitorMetrics(m.Snapshot(), NodeOnly("n"));
   EXPECT_EQ(page.find("hami_vgpu_memory_used_bytes"), std::string::npos) << page;
   pods_.pods[kUid] = PodRef{"ns", "p", {"other"}};
-  page = RenderMonitorMetrics(m.Snapshot(), {.node = "n"});
+  page = RenderMonitorMetrics(m.Snapshot(), NodeOnly("n"));
   EXPECT_EQ(page.find("hami_vgpu_memory_used_bytes"), std::string::npos) << page;
 }
 
@@ -336,6 +347,29 @@ TEST_F(MonitorTest, ADirectoryWithALiveProcessIsKept) {
   Monitor m(o, &gpus_, &pods_);
   EXPECT_EQ(m.Update(system_clock::now() + std::chrono::hours(1)).removed, 0);
   EXPECT_TRUE(fs::exists(containers_ + "/" + kUid + "_main"));
+}
+
+// The update thread and metrics requests run at once (hami-monitor's shape); under TSan this
+// shows the container table is guarded.
+TEST_F(MonitorTest, ScrapesWhileUpdating) {
+  CreateRegion();
+  gpus_.procs[kGpu] = {{getpid(), 1 << 20}};
+  Monitor m(Options(), &gpus_, &pods_);
+  std::atomic<bool> stop{false};
+  std::atomic<int> updates{0};
+  std::thread updater([&] {
+    while (!stop.load()) {
+      m.Update(system_clock::now());
+      ++updates;
+    }
+  });
+  size_t pages = 0;
+  while (pages < 200 || updates.load() < 20) {
+    pages += RenderMonitorMetrics(m.Snapshot(), NodeOnly("n")).size() > 0 ? 1 : 0;
+  }
+  stop.store(true);
+  updater.join();
+  EXPECT_EQ(region_->header()->slots[slot_].host_pid.load(), getpid());
 }
 
 TEST_F(MonitorTest, UnusableRegionFilesAreReportedNotFatal) {

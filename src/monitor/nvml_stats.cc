@@ -26,10 +26,10 @@ struct NvmlStats::Api {
                                                 (text.empty() ? "NVML error" : text) + " (" +
                                                 std::to_string(r) + ")");
   }
-  Result<nvmlDevice_t> Handle(const std::string& uuid) const {
+  Result<nvmlDevice_t> Handle(const std::string& id) const {
     nvmlDevice_t d = nullptr;
-    nvmlReturn_t r = by_uuid(uuid.c_str(), &d);
-    if (r != NVML_SUCCESS) return Error(("device " + uuid).c_str(), r);
+    nvmlReturn_t r = by_uuid(id.c_str(), &d);
+    if (r != NVML_SUCCESS) return Error(("device " + id).c_str(), r);
     return d;
   }
 };

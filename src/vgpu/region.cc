@@ -305,9 +305,7 @@ void Region::LockSlow(uint64_t me) {
     waited_ns += 100'000;
     if (waited_ns % 2'000'000 != 0 || private_) continue;
     const int pid = static_cast<int>(owner & 0xffffffffULL);
-    uint64_t start = 0;
-    bool alive = ProcessStartTime(pid, &start) && (start & 0xffffffffULL) == (owner >> 32);
-    if (alive) continue;
+    if (Alive(pid, owner >> 32, 0xffffffffULL)) continue;
     if (h_->lock_owner.compare_exchange_strong(owner, me, std::memory_order_acquire,
                                                std::memory_order_relaxed)) {
       // The owner died inside a critical section. Slots are the source of truth: recompute
@@ -317,6 +315,23 @@ void Region::LockSlow(uint64_t me) {
       return;
     }
   }
+}
+
+bool Region::Alive(int pid, uint64_t start_time, uint64_t mask) const {
+  uint64_t start = 0;
+  if (ProcessStartTime(pid, &start) && (start & mask) == (start_time & mask)) return true;
+  // Seen from another PID namespace (hamictl or a tool on the host looking at a container's
+  // region), `pid` names another process; the host PID the node monitor recorded for the
+  // slot of (pid, start_time) names the same one. The start time (ticks since boot) is the
+  // same in every namespace.
+  for (int i = 0; i < kMaxSlots; ++i) {
+    if (h_->slot_pid[i].load(std::memory_order_relaxed) != pid) continue;
+    const RegionSlot& s = h_->slots[i];
+    int host = s.host_pid.load(std::memory_order_relaxed);
+    if (host == 0 || host == pid || (s.start_time & mask) != (start_time & mask)) continue;
+    if (ProcessStartTime(host, &start) && (start & mask) == (start_time & mask)) return true;
+  }
+  return false;
 }
 
 void Region::Unlock() { h_->lock_owner.store(0, std::memory_order_release); }
@@ -363,8 +378,7 @@ int Region::SweepDeadLocked() {
     int pid = h_->slot_pid[i].load(std::memory_order_relaxed);
     if (pid == 0) continue;
     RegionSlot& s = h_->slots[i];
-    uint64_t start = 0;
-    if (!ProcessStartTime(pid, &start) || start != s.start_time) {
+    if (!Alive(pid, s.start_time, ~0ULL)) {
       uint64_t held = 0;
       for (int d = 0; d < kMaxDevices; ++d) held += s.used[d].load(std::memory_order_relaxed);
       VGPU_NOTICE("reclaimed slot of exited process %d (%llu bytes)", pid,

@@ -186,6 +186,9 @@ class Region {
   void RebuildTotalsLocked();
   void ClearSlotLocked(int slot);
   int SweepDeadLocked();
+  // Whether the process (pid, start time) runs, comparing start times under `mask`; also
+  // through the slot's recorded host PID when `pid` is not of this PID namespace.
+  bool Alive(int pid, uint64_t start_time, uint64_t mask) const;
 
   RegionHeader* h_;
   size_t size_;

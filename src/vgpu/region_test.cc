@@ -203,6 +203,28 @@ TEST_F(RegionTest, KilledProcessHoldingTheLockAndMemoryIsRecovered) {
   Region::Free(r);
 }
 
+// A container's process seen from the host: its slot's PID (here 1, which on the host is
+// another process) does not name it, the host PID the monitor recorded does. Sweeping from the
+// host must not reclaim it; without a host PID it is taken for dead.
+TEST_F(RegionTest, ASlotIsAliveThroughItsHostPid) {
+  Region* r = OpenWithLimit(1000);
+  int s = r->RegisterSelf();
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(r->Reserve(s, 0, 100, MemKind::kData).ok);
+  RegionHeader* h = r->header();
+  r->Lock();
+  h->slots[s].pid.store(1);
+  h->slot_pid[s].store(1);
+  r->Unlock();
+  h->slots[s].host_pid.store(getpid());
+  EXPECT_EQ(r->SweepDead(), 0) << "alive through its host PID";
+  EXPECT_EQ(r->Used(0), 100u);
+  h->slots[s].host_pid.store(0);
+  EXPECT_EQ(r->SweepDead(), 1) << "PID 1 has another start time: dead";
+  EXPECT_EQ(r->Used(0), 0u);
+  Region::Free(r);
+}
+
 TEST(ProcessStartTime, SelfAliveUnknownDead) {
   uint64_t t = 0;
   EXPECT_TRUE(ProcessStartTime(getpid(), &t));

@@ -35,6 +35,24 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 namespace {
 
+constexpr const char* kUnshare = "/usr/bin/unshare";
+
+// The host's procfs as a directory descriptor every container inherits (see
+// KubeletOptions::pid_namespaces); -1 when containers cannot get PID namespaces here.
+int HostProcFd() {
+  static const int fd = [] {
+    if (geteuid() != 0 || access(kUnshare, X_OK) != 0) {
+      HAMI_LOG(Warning) << "--pid-namespaces needs root and " << kUnshare
+                        << "; containers share the host's PID namespace";
+      return -1;
+    }
+    int d = open("/proc", O_PATH | O_DIRECTORY);  // no O_CLOEXEC: inherited on purpose
+    if (d < 0) HAMI_LOG(Warning) << "cannot open /proc; containers share the host's PIDs";
+    return d;
+  }();
+  return fd;
+}
+
 std::string Now() { return k8s::FormatTime(std::chrono::system_clock::now()); }
 
 std::optional<std::string> ReadFile(const std::string& path) {
@@ -368,6 +386,11 @@ class PodWorker {
     if (launch->stand_in && log >= 0) {
       std::string line = "hami-sim-kubelet: " + launch->note + "\n";
       (void)!write(log, line.data(), line.size());
+    }
+    if (int proc = k_.options_.pid_namespaces ? HostProcFd() : -1; proc >= 0) {
+      launch->argv.insert(launch->argv.begin(),
+                          {kUnshare, "--pid", "--fork", "--mount-proc", "--"});
+      launch->env.push_back("HAMI_SIM_HOST_PROC_FD=" + std::to_string(proc));
     }
     std::vector<char*> argv, envp;
     for (std::string& a : launch->argv) argv.push_back(a.data());

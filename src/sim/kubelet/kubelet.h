@@ -43,6 +43,11 @@ struct KubeletOptions {
   std::vector<std::string> node_env;         // every container's base environment (KEY=VALUE)
   std::vector<std::string> stand_in;         // argv of the stand-in GPU workload
   bool stand_in_for_gpu_containers = false;  // see LaunchContext
+  // Run every container in a PID namespace of its own (`unshare --pid --fork --mount-proc`, as a
+  // container runtime does; needs root), so that its processes' PIDs differ from the host's ones
+  // NVML reports. The simulated driver gets the host's procfs (HAMI_SIM_HOST_PROC_FD) to report
+  // host PIDs as a real driver does. Without root this is refused with a warning.
+  bool pid_namespaces = false;
   std::string address = "127.0.0.1";
   std::chrono::milliseconds heartbeat{10000};
   int lease_seconds = 40;

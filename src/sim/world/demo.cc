@@ -1,5 +1,7 @@
 #include "sim/world/demo.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -233,6 +235,12 @@ std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
               c->sm_limit_env == "50",
           (p ? p->name : std::string("?")) + " sees 8192 MiB and runs with a 50 % SM limit");
   }
+  for (const DemoPod* p : {a, b}) {
+    const DemoContainer* c = first(p);
+    check("01", c != nullptr && c->sm_util >= 0 && c->sm_util <= 60,
+          (p ? p->name : std::string("?")) + " is held to its share of the SMs (uses " +
+              (c ? std::to_string(static_cast<int>(std::lround(c->sm_util))) : "?") + " %)");
+  }
   // 02
   const DemoPod* mem = r.Pod("memory-only-isolation");
   const DemoContainer* mc = first(mem);
@@ -295,6 +303,11 @@ std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
   }
   check("05", running(bp) && (shared || !other_used),
         "GPU binpack: it shares a GPU already in use on that node");
+  // Sharing, the SM limit is enforced (a GPU split evenly would give it half).
+  const DemoContainer* bpc = first(bp);
+  check("05", !shared || (bpc != nullptr && bpc->sm_util >= 0 && bpc->sm_util <= 35),
+        "on the shared GPU it is held to its 25 % SM limit (uses " +
+            (bpc ? std::to_string(static_cast<int>(std::lround(bpc->sm_util))) : "?") + " %)");
   // 06
   const DemoPod* a100 = r.Pod("a100-only-task");
   check("06", running(a100) && Contains(type_of(a100), "A100"), "a100-only-task runs on an A100");
@@ -366,6 +379,10 @@ std::string PodLine(const DemoReport& r, const DemoPod& p) {
             : Mib(c.used_bytes) + " MiB, SM " +
                   (c.sm_util < 0 ? "-" : std::to_string(static_cast<int>(std::lround(c.sm_util)))) +
                   " %";
+    if (!c.quota_cores.empty() && c.quota_cores[0] > 0 && c.quota_cores[0] < 100 &&
+        c.sm_util > c.quota_cores[0] + 10) {
+      used += " (alone on its GPU: the default core policy lends it idle SMs)";
+    }
     std::snprintf(buf, sizeof(buf), "  %-22s %-9s %-28s quota %-24s uses %s\n", p.name.c_str(),
                   p.node.c_str(), gpus.c_str(), quota.c_str(), used.c_str());
     out += buf;
@@ -464,6 +481,9 @@ class DemoRun {
     wo.nodes = DemoNodes();
     wo.monitors = true;
     wo.stand_in_for_gpu_containers = true;
+    // As in a real cluster, container PIDs are not the host's (when this runs as root): the SM
+    // limits hold only because the monitors map them.
+    wo.pid_namespaces = geteuid() == 0;
     wo.monitor_interval = "1s";
     wo.scheduler_args = {"--gpu-scheduler-policy=binpack"};
     wo.on_start = [this](const std::string& process) { out_ << " " << process << std::flush; };

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -119,12 +120,18 @@ class World::Process {
 
   // SIGTERM, then SIGKILL after `grace`.
   void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10)) {
+    Terminate();
+    Reap(Clock::now() + grace);
+  }
+  // SIGTERM without waiting (Reap waits), so that several processes stop at once.
+  void Terminate() {
+    if (pid_ > 0) kill(pid_, SIGTERM);
+  }
+  void Reap(Clock::time_point deadline) {
     if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    auto end = Clock::now() + grace;
     int status = 0;
     while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > end) {
+      if (Clock::now() > deadline) {
         kill(pid_, SIGKILL);
         waitpid(pid_, &status, 0);
         break;
@@ -148,8 +155,25 @@ std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/stat
 World::World(WorldOptions options) : options_(std::move(options)) {}
 
 World::~World() {
-  // Nodes first (their containers end with their kubelets), the API server last.
-  for (auto it = order_.rbegin(); it != order_.rend(); ++it) processes_[*it]->Stop();
+  // In three waves, each stopping together: the nodes' processes (their containers end with
+  // their kubelets), then the schedulers, then the API server, which the others talk to until
+  // they are gone.
+  auto wave = [&](const std::function<bool(const std::string&)>& member) {
+    std::vector<Process*> stopping;
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (!member(*it)) continue;
+      processes_[*it]->Terminate();
+      stopping.push_back(processes_[*it].get());
+    }
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    for (Process* p : stopping) p->Reap(deadline);
+  };
+  auto control_plane = [](const std::string& n) {
+    return n == "apiserver" || n == "hami-scheduler" || n == "kube-scheduler";
+  };
+  wave([&](const std::string& n) { return !control_plane(n); });
+  wave([&](const std::string& n) { return control_plane(n) && n != "apiserver"; });
+  wave([&](const std::string& n) { return n == "apiserver"; });
   processes_.clear();
   if (own_dir_) {
     std::error_code ec;
@@ -305,6 +329,7 @@ Status World::StartKubelet(const std::string& node) {
                                    "--heartbeat=" + options_.kubelet_heartbeat};
   for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
   if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
+  if (options_.pid_namespaces) argv.push_back("--pid-namespaces");
   return Launch(node + "-kubelet", argv, BaseEnv(), "ready ");
 }
 

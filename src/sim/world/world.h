@@ -51,6 +51,7 @@ struct WorldOptions {
   std::string monitor_interval = "1s";   // its --update-interval
   std::string kubelet_heartbeat = "2s";
   bool stand_in_for_gpu_containers = false;  // kubelets run the GPU workload in every GPU container
+  bool pid_namespaces = false;  // kubelets run containers in PID namespaces of their own (root)
   std::string register_interval = "30s";
   std::chrono::seconds start_timeout{60};
   // Called with each process's name once it is up (progress displays).
