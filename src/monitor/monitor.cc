@@ -179,8 +179,11 @@ void Monitor::MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result
     }
     for (const GpuProcess& p : *procs) pids.insert(p.pid);
   }
+  // Forget processes that left the GPU; and when a region was mapped just now, the processes
+  // found to belong to no region yet, which may be its.
   for (auto it = host_pids_.begin(); it != host_pids_.end();) {
-    it = pids.count(it->first) != 0 ? std::next(it) : host_pids_.erase(it);
+    bool drop = pids.count(it->first) == 0 || (result->mapped_now > 0 && it->second.dir.empty());
+    it = drop ? host_pids_.erase(it) : std::next(it);
   }
   std::map<FileId, Tracked*> by_file;
   for (auto& [name, t] : tracked_) {

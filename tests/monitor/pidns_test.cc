@@ -8,6 +8,7 @@
 // an open directory (HAMI_SIM_HOST_PROC_FD, see src/sim/gpu/proc_liveness.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -52,6 +53,17 @@ double Field(const std::string& out, const std::string& key) {
   return -1;
 }
 
+// The simulated driver's state file, one for the whole test program: NVML in this process reads
+// HAMI_SIM_STATE once, at its first use, so every test's workloads must share it.
+const std::string& SimState() {
+  static const std::string path = [] {
+    char tmpl[] = "/tmp/hami-pidns-state-XXXXXX";
+    std::string dir = mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
+    return dir + "/state";
+  }();
+  return path;
+}
+
 class PidNamespaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,7 +79,7 @@ class PidNamespaceTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     fs::create_directories(dir_ + "/containers/" + kUid + "_main");
-    setenv("HAMI_SIM_STATE", (dir_ + "/sim-state").c_str(), 1);
+    setenv("HAMI_SIM_STATE", SimState().c_str(), 1);
     host_proc_ = open("/proc", O_PATH | O_DIRECTORY);  // inherited by the workload on purpose
     ASSERT_GE(host_proc_, 0);
   }
@@ -83,7 +95,7 @@ class PidNamespaceTest : public ::testing::Test {
     std::vector<std::string> env = {
         "PATH=/usr/bin:/bin",
         std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
-        "HAMI_SIM_STATE=" + dir_ + "/sim-state",
+        "HAMI_SIM_STATE=" + SimState(),
         "HAMI_SIM_HOST_PROC_FD=" + std::to_string(host_proc_),
         "LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU,
         "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
@@ -93,10 +105,10 @@ class PidNamespaceTest : public ::testing::Test {
         "GPU_CORE_UTILIZATION_POLICY=force",
         "LIBCUDA_LOG_LEVEL=2",
     };
-    Subprocess work(
-        {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", HAMI_PROBE, "spin", "--blocks",
-         "108", "--block-ns", "1000000", "--warmup-ms", "2500", "--duration-ms", "2000"},
-        env);
+    Subprocess work({"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM",
+                     HAMI_PROBE, "spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms",
+                     "2500", "--duration-ms", "2000"},
+                    env);
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -148,6 +160,69 @@ TEST_F(PidNamespaceTest, TheMonitorsHostPidsLetTheSmLimitHold) {
   EXPECT_GE(written_, 1);
   std::printf("measured SM utilisation with the monitor: %.1f %%\n", util);
   EXPECT_NEAR(util, 30, 5.0) << out_;
+}
+
+// What the monitor exports is what the region and the driver say: a workload in its own PID
+// namespace allocates half of its 2 GiB quota; the page shows that container's use and limit as
+// the region holds them, and the GPU's memory as NVML reports it.
+TEST_F(PidNamespaceTest, MetricsAreTheRegionsAndTheDriversTruth) {
+  Result<std::unique_ptr<NvmlStats>> nvml =
+      NvmlStats::Open(std::string(HAMI_SIM_DIR) + "/libnvidia-ml.so.1");
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  AllPods pods;
+  MonitorOptions o;
+  o.containers_dir = dir_ + "/containers";
+  Monitor monitor(o, nvml->get(), &pods);
+  const std::string region = dir_ + "/containers/" + kUid + "_main/truth.cache";
+  std::string runtime = HAMI_SANITIZER_PRELOAD;
+  Subprocess work(
+      {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM", HAMI_PROBE,
+       "workload", "--mem-fraction", "0.5", "--duration-ms", "20000"},
+      {"PATH=/usr/bin:/bin", std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
+       "HAMI_SIM_STATE=" + SimState(), "HAMI_SIM_HOST_PROC_FD=" + std::to_string(host_proc_),
+       "LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU,
+       "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
+       "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region, "CUDA_DEVICE_MEMORY_LIMIT=2Gi",
+       "NVIDIA_VISIBLE_DEVICES=0", "LIBCUDA_LOG_LEVEL=2"});
+  // However the test ends, the workload stops with it.
+  struct StopAtEnd {
+    Subprocess& p;
+    ~StopAtEnd() { p.Signal(SIGTERM); }
+  } stop_at_end{work};
+  std::string out = work.ReadUntil("kernels=");
+  ASSERT_NE(out.find("allocated=1024MiB"), std::string::npos) << out;
+  // Until the monitor has matched the workload's process (it needs NVML to list it).
+  MonitorSnapshot snap;
+  for (int i = 0; i < 200; ++i) {
+    monitor.Update(std::chrono::system_clock::now());
+    snap = monitor.Snapshot();
+    if (snap.containers.size() == 1 && snap.containers[0].host_pids_known == 1) break;
+  }
+  ASSERT_EQ(snap.containers.size(), 1u);
+  EXPECT_EQ(snap.containers[0].host_pids_known, 1);
+  ASSERT_EQ(snap.containers[0].devices.size(), 1u);
+  // The region, read on its own.
+  char err[256] = {};
+  vgpu::Region* r = vgpu::Region::Attach(region.c_str(), err, sizeof(err));
+  ASSERT_NE(r, nullptr) << err;
+  const ContainerDeviceUsage& d = snap.containers[0].devices[0];
+  EXPECT_EQ(d.used, r->Used(0));
+  EXPECT_GE(d.used, 1024ull << 20);
+  EXPECT_EQ(d.limit, 2ull << 30);
+  EXPECT_EQ(d.context + d.buffer, d.used) << "the breakdown adds up";
+  vgpu::Region::Free(r);
+  // The driver, asked on its own.
+  Result<std::vector<HostGpu>> truth = (*nvml)->Gpus();
+  ASSERT_TRUE(truth.ok());
+  ASSERT_EQ(snap.gpus.size(), truth->size());
+  for (size_t i = 0; i < truth->size(); ++i) {
+    EXPECT_EQ(snap.gpus[i].uuid, (*truth)[i].uuid);
+    EXPECT_EQ(snap.gpus[i].memory_used, (*truth)[i].memory_used) << "GPU " << i;
+    EXPECT_EQ(snap.gpus[i].memory_total, (*truth)[i].memory_total);
+  }
+  bool on_gpu = false;
+  for (const HostGpu& g : snap.gpus) on_gpu |= g.uuid == d.uuid && g.memory_used >= d.used;
+  EXPECT_TRUE(on_gpu) << "the container's memory is part of its GPU's use";
 }
 
 TEST_F(PidNamespaceTest, WithoutHostPidsTheLimiterIsBlind) {
