@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
     return die("resync interval \"" + resync + "\": expected a duration like 5m");
   }
 
+  hami::net::HttpServerOptions http;
+  if (Status s = hami::net::SplitHostPort(metrics_bind, &http.host, &http.port); !s.ok()) {
+    return die("--metrics-bind-address: " + s.message());
+  }
+
   Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
                                            ? hami::k8s::LoadInClusterConfig()
                                            : hami::k8s::LoadKubeconfigFile(kubeconfig, context);
@@ -137,10 +142,6 @@ int main(int argc, char** argv) {
   gpus.nvml = &nvml;
   hami::monitor::Monitor monitor(mo, &gpus, &pods);
 
-  hami::net::HttpServerOptions http;
-  if (Status s = hami::net::SplitHostPort(metrics_bind, &http.host, &http.port); !s.ok()) {
-    return die("--metrics-bind-address: " + s.message());
-  }
   http.worker_threads = 8;
   Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
   if (!server.ok()) return die("metrics server: " + server.status().ToString());

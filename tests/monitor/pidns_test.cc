@@ -227,6 +227,7 @@ TEST_F(PidNamespaceTest, MetricsAreTheRegionsAndTheDriversTruth) {
 
 TEST_F(PidNamespaceTest, WithoutHostPidsTheLimiterIsBlind) {
   double util = RunWorkload("no-monitor", nullptr);
+  std::printf("measured SM utilisation without the monitor: %.1f %%\n", util);
   EXPECT_GT(util, 60) << "the workload's NVML PID differs from its own, so nothing limits it: "
                       << out_;
   EXPECT_NE(out_.find("host PIDs"), std::string::npos) << "libvgpu says why: " << out_;
