@@ -103,7 +103,8 @@ void PromPage::Begin() {
   if (!header_written_) {
     out_.append("# HELP ").append(name_).push_back(' ');
     AppendPromEscaped(&out_, help_, /*quote=*/false);
-    out_.append("\n# TYPE ").append(name_).append(" gauge\n");
+    out_.append("\n# TYPE ").append(name_).push_back(' ');
+    out_.append(type_).push_back('\n');
     header_written_ = true;
   }
   out_.append(name_).push_back('{');

@@ -43,9 +43,12 @@ class PromPage {
   // label closes every series.
   explicit PromPage(size_t reserve, std::string_view const_label = "zone=\"vGPU\"");
 
-  void Family(std::string_view name, std::string_view help) {
+  // `type` is "gauge" for every HAMi family; "untyped" serves a name the text format's linters
+  // reserve (a gauge named *_count reads as part of a summary).
+  void Family(std::string_view name, std::string_view help, std::string_view type = "gauge") {
     name_ = name;
     help_ = help;
+    type_ = type;
     header_written_ = false;
   }
   // Starts a series of the current family; follow with Label()s and End().
@@ -76,7 +79,7 @@ class PromPage {
  private:
   std::string out_;
   std::string const_label_;
-  std::string_view name_, help_;
+  std::string_view name_, help_, type_ = "gauge";
   bool header_written_ = false;
 };
 

@@ -226,16 +226,7 @@ TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
     for (const std::string& file : pages) {
       ProcessResult pt =
           RunProcess({"/bin/sh", "-c", "promtool check metrics < " + file}, {"PATH=/usr/bin:/bin"});
-      // Exit 3 is "lint findings" (1 would be a page that does not parse). The one finding
-      // allowed is upstream's own name hami_gpu_shared_count ("_count" reads as a summary
-      // part), kept because dashboards query it by that name.
-      std::string findings = pt.out + pt.err;
-      std::stringstream lines(findings);
-      bool only_allowed = pt.exit_code == 0 || pt.exit_code == 3;
-      for (std::string line; std::getline(lines, line);) {
-        if (!line.empty() && line.rfind("hami_gpu_shared_count ", 0) != 0) only_allowed = false;
-      }
-      EXPECT_TRUE(only_allowed) << file << " (exit " << pt.exit_code << "):\n" << findings;
+      EXPECT_EQ(pt.exit_code, 0) << file << ":\n" << pt.out << pt.err;
     }
   } else {
     ADD_FAILURE() << "promtool is missing: scripts/deps.sh installs Debian's prometheus package";

@@ -119,7 +119,9 @@ void RenderDevices(PromPage& p, const std::vector<DeviceRow>& rows) {
     p.IntLabel("device_cores", r.dev().used_cores);
     p.End(static_cast<double>(r.dev().used_mem) * kBytesPerMiB);
   }
-  p.Family("hami_gpu_shared_count", "Number of tasks holding a share of a GPU");
+  // Upstream's name; declared untyped so that `promtool check metrics` does not take the
+  // "_count" suffix for a summary's (PromQL treats both types alike).
+  p.Family("hami_gpu_shared_count", "Number of tasks holding a share of a GPU", "untyped");
   for (const DeviceRow& r : rows) {
     p.Begin();
     DeviceLabels(p, r);
