@@ -10,16 +10,13 @@
 
 #include "common/log.h"
 #include "monitor/feedback.h"
-#include "vgpu/region.h"
+#include "monitor/region_access.h"
 
 namespace hami::monitor {
 
 namespace fs = std::filesystem;
-using vgpu::MemKind;
-using vgpu::RegionHeader;
 
 namespace {
-constexpr auto kRelaxed = std::memory_order_relaxed;
 // How far back the first look at a GPU's per-process samples reaches.
 constexpr uint64_t kFirstSampleWindowUs = 5'000'000;
 
@@ -38,13 +35,12 @@ std::optional<ContainerDirName> ParseContainerDirName(const std::string& name) {
 struct Monitor::Tracked {
   std::string name, path;
   ContainerDirName id;
-  vgpu::Region* region = nullptr;
+  std::unique_ptr<RegionAccess> region;
+  std::string region_path;
+  off_t region_size = 0;
   FileId file;
   std::string attach_error;       // the last reason the region could not be mapped
   std::map<int, double> sm_util;  // container device index -> percent (last update)
-  ~Tracked() {
-    if (region != nullptr) vgpu::Region::Free(region);
-  }
 };
 
 Monitor::Monitor(MonitorOptions options, GpuStats* gpus, const PodDirectory* pods, ProcFs procfs)
@@ -101,6 +97,17 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
   const bool synced = pods_ != nullptr && pods_->Synced();
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     Tracked& t = *it->second;
+    // The file is writable from inside the container: one that shrank (or was replaced) is let
+    // go before it is read again, since reading a mapping past the end of its file faults.
+    if (t.region != nullptr) {
+      struct stat st {};
+      if (stat(t.region_path.c_str(), &st) != 0 || st.st_size != t.region_size ||
+          FileIdOf(st.st_dev, st.st_ino) != t.file) {
+        HAMI_LOG(Warning) << t.region_path << " changed size or was replaced; mapping it again";
+        t.region.reset();
+        t.attach_error.clear();
+      }
+    }
     if (t.region == nullptr) {
       std::vector<std::string> caches;
       for (fs::directory_iterator f(t.path, ec), end; !ec && f != end; f.increment(ec)) {
@@ -112,19 +119,18 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
       if (caches.size() > 1) {
         why = std::to_string(caches.size()) + " region files (*.cache); expected one";
       } else if (caches.size() == 1) {
-        char err[512] = {};
         struct stat st {};
         if (stat(caches[0].c_str(), &st) == 0 && st.st_size == 0) {
           // libvgpu is creating it; look again next time.
-        } else if (vgpu::Region* r = vgpu::Region::Attach(caches[0].c_str(), err, sizeof(err));
-                   r != nullptr) {
-          t.region = r;
+        } else if (std::unique_ptr<RegionAccess> r = OpenRegion(caches[0], &why); r != nullptr) {
+          t.region = std::move(r);
+          t.region_path = caches[0];
+          t.region_size = st.st_size;
           t.file = FileIdOf(st.st_dev, st.st_ino);
           ++result->mapped_now;
-          HAMI_LOG(Info) << "watching " << caches[0] << " (pod " << t.id.pod_uid << ", container "
-                         << t.id.container << ")";
-        } else {
-          why = err;
+          HAMI_LOG(Info) << "watching " << caches[0] << " (" << t.region->Format()
+                         << " region; pod " << t.id.pod_uid << ", container " << t.id.container
+                         << ")";
         }
       }
       if (!why.empty() && why != t.attach_error) {
@@ -160,11 +166,13 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
 
 bool Monitor::AnyProcessAlive(const Tracked& t) const {
   if (t.region == nullptr) return false;
-  const RegionHeader* h = t.region->header();
-  for (int s = 0; s < vgpu::kMaxSlots; ++s) {
-    if (h->slot_pid[s].load(kRelaxed) == 0) continue;
-    int host = h->slots[s].host_pid.load(kRelaxed);
-    if (host != 0 && procfs_.Alive(host, h->slots[s].start_time)) return true;
+  for (int i = 0; i < t.region->SlotCount(); ++i) {
+    RegionSlotView v = t.region->Slot(i);
+    if (v.pid == 0 || v.host_pid == 0) continue;
+    if (v.start_time != 0 ? procfs_.Alive(v.host_pid, v.start_time)
+                          : procfs_.StartTime(v.host_pid).has_value()) {
+      return true;
+    }
   }
   return false;
 }
@@ -198,10 +206,11 @@ void Monitor::MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result
       if (r.dir.empty()) continue;  // not a container process of ours
       auto t = tracked_.find(r.dir);
       if (t != tracked_.end() && t->second->region != nullptr) {
-        vgpu::RegionSlot& slot = t->second->region->header()->slots[r.slot];
-        if (slot.start_time == *start && slot.pid.load(kRelaxed) != 0) {
-          if (slot.host_pid.load(kRelaxed) != pid) {
-            slot.host_pid.store(pid, kRelaxed);
+        RegionAccess& region = *t->second->region;
+        RegionSlotView v = region.Slot(r.slot);
+        if (v.pid == r.inner && (v.start_time == 0 || v.start_time == *start)) {
+          if (v.host_pid != pid) {
+            region.SetHostPid(r.slot, pid);
             ++result->host_pids_written;
           }
           continue;
@@ -222,13 +231,17 @@ void Monitor::MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result
       }
     }
     if (owner != nullptr) {
-      RegionHeader* h = owner->region->header();
-      for (int s = 0; s < vgpu::kMaxSlots; ++s) {
-        if (h->slot_pid[s].load(kRelaxed) != inner || h->slots[s].start_time != *start) continue;
+      RegionAccess& region = *owner->region;
+      for (int s = 0; s < region.SlotCount(); ++s) {
+        RegionSlotView v = region.Slot(s);
+        // A layout without start times (HAMi-core's) is matched by PID alone: the mapped file
+        // already says which container, and a PID is unique within it.
+        if (v.pid != inner || (v.start_time != 0 && v.start_time != *start)) continue;
         r.dir = owner->name;
         r.slot = s;
-        if (h->slots[s].host_pid.load(kRelaxed) != pid) {
-          h->slots[s].host_pid.store(pid, kRelaxed);
+        r.inner = inner;
+        if (v.host_pid != pid) {
+          region.SetHostPid(s, pid);
           ++result->host_pids_written;
           HAMI_VLOG(1) << "host PID " << pid << " is PID " << inner << " of container "
                        << owner->id.container << " (pod " << owner->id.pod_uid << ")";
@@ -264,7 +277,7 @@ void Monitor::MeasureSm(const std::vector<HostGpu>& gpus,
       if (r == host_pids_.end() || r->second.dir.empty()) continue;
       auto t = tracked_.find(r->second.dir);
       if (t == tracked_.end() || t->second->region == nullptr) continue;
-      int dev = t->second->region->FindDevice(g.uuid.c_str());
+      int dev = t->second->region->FindDevice(g.uuid);
       if (dev >= 0) t->second->sm_util[dev] += acc.first / acc.second;
     }
   }
@@ -275,25 +288,20 @@ void Monitor::Feedback() {
   std::vector<Tracked*> order;
   for (auto& [name, t] : tracked_) {
     if (t->region == nullptr) continue;
-    RegionHeader* h = t->region->header();
+    const RegionAccess& region = *t->region;
     FeedbackIn f;
-    f.priority = h->priority;
-    f.recent_kernel = h->recent_kernel.load(kRelaxed);
-    int n = static_cast<int>(
-        std::min<uint32_t>(h->device_count.load(std::memory_order_acquire), vgpu::kMaxDevices));
-    for (int i = 0; i < n; ++i) {
-      f.uuids.emplace_back(h->devices[i].uuid, strnlen(h->devices[i].uuid, vgpu::kUuidLen));
-    }
+    f.priority = region.Priority();
+    f.recent_kernel = region.RecentKernel();
+    for (int i = 0; i < region.DeviceCount(); ++i) f.uuids.push_back(region.Uuid(i));
     in.push_back(std::move(f));
     order.push_back(t.get());
   }
   std::vector<FeedbackOut> out = ComputeFeedback(in);
   for (size_t i = 0; i < out.size(); ++i) {
-    RegionHeader* h = order[i]->region->header();
-    int32_t expected = in[i].recent_kernel;
+    RegionAccess& region = *order[i]->region;
     // A launch may have marked the container active since the read: it wins.
-    if (out[i].recent_kernel != expected &&
-        h->recent_kernel.compare_exchange_strong(expected, out[i].recent_kernel)) {
+    if (out[i].recent_kernel != in[i].recent_kernel &&
+        region.ReplaceRecentKernel(in[i].recent_kernel, out[i].recent_kernel)) {
       if (out[i].recent_kernel < 0) {
         HAMI_LOG(Info) << "container " << order[i]->id.container << " of pod "
                        << order[i]->id.pod_uid
@@ -303,8 +311,8 @@ void Monitor::Feedback() {
                        << order[i]->id.pod_uid << " resumes";
       }
     }
-    if (h->utilization_switch.load(kRelaxed) != out[i].utilization_switch) {
-      h->utilization_switch.store(out[i].utilization_switch, kRelaxed);
+    if (region.UtilizationSwitch() != out[i].utilization_switch) {
+      region.SetUtilizationSwitch(out[i].utilization_switch);
       HAMI_VLOG(1) << "container " << order[i]->id.container << " of pod " << order[i]->id.pod_uid
                    << ": SM limit "
                    << (out[i].utilization_switch ? "enforced (its GPU is contended)"
@@ -324,41 +332,31 @@ MonitorSnapshot Monitor::Snapshot() const {
     c.container = t.id.container;
     if (pods_ != nullptr) c.pod = pods_->Find(t.id.pod_uid);
     if (t.region != nullptr) {
-      const RegionHeader* h = t.region->header();
-      c.last_kernel_time = h->last_kernel_time.load(kRelaxed);
-      c.priority = h->priority;
-      c.utilization_switch = h->utilization_switch.load(kRelaxed);
-      c.recent_kernel = h->recent_kernel.load(kRelaxed);
-      int n = static_cast<int>(
-          std::min<uint32_t>(h->device_count.load(std::memory_order_acquire), vgpu::kMaxDevices));
-      c.devices.resize(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        ContainerDeviceUsage& d = c.devices[static_cast<size_t>(i)];
+      const RegionAccess& region = *t.region;
+      c.last_kernel_time = region.LastKernelTime();
+      c.priority = region.Priority();
+      c.utilization_switch = region.UtilizationSwitch();
+      c.recent_kernel = region.RecentKernel();
+      for (int i = 0; i < region.DeviceCount(); ++i) {
+        RegionDeviceFigures f = region.Device(i);
+        ContainerDeviceUsage d;
         d.index = i;
-        d.uuid.assign(h->devices[i].uuid, strnlen(h->devices[i].uuid, vgpu::kUuidLen));
-        d.limit = h->devices[i].mem_limit.load(kRelaxed);
-        d.used = h->devices[i].mem_used.load(kRelaxed);
-        uint32_t sm = h->devices[i].sm_limit.load(kRelaxed);
-        d.sm_limit = sm >= 100 ? 0 : sm;
+        d.uuid = std::move(f.uuid);
+        d.limit = f.limit;
+        d.used = f.used;
+        d.context = f.context;
+        d.module = f.module;
+        d.buffer = f.buffer;
+        d.sm_limit = f.sm_limit;
         auto u = t.sm_util.find(i);
         d.sm_util = u == t.sm_util.end() ? 0 : std::min(100.0, u->second);
+        c.devices.push_back(std::move(d));
       }
-      for (int s = 0; s < vgpu::kMaxSlots; ++s) {
-        if (h->slot_pid[s].load(kRelaxed) == 0) continue;
-        const vgpu::RegionSlot& slot = h->slots[s];
+      for (int s = 0; s < region.SlotCount(); ++s) {
+        RegionSlotView v = region.Slot(s);
+        if (v.pid == 0) continue;
         ++c.processes;
-        if (slot.host_pid.load(kRelaxed) != 0) ++c.host_pids_known;
-        for (int i = 0; i < n; ++i) {
-          ContainerDeviceUsage& d = c.devices[static_cast<size_t>(i)];
-          for (int k = 0; k < static_cast<int>(MemKind::kCount); ++k) {
-            uint64_t v = slot.used_by_kind[i][k].load(kRelaxed);
-            if (k == static_cast<int>(MemKind::kContext)) {
-              d.context += v;
-            } else {
-              d.buffer += v;
-            }
-          }
-        }
+        if (v.host_pid != 0) ++c.host_pids_known;
       }
     }
     snap.containers.push_back(std::move(c));

@@ -1,6 +1,7 @@
 // Monitor: the node monitor's core, without Kubernetes. It follows the container directories the
 // device plugin creates (<containers_dir>/<podUID>_<container>/, each holding one region file
-// libvgpu maps), and on every Update (every 5 s in hami-monitor):
+// libvgpu maps; HAMi-core's 1.x files are read too, see region_access.h), and on every Update
+// (every 5 s in hami-monitor):
 //   * maps new regions, forgets vanished directories, and removes the directories of pods that
 //     are gone from the node (never while the pod list is not synced, never a pod the list still
 //     has, only once the directory is older than the resync delay, and never while a process of
@@ -133,6 +134,7 @@ class Monitor {
     uint64_t start_time = 0;
     std::string dir;  // "" = not a process of any region (checked once)
     int slot = -1;
+    int inner = 0;  // its PID in its own namespace
   };
   std::map<int, Resolved> host_pids_;               // by host PID
   std::map<std::string, uint64_t> last_sample_us_;  // by GPU UUID

@@ -1,7 +1,9 @@
 #include "monitor/monitor.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "monitor/exporter.h"
 #include "monitor/feedback.h"
 #include "monitor/procfs.h"
+#include "monitor/region_access.h"
 #include "vgpu/region.h"
 
 namespace hami::monitor {
@@ -370,6 +373,97 @@ TEST_F(MonitorTest, ScrapesWhileUpdating) {
   stop.store(true);
   updater.join();
   EXPECT_EQ(region_->header()->slots[slot_].host_pid.load(), getpid());
+}
+
+// A container started under HAMi-core (its 1.x region file) is monitored too: a node can switch
+// to hami-monitor while such containers still run.
+TEST_F(MonitorTest, HamiCoreRegionsAreReadAndFedBack) {
+  const std::string path = containers_ + "/" + kUid + "_main/legacy.cache";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(kHamiCoreV1Size)), 0);
+  auto* b = static_cast<unsigned char*>(
+      mmap(nullptr, kHamiCoreV1Size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(b, MAP_FAILED);
+  auto put32 = [&](size_t off, int32_t v) { std::memcpy(b + off, &v, 4); };
+  auto put64 = [&](size_t off, uint64_t v) { std::memcpy(b + off, &v, 8); };
+  put32(0, kHamiCoreMagic);
+  put32(4, 1);   // major
+  put32(8, 0);   // minor
+  put64(56, 1);  // devices
+  std::memcpy(b + 64, kGpu, sizeof(kGpu));
+  put64(1600, 4ull << 30);  // limit[0]
+  put64(1728, 30);          // smLimit[0]
+  const size_t proc = 1856;
+  put32(proc, getpid());            // pid (as the container saw it; here the same namespace)
+  put64(proc + 8, 10 << 20);        // used[0].context
+  put64(proc + 8 + 8, 5 << 20);     // used[0].module
+  put64(proc + 8 + 16, 100 << 20);  // used[0].buffer
+  put64(proc + 8 + 32, 115 << 20);  // used[0].total
+  put32(proc + 1928, 1);            // status
+  put32(2008896, 1);                // procnum
+  put32(2008900, 1);                // utilizationSwitch
+  put32(2008904, 2);                // recentKernel
+  put32(2008908, 1);                // priority
+  put64(2008912, 1'700'000'000);    // lastKernelTime
+  gpus_.procs[kGpu] = {{getpid(), 115 << 20}};
+  Monitor m(Options(), &gpus_, &pods_);
+  UpdateResult r = m.Update(system_clock::now());
+  EXPECT_EQ(r.mapped_now, 1) << (r.problems.empty() ? "" : r.problems[0]);
+  EXPECT_EQ(r.host_pids_written, 1);
+  int32_t host = 0;
+  std::memcpy(&host, b + proc + 4, 4);
+  EXPECT_EQ(host, getpid()) << "hostpid written where HAMi-core's limiter polls it";
+  int32_t recent = 0, sw = 0;
+  std::memcpy(&recent, b + 2008904, 4);
+  std::memcpy(&sw, b + 2008900, 4);
+  EXPECT_EQ(recent, 1);
+  EXPECT_EQ(sw, 0);
+  MonitorSnapshot snap = m.Snapshot();
+  ASSERT_EQ(snap.containers.size(), 1u);
+  ASSERT_EQ(snap.containers[0].devices.size(), 1u);
+  const ContainerDeviceUsage& d = snap.containers[0].devices[0];
+  EXPECT_EQ(d.uuid, kGpu);
+  EXPECT_EQ(d.used, 115ull << 20);
+  EXPECT_EQ(d.context, 10ull << 20);
+  EXPECT_EQ(d.module, 5ull << 20);
+  EXPECT_EQ(d.buffer, 100ull << 20);
+  EXPECT_EQ(d.limit, 4ull << 30);
+  EXPECT_EQ(d.sm_limit, 30u);
+  EXPECT_EQ(snap.containers[0].last_kernel_time, 1'700'000'000u);
+  std::string page = RenderMonitorMetrics(snap, NodeOnly("n"));
+  EXPECT_NE(page.find("hami_vgpu_memory_module_bytes{namespace=\"team-a\",pod=\"trainer\","
+                      "container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
+                      std::string(kGpu) + "\",zone=\"vGPU\"} 5.24288e+06"),
+            std::string::npos)
+      << page;
+  // Another HAMi-core version is refused with its reason.
+  put32(4, 2);
+  munmap(b, kHamiCoreV1Size);
+  Monitor fresh(Options(), &gpus_, &pods_);
+  r = fresh.Update(system_clock::now());
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("HAMi-core region of version 2"), std::string::npos)
+      << r.problems[0];
+}
+
+// A container can write its region file: one it truncates is let go before it is read again
+// (reading a mapping past the end of its file would kill the monitor with SIGBUS).
+TEST_F(MonitorTest, ARegionFileThatShrinksIsLetGo) {
+  CreateRegion();
+  Monitor m(Options(), &gpus_, &pods_);
+  ASSERT_EQ(m.Update(system_clock::now()).mapped_now, 1);
+  vgpu::Region::Free(region_);
+  region_ = nullptr;
+  ASSERT_EQ(truncate((containers_ + "/" + kUid + "_main/abc.cache").c_str(), 4096), 0);
+  UpdateResult r = m.Update(system_clock::now());
+  EXPECT_EQ(r.mapped_now, 0);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("4096 bytes"), std::string::npos) << r.problems[0];
+  MonitorSnapshot snap = m.Snapshot();
+  ASSERT_EQ(snap.containers.size(), 1u);
+  EXPECT_TRUE(snap.containers[0].devices.empty());
 }
 
 TEST_F(MonitorTest, UnusableRegionFilesAreReportedNotFatal) {
