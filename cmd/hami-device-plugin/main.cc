@@ -46,11 +46,6 @@ namespace {
 using hami::Result;
 using hami::Status;
 
-std::string Env(const char* name, const std::string& fallback = "") {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
 // The libvgpu.so shipped next to this binary (build tree: bin/ and lib/), else the image's.
 std::string DefaultLibvgpu() {
   char self[PATH_MAX] = {};
@@ -75,7 +70,7 @@ int main(int argc, char** argv) {
   std::string config_file, node_config_file = "/config/config.json", node_name;
   std::string mig_strategy = "none", device_list_strategy = "envvar", device_id_strategy = "uuid";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins", kubeconfig, context;
-  std::string hook_path = Env("HOOK_PATH", "/usr/local"), libvgpu = DefaultLibvgpu();
+  std::string hook_path = hami::EnvOr("HOOK_PATH", "/usr/local"), libvgpu = DefaultLibvgpu();
   std::string nvml_library = "libnvidia-ml.so.1", mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s", resource_name_flag;
   bool disable_core_limit = false, fail_on_init_error = true, pass_device_specs = false;
@@ -132,7 +127,7 @@ int main(int argc, char** argv) {
     HAMI_LOG(Error) << what;
     return 1;
   };
-  if (node_name.empty()) node_name = Env("NODE_NAME");
+  if (node_name.empty()) node_name = hami::EnvOr("NODE_NAME");
   if (node_name.empty()) return die("the node name is unknown: set NODE_NAME or --node-name");
   if (mig_strategy != "none") {
     HAMI_LOG(Warning) << "--mig-strategy=" << mig_strategy << ": only none is supported; ignored";
@@ -179,7 +174,7 @@ int main(int argc, char** argv) {
   opts.resource_name = nvidia.resource_count_name;
   opts.settings = hami::device::ResolveNodeSettings(nvidia, node_config, node_name);
   opts.register_interval = *interval;
-  opts.topology_score = Env("ENABLE_TOPOLOGY_SCORE") == "true";
+  opts.topology_score = hami::EnvOr("ENABLE_TOPOLOGY_SCORE") == "true";
   std::vector<std::string> xid_warnings;
   opts.xid_policy = hami::deviceplugin::ParseXidPolicy(
       std::getenv("DP_DISABLE_HEALTHCHECKS"), std::getenv("DP_ENABLE_HEALTHCHECKS"), &xid_warnings);
@@ -238,7 +233,7 @@ int main(int argc, char** argv) {
                    << hook->libvgpu_file << " and ld.so.preload";
   }
 
-  if (kubeconfig.empty()) kubeconfig = Env("KUBECONFIG");
+  if (kubeconfig.empty()) kubeconfig = hami::EnvOr("KUBECONFIG");
   Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
                                            ? hami::k8s::LoadInClusterConfig()
                                            : hami::k8s::LoadKubeconfigFile(kubeconfig, context);

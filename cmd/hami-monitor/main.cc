@@ -40,19 +40,15 @@ namespace {
 using hami::Result;
 using hami::Status;
 
-std::string Env(const char* name, const std::string& fallback = "") {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);  // a few threads, each allocating little
   CLI::App app{"hami-monitor: HAMi-compatible vGPU monitor and metrics exporter"};
-  std::string metrics_bind = ":9394", hook_path = Env("HOOK_PATH"), node_name = Env("NODE_NAME");
-  std::string kubeconfig = Env("KUBECONFIG"), context, nvml_library = "libnvidia-ml.so.1";
-  std::string update_interval = "5s", resync = Env("HAMI_RESYNC_INTERVAL", "5m");
+  std::string metrics_bind = ":9394", hook_path = hami::EnvOr("HOOK_PATH"),
+              node_name = hami::EnvOr("NODE_NAME");
+  std::string kubeconfig = hami::EnvOr("KUBECONFIG"), context, nvml_library = "libnvidia-ml.so.1";
+  std::string update_interval = "5s", resync = hami::EnvOr("HAMI_RESYNC_INTERVAL", "5m");
   bool legacy = false, no_feedback = false;
   int verbosity = 0;
   app.add_option("--metrics-bind-address", metrics_bind, "metrics listen address")

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 
 namespace hami {
 
@@ -24,6 +25,11 @@ std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv) {
     return app.exit(e);
   }
   return std::nullopt;
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
 }  // namespace hami

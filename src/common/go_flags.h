@@ -28,4 +28,7 @@ std::vector<std::string> GoStyleArgs(int argc, char** argv);
 // (0 after --help, CLI11's status after it printed what is wrong with a flag).
 std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv);
 
+// An environment variable the upstream binaries read, or `fallback` when unset or empty.
+std::string EnvOr(const char* name, const std::string& fallback = "");
+
 }  // namespace hami

@@ -44,32 +44,32 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
   }
   PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
 
-  p.Family("hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes");
-  for (const HostGpu& g : snap.gpus) {
-    p.Begin();
-    p.Label("node", o.node);
-    p.IntLabel("device_index", g.index);
-    p.Label("device_uuid", g.uuid);
-    p.Label("device_type", DeviceType(g));
-    p.End(static_cast<double>(g.memory_used));
-  }
-  p.Family("hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent");
-  for (const HostGpu& g : snap.gpus) {
-    p.Begin();
-    p.Label("node", o.node);
-    p.IntLabel("device_index", g.index);
-    p.Label("device_uuid", g.uuid);
-    p.Label("device_type", DeviceType(g));
-    p.End(g.utilization);
-  }
-  p.Family("hami_host_gpu_memory_controller_utilization_ratio",
-           "GPU memory controller utilisation, in percent");
-  for (const HostGpu& g : snap.gpus) {
-    p.Begin();
-    p.IntLabel("device_index", g.index);
-    p.Label("device_uuid", g.uuid);
-    p.Label("device_type", DeviceType(g));
-    p.End(g.memory_utilization);
+  // Per GPU. Upstream's memory-controller family has no node label.
+  struct HostFamily {
+    const char* name;
+    const char* help;
+    bool node;
+    double (*value)(const HostGpu&);
+  };
+  static const HostFamily kHost[] = {
+      {"hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes", true,
+       [](const HostGpu& g) { return static_cast<double>(g.memory_used); }},
+      {"hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent", true,
+       [](const HostGpu& g) { return static_cast<double>(g.utilization); }},
+      {"hami_host_gpu_memory_controller_utilization_ratio",
+       "GPU memory controller utilisation, in percent", false,
+       [](const HostGpu& g) { return static_cast<double>(g.memory_utilization); }},
+  };
+  for (const HostFamily& f : kHost) {
+    p.Family(f.name, f.help);
+    for (const HostGpu& g : snap.gpus) {
+      p.Begin();
+      if (f.node) p.Label("node", o.node);
+      p.IntLabel("device_index", g.index);
+      p.Label("device_uuid", g.uuid);
+      p.Label("device_type", DeviceType(g));
+      p.End(f.value(g));
+    }
   }
 
   struct Family {
@@ -121,23 +121,22 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
   p.End(1);
 
   if (!o.legacy) return p.Take();
-  p.Family("HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)");
-  for (const HostGpu& g : snap.gpus) {
-    p.Begin();
-    p.Label("nodeid", o.node);
-    p.IntLabel("deviceidx", g.index);
-    p.Label("deviceuuid", g.uuid);
-    p.Label("devicetype", DeviceType(g));
-    p.End(static_cast<double>(g.memory_used));
-  }
-  p.Family("HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)");
-  for (const HostGpu& g : snap.gpus) {
-    p.Begin();
-    p.Label("nodeid", o.node);
-    p.IntLabel("deviceidx", g.index);
-    p.Label("deviceuuid", g.uuid);
-    p.Label("devicetype", DeviceType(g));
-    p.End(g.utilization);
+  static const HostFamily kLegacyHost[] = {
+      {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)", true,
+       kHost[0].value},
+      {"HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)", true,
+       kHost[1].value},
+  };
+  for (const HostFamily& f : kLegacyHost) {
+    p.Family(f.name, f.help);
+    for (const HostGpu& g : snap.gpus) {
+      p.Begin();
+      p.Label("nodeid", o.node);
+      p.IntLabel("deviceidx", g.index);
+      p.Label("deviceuuid", g.uuid);
+      p.Label("devicetype", DeviceType(g));
+      p.End(f.value(g));
+    }
   }
   static const Family kLegacy[] = {
       {"vGPU_device_memory_usage_in_bytes", "Device memory a container uses (legacy name)",

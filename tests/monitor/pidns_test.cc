@@ -88,9 +88,10 @@ class PidNamespaceTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // Runs the spinning workload in its own PID namespace under a 30 % SM limit; while it runs,
-  // `monitor` (if any) updates every 100 ms. Returns the workload's measured SM utilisation.
-  double RunWorkload(const std::string& name, Monitor* monitor) {
+  // A container process's environment: the simulated driver (with the host's procfs),
+  // libvgpu preloaded, its region, and `extra`.
+  std::vector<std::string> ContainerEnv(const std::string& region,
+                                        std::vector<std::string> extra) const {
     std::string runtime = HAMI_SANITIZER_PRELOAD;
     std::vector<std::string> env = {
         "PATH=/usr/bin:/bin",
@@ -99,12 +100,19 @@ class PidNamespaceTest : public ::testing::Test {
         "HAMI_SIM_HOST_PROC_FD=" + std::to_string(host_proc_),
         "LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU,
         "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
-        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/containers/" + kUid + "_main/" + name +
-            ".cache",
-        "CUDA_DEVICE_SM_LIMIT=30",
-        "GPU_CORE_UTILIZATION_POLICY=force",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region,
         "LIBCUDA_LOG_LEVEL=2",
     };
+    env.insert(env.end(), extra.begin(), extra.end());
+    return env;
+  }
+
+  // Runs the spinning workload in its own PID namespace under a 30 % SM limit; while it runs,
+  // `monitor` (if any) updates every 100 ms. Returns the workload's measured SM utilisation.
+  double RunWorkload(const std::string& name, Monitor* monitor) {
+    std::vector<std::string> env =
+        ContainerEnv(dir_ + "/containers/" + kUid + "_main/" + name + ".cache",
+                     {"CUDA_DEVICE_SM_LIMIT=30", "GPU_CORE_UTILIZATION_POLICY=force"});
     Subprocess work({"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM",
                      HAMI_PROBE, "spin", "--blocks", "108", "--block-ns", "1000000", "--warmup-ms",
                      "2500", "--duration-ms", "2000"},
@@ -174,16 +182,10 @@ TEST_F(PidNamespaceTest, MetricsAreTheRegionsAndTheDriversTruth) {
   o.containers_dir = dir_ + "/containers";
   Monitor monitor(o, nvml->get(), &pods);
   const std::string region = dir_ + "/containers/" + kUid + "_main/truth.cache";
-  std::string runtime = HAMI_SANITIZER_PRELOAD;
   Subprocess work(
       {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM", HAMI_PROBE,
        "workload", "--mem-fraction", "0.5", "--duration-ms", "20000"},
-      {"PATH=/usr/bin:/bin", std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
-       "HAMI_SIM_STATE=" + SimState(), "HAMI_SIM_HOST_PROC_FD=" + std::to_string(host_proc_),
-       "LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + HAMI_LIBVGPU,
-       "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
-       "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region, "CUDA_DEVICE_MEMORY_LIMIT=2Gi",
-       "NVIDIA_VISIBLE_DEVICES=0", "LIBCUDA_LOG_LEVEL=2"});
+      ContainerEnv(region, {"CUDA_DEVICE_MEMORY_LIMIT=2Gi", "NVIDIA_VISIBLE_DEVICES=0"}));
   // However the test ends, the workload stops with it.
   struct StopAtEnd {
     Subprocess& p;
