@@ -97,13 +97,15 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
   const bool synced = pods_ != nullptr && pods_->Synced();
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     Tracked& t = *it->second;
-    // The file is writable from inside the container: one that shrank (or was replaced) is let
-    // go before it is read again, since reading a mapping past the end of its file faults.
+    // The file is writable from inside the container: one that was replaced, shrank or no
+    // longer reads as a region is let go and opened again.
     if (t.region != nullptr) {
       struct stat st {};
+      std::string why;
       if (stat(t.region_path.c_str(), &st) != 0 || st.st_size != t.region_size ||
-          FileIdOf(st.st_dev, st.st_ino) != t.file) {
-        HAMI_LOG(Warning) << t.region_path << " changed size or was replaced; mapping it again";
+          FileIdOf(st.st_dev, st.st_ino) != t.file || !t.region->Refresh(&why)) {
+        HAMI_LOG(Warning) << t.region_path << " changed size, was replaced or cannot be read"
+                          << (why.empty() ? "" : " (" + why + ")") << "; opening it again";
         t.region.reset();
         t.attach_error.clear();
       }
@@ -331,7 +333,8 @@ MonitorSnapshot Monitor::Snapshot() const {
     c.pod_uid = t.id.pod_uid;
     c.container = t.id.container;
     if (pods_ != nullptr) c.pod = pods_->Find(t.id.pod_uid);
-    if (t.region != nullptr) {
+    std::string why;
+    if (t.region != nullptr && t.region->Refresh(&why)) {  // figures as of this request
       const RegionAccess& region = *t.region;
       c.last_kernel_time = region.LastKernelTime();
       c.priority = region.Priority();

@@ -2,7 +2,7 @@
 // device plugin creates (<containers_dir>/<podUID>_<container>/, each holding one region file
 // libvgpu maps; HAMi-core's 1.x files are read too, see region_access.h), and on every Update
 // (every 5 s in hami-monitor):
-//   * maps new regions, forgets vanished directories, and removes the directories of pods that
+//   * opens new regions, forgets vanished directories, and removes the directories of pods that
 //     are gone from the node (never while the pod list is not synced, never a pod the list still
 //     has, only once the directory is older than the resync delay, and never while a process of
 //     the region still runs);
@@ -16,7 +16,8 @@
 // Snapshot() returns what the metrics page shows (exporter.h).
 //
 // Thread safety: Update from one thread; Snapshot from any thread (a mutex guards the container
-// table; region fields are atomics shared with libvgpu).
+// table and the regions' copies; regions are read and written through their files, never
+// mapped, see region_access.h).
 #pragma once
 
 #include <sys/types.h>

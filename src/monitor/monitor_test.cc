@@ -448,8 +448,9 @@ TEST_F(MonitorTest, HamiCoreRegionsAreReadAndFedBack) {
       << r.problems[0];
 }
 
-// A container can write its region file: one it truncates is let go before it is read again
-// (reading a mapping past the end of its file would kill the monitor with SIGBUS).
+// A container can write its region file: one it truncates, even between an update and a
+// scrape, is never read past its end (through a mapping that would kill the monitor with
+// SIGBUS) and is let go.
 TEST_F(MonitorTest, ARegionFileThatShrinksIsLetGo) {
   CreateRegion();
   Monitor m(Options(), &gpus_, &pods_);
@@ -457,6 +458,11 @@ TEST_F(MonitorTest, ARegionFileThatShrinksIsLetGo) {
   vgpu::Region::Free(region_);
   region_ = nullptr;
   ASSERT_EQ(truncate((containers_ + "/" + kUid + "_main/abc.cache").c_str(), 4096), 0);
+  // A scrape right after: with the region mapped this read would fault (SIGBUS); read through
+  // the file it finds the region gone.
+  MonitorSnapshot before = m.Snapshot();
+  ASSERT_EQ(before.containers.size(), 1u);
+  EXPECT_TRUE(before.containers[0].devices.empty());
   UpdateResult r = m.Update(system_clock::now());
   EXPECT_EQ(r.mapped_now, 0);
   ASSERT_EQ(r.problems.size(), 1u);

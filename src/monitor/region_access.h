@@ -5,7 +5,14 @@
 // over its process slots). Both are mapped shared; reads take no lock (each value is whole);
 // the monitor writes only host PIDs and the feedback fields, as upstream's monitor does.
 //
-// Thread safety: the methods may run concurrently with the processes that map the region.
+// The file is writable from inside its container, so the monitor never maps it: a mapping read
+// past the end of a file that was truncated meanwhile raises SIGBUS, which would take the whole
+// node's monitor down. Refresh() reads the header part and the live process slots with pread
+// (a few KiB per container); the setters write single fields with pwrite, which every process
+// mapping the file sees at once (one page cache).
+//
+// Thread safety: one thread at a time per object (the monitor's lock); the processes using the
+// region may run concurrently.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +39,10 @@ class RegionAccess {
   virtual ~RegionAccess() = default;
   virtual const char* Format() const = 0;  // "hami-cpp" or "HAMi-core 1.x"
 
+  // Reads the region's current state; the getters below answer from it. False (and `*why`)
+  // when the file no longer holds a whole region (truncated, overwritten).
+  virtual bool Refresh(std::string* why) = 0;
+
   virtual int DeviceCount() const = 0;
   virtual std::string Uuid(int dev) const = 0;
   // Quota and usage of one device, summed over the region's processes.
@@ -51,7 +62,8 @@ class RegionAccess {
   virtual void SetHostPid(int i, int host_pid) = 0;
 };
 
-// Maps the region file at `path` read-write; nullptr and `*error` when it is neither layout.
+// Opens the region file at `path` and reads it once; nullptr and `*error` (naming the file) when
+// it is neither layout.
 std::unique_ptr<RegionAccess> OpenRegion(const std::string& path, std::string* error);
 
 // HAMi-core 1.x's file size and magic, for tests that build such a file.
