@@ -107,8 +107,12 @@ int main(int argc, char** argv) {
     regions.push_back(r);
   }
 
+  // The monitor's log goes to a file: a pipe nobody drains would fill with its lines (one per
+  // container) and block it.
   hami::Subprocess monitor(
-      {bin + "hami-monitor", "--metrics-bind-address=127.0.0.1:0", "--update-interval=1s"},
+      {"/bin/sh", "-c",
+       "exec " + bin + "hami-monitor --metrics-bind-address=127.0.0.1:0 --update-interval=1s 2>" +
+           dir + "/monitor.log"},
       {"PATH=/usr/bin:/bin", "NODE_NAME=node-a", "KUBECONFIG=" + dir + "/kubeconfig",
        "HOOK_PATH=" + dir + "/hook", "LD_LIBRARY_PATH=" HAMI_BUILD_DIR "/sim",
        "HAMI_SIM_CONFIG=" + dir + "/gpu.conf", "HAMI_SIM_STATE=" + dir + "/gpu-state"});

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "common/log.h"
@@ -24,6 +25,28 @@ uint64_t EpochUs(std::chrono::system_clock::time_point t) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
 }
+}  // namespace
+
+namespace {
+
+// A log line built while the container table is locked and written after it is released: a
+// stalled log pipe must never hold up /metrics.
+class Defer {
+ public:
+  Defer(UpdateResult* r, LogLevel level) : r_(r), level_(level) {}
+  ~Defer() { r_->logs.push_back({level_, out_.str()}); }
+  template <typename T>
+  Defer& operator<<(const T& v) {
+    out_ << v;
+    return *this;
+  }
+
+ private:
+  UpdateResult* r_;
+  LogLevel level_;
+  std::ostringstream out_;
+};
+
 }  // namespace
 
 std::optional<ContainerDirName> ParseContainerDirName(const std::string& name) {
@@ -59,13 +82,28 @@ UpdateResult Monitor::Update(std::chrono::system_clock::time_point now) {
       result.problems.push_back("reading the GPUs: " + g.status().message());
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  last_gpus_ = gpus;
-  Rescan(now, &result);
-  MapHostPids(gpus, &result);
-  MeasureSm(gpus, now);
-  if (options_.feedback) Feedback();
-  result.containers = static_cast<int>(tracked_.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_gpus_ = gpus;
+    Rescan(now, &result);
+    MapHostPids(gpus, &result);
+    MeasureSm(gpus, now);
+    if (options_.feedback) Feedback(&result);
+    result.containers = static_cast<int>(tracked_.size());
+  }
+  for (const auto& [level, text] : result.logs) {
+    switch (level) {
+      case LogLevel::kWarning:
+        HAMI_LOG(Warning) << text;
+        break;
+      case LogLevel::kInfo:
+        HAMI_LOG(Info) << text;
+        break;
+      case LogLevel::kVerbose:
+        HAMI_VLOG(1) << text;
+        break;
+    }
+  }
   return result;
 }
 
@@ -88,7 +126,7 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
   }
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     if (seen.count(it->first) == 0) {
-      HAMI_VLOG(1) << "container directory " << it->second->path << " is gone";
+      Defer(result, LogLevel::kVerbose) << "container directory " << it->second->path << " is gone";
       it = tracked_.erase(it);
     } else {
       ++it;
@@ -104,8 +142,9 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
       std::string why;
       if (stat(t.region_path.c_str(), &st) != 0 || st.st_size != t.region_size ||
           FileIdOf(st.st_dev, st.st_ino) != t.file || !t.region->Refresh(&why)) {
-        HAMI_LOG(Warning) << t.region_path << " changed size, was replaced or cannot be read"
-                          << (why.empty() ? "" : " (" + why + ")") << "; opening it again";
+        Defer(result, LogLevel::kWarning)
+            << t.region_path << " changed size, was replaced or cannot be read"
+            << (why.empty() ? "" : " (" + why + ")") << "; opening it again";
         t.region.reset();
         t.attach_error.clear();
       }
@@ -130,13 +169,13 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
           t.region_size = st.st_size;
           t.file = FileIdOf(st.st_dev, st.st_ino);
           ++result->mapped_now;
-          HAMI_LOG(Info) << "watching " << caches[0] << " (" << t.region->Format()
-                         << " region; pod " << t.id.pod_uid << ", container " << t.id.container
-                         << ")";
+          Defer(result, LogLevel::kInfo)
+              << "watching " << caches[0] << " (" << t.region->Format() << " region; pod "
+              << t.id.pod_uid << ", container " << t.id.container << ")";
         }
       }
       if (!why.empty() && why != t.attach_error) {
-        HAMI_LOG(Warning) << t.path << ": " << why << "; not monitored";
+        Defer(result, LogLevel::kWarning) << t.path << ": " << why << "; not monitored";
         result->problems.push_back(t.path + ": " + why);
       }
       t.attach_error = why;
@@ -157,7 +196,8 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
           result->problems.push_back("cannot remove " + path + ": " + ec.message());
         } else {
           ++result->removed;
-          HAMI_LOG(Info) << "removed " << path << ": pod " << uid << " is no longer on this node";
+          Defer(result, LogLevel::kInfo)
+              << "removed " << path << ": pod " << uid << " is no longer on this node";
         }
         continue;
       }
@@ -245,8 +285,9 @@ void Monitor::MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result
         if (v.host_pid != pid) {
           region.SetHostPid(s, pid);
           ++result->host_pids_written;
-          HAMI_VLOG(1) << "host PID " << pid << " is PID " << inner << " of container "
-                       << owner->id.container << " (pod " << owner->id.pod_uid << ")";
+          Defer(result, LogLevel::kVerbose)
+              << "host PID " << pid << " is PID " << inner << " of container "
+              << owner->id.container << " (pod " << owner->id.pod_uid << ")";
         }
         break;
       }
@@ -285,7 +326,7 @@ void Monitor::MeasureSm(const std::vector<HostGpu>& gpus,
   }
 }
 
-void Monitor::Feedback() {
+void Monitor::Feedback(UpdateResult* result) {
   std::vector<FeedbackIn> in;
   std::vector<Tracked*> order;
   for (auto& [name, t] : tracked_) {
@@ -305,20 +346,21 @@ void Monitor::Feedback() {
     if (out[i].recent_kernel != in[i].recent_kernel &&
         region.ReplaceRecentKernel(in[i].recent_kernel, out[i].recent_kernel)) {
       if (out[i].recent_kernel < 0) {
-        HAMI_LOG(Info) << "container " << order[i]->id.container << " of pod "
-                       << order[i]->id.pod_uid
-                       << " waits: a higher-priority task is active on its GPU";
+        Defer(result, LogLevel::kInfo)
+            << "container " << order[i]->id.container << " of pod " << order[i]->id.pod_uid
+            << " waits: a higher-priority task is active on its GPU";
       } else if (in[i].recent_kernel < 0) {
-        HAMI_LOG(Info) << "container " << order[i]->id.container << " of pod "
-                       << order[i]->id.pod_uid << " resumes";
+        Defer(result, LogLevel::kInfo) << "container " << order[i]->id.container << " of pod "
+                                       << order[i]->id.pod_uid << " resumes";
       }
     }
     if (region.UtilizationSwitch() != out[i].utilization_switch) {
       region.SetUtilizationSwitch(out[i].utilization_switch);
-      HAMI_VLOG(1) << "container " << order[i]->id.container << " of pod " << order[i]->id.pod_uid
-                   << ": SM limit "
-                   << (out[i].utilization_switch ? "enforced (its GPU is contended)"
-                                                 : "relaxed (its GPU is not contended)");
+      Defer(result, LogLevel::kVerbose)
+          << "container " << order[i]->id.container << " of pod " << order[i]->id.pod_uid
+          << ": SM limit "
+          << (out[i].utilization_switch ? "enforced (its GPU is contended)"
+                                        : "relaxed (its GPU is not contended)");
     }
   }
 }

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "monitor/gpu_stats.h"
@@ -91,6 +92,8 @@ struct MonitorSnapshot {
   std::vector<ContainerUsage> containers;  // by directory name
 };
 
+enum class LogLevel { kInfo, kWarning, kVerbose };
+
 // What one Update did, for logs and tests.
 struct UpdateResult {
   int containers = 0;
@@ -98,6 +101,8 @@ struct UpdateResult {
   int removed = 0;                    // directories of gone pods removed
   int host_pids_written = 0;          // slots given their host PID by this update
   std::vector<std::string> problems;  // things a user should know (also logged)
+  // The decisions Update logged (after releasing its lock), in order.
+  std::vector<std::pair<LogLevel, std::string>> logs;
 };
 
 class Monitor {
@@ -118,7 +123,7 @@ class Monitor {
   void Rescan(std::chrono::system_clock::time_point now, UpdateResult* result);
   void MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result);
   void MeasureSm(const std::vector<HostGpu>& gpus, std::chrono::system_clock::time_point now);
-  void Feedback();
+  void Feedback(UpdateResult* result);
   bool AnyProcessAlive(const Tracked& t) const;
 
   const MonitorOptions options_;

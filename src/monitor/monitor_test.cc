@@ -336,8 +336,14 @@ TEST_F(MonitorTest, DirectoriesOfGonePodsAreRemovedOnlyWhenSafe) {
   pods_.synced = true;
   EXPECT_EQ(m.Update(system_clock::now()).removed, 0) << "younger than the resync delay";
   EXPECT_TRUE(fs::exists(path));
-  EXPECT_EQ(m.Update(later).removed, 1);
+  UpdateResult removed = m.Update(later);
+  EXPECT_EQ(removed.removed, 1);
   EXPECT_FALSE(fs::exists(path));
+  bool said = false;
+  for (const auto& [level, text] : removed.logs) {
+    said |= level == LogLevel::kInfo && text.find("is no longer on this node") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << "the removal is logged, with its reason";
   EXPECT_EQ(m.Snapshot().containers.size(), 0u);
 }
 
