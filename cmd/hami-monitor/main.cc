@@ -138,7 +138,10 @@ int main(int argc, char** argv) {
   gpus.nvml = &nvml;
   hami::monitor::Monitor monitor(mo, &gpus, &pods);
 
-  http.worker_threads = 8;
+  // The server ties a worker thread to each open connection (until issue 16's server lands):
+  // enough of them, started on demand, that hundreds of idle or stalled clients (probes,
+  // scrapers that keep connections open) never leave a scrape waiting.
+  http.worker_threads = 512;
   Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
   if (!server.ok()) return die("metrics server: " + server.status().ToString());
   hami::monitor::ExporterOptions eo;

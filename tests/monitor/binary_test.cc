@@ -1,7 +1,17 @@
 // hami-monitor started the way a DaemonSet starts it, with bad input: it exits 1 with one line
 // naming what is wrong (never a crash, never a silent default).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -38,6 +48,60 @@ TEST(MonitorBinary, BadInputExitsWithAReason) {
     std::string all = r.out + r.err;
     EXPECT_NE(all.find(c.says), std::string::npos) << all;
   }
+}
+
+// /metrics keeps answering with 300 idle connections and 20 stalled requests held open (the API
+// server is unreachable: the monitor serves what it has meanwhile).
+TEST(MonitorBinary, MetricsAnswerWithHundredsOfIdleClients) {
+  char tmpl[] = "/tmp/hami-monitor-bin-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/kc") << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                                "    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\n"
+                                "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                                "current-context: x\n";
+  Subprocess monitor(
+      {HAMI_MONITOR_BIN, "--metrics-bind-address=127.0.0.1:0"},
+      {"PATH=/usr/bin:/bin", "HOOK_PATH=" + dir, "NODE_NAME=n", "KUBECONFIG=" + dir + "/kc"});
+  std::string out = monitor.ReadUntil("metrics on ");
+  size_t at = out.find("metrics on 127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << out;
+  int port = std::atoi(out.c_str() + at + 21);
+  auto connect_to = [&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  };
+  std::vector<int> held;
+  for (int i = 0; i < 300; ++i) held.push_back(connect_to());
+  for (int i = 0; i < 20; ++i) {
+    int fd = connect_to();
+    const char partial[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";  // never finished
+    EXPECT_GT(write(fd, partial, sizeof(partial) - 1), 0);
+    held.push_back(fd);
+  }
+  auto start = std::chrono::steady_clock::now();
+  int fd = connect_to();
+  const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_GT(write(fd, req, sizeof(req) - 1), 0);
+  std::string page;
+  char buf[65536];
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) page.append(buf, static_cast<size_t>(n));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  close(fd);
+  EXPECT_NE(page.find("HTTP/1.1 200"), std::string::npos) << page.substr(0, 200);
+  EXPECT_NE(page.find("hami_build_info{"), std::string::npos);
+  EXPECT_LT(seconds, 2.0) << "the scrape waited for a free worker";
+  for (int h : held) close(h);
+  monitor.Signal(SIGTERM);
+  EXPECT_EQ(monitor.Wait().exit_code, 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MonitorBinary, HelpNamesTheUpstreamFlags) {
