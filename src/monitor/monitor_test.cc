@@ -444,6 +444,24 @@ TEST_F(MonitorTest, HamiCoreRegionsAreReadAndFedBack) {
                       std::string(kGpu) + "\",zone=\"vGPU\"} 5.24288e+06"),
             std::string::npos)
       << page;
+  // The process leaves: HAMi-core shrinks its process count; the monitor's remembered slot index
+  // is now past the end and must read as free, not beyond the table.
+  put32(2008896, 0);
+  r = m.Update(system_clock::now());
+  EXPECT_EQ(r.host_pids_written, 0);
+  snap = m.Snapshot();
+  ASSERT_EQ(snap.containers.size(), 1u);
+  EXPECT_EQ(snap.containers[0].processes, 0);
+  std::string why;
+  std::unique_ptr<RegionAccess> direct = OpenRegion(path, &why);
+  ASSERT_NE(direct, nullptr) << why;
+  EXPECT_EQ(direct->SlotCount(), 0);
+  put32(2008896, 1);
+  ASSERT_TRUE(direct->Refresh(&why)) << why;
+  EXPECT_EQ(direct->Slot(0).pid, getpid());
+  put32(2008896, 0);
+  ASSERT_TRUE(direct->Refresh(&why)) << why;
+  EXPECT_EQ(direct->Slot(0).pid, 0) << "past the count: free, not the stale table";
   // Another HAMi-core version is refused with its reason.
   put32(4, 2);
   munmap(b, kHamiCoreV1Size);

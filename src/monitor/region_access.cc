@@ -145,7 +145,7 @@ class OwnRegion : public RegionAccess {
   int SlotCount() const override { return vgpu::kMaxSlots; }
   RegionSlotView Slot(int i) const override {
     RegionSlotView v;
-    if (slot_of_.empty() || slot_of_[i] < 0) return v;
+    if (i < 0 || i >= static_cast<int>(slot_of_.size()) || slot_of_[i] < 0) return v;
     const RegionSlot* s = reinterpret_cast<const RegionSlot*>(slots_[slot_of_[i]].bytes);
     v.pid = s->pid.load(std::memory_order_relaxed);
     v.host_pid = s->host_pid.load(std::memory_order_relaxed);
@@ -153,6 +153,7 @@ class OwnRegion : public RegionAccess {
     return v;
   }
   void SetHostPid(int i, int host_pid) override {
+    if (i < 0 || i >= vgpu::kMaxSlots) return;
     int32_t v = host_pid;
     WriteAt(fd_, &v, sizeof(v), SlotOffset(i) + static_cast<off_t>(offsetof(RegionSlot, host_pid)));
   }
@@ -247,6 +248,7 @@ class HamiCoreV1 : public RegionAccess {
   int SlotCount() const override { return procs_; }
   RegionSlotView Slot(int i) const override {
     RegionSlotView v;
+    if (i < 0 || i >= procs_) return v;  // the process count may have shrunk since
     const unsigned char* proc = proc_bytes_.data() + static_cast<size_t>(i) * kProcSize;
     if (Load<int32_t>(proc, kProcStatus) == 0) return v;
     v.pid = Load<int32_t>(proc, 0);
@@ -254,6 +256,7 @@ class HamiCoreV1 : public RegionAccess {
     return v;  // no start time in this layout
   }
   void SetHostPid(int i, int host_pid) override {
+    if (i < 0 || i >= static_cast<int>(kMaxProcs)) return;
     int32_t v = host_pid;
     WriteAt(fd_, &v, sizeof(v),
             static_cast<off_t>(kProcs + static_cast<size_t>(i) * kProcSize + kProcHostPid));

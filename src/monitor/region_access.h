@@ -58,6 +58,8 @@ class RegionAccess {
   virtual void SetUtilizationSwitch(int32_t value) = 0;
 
   virtual int SlotCount() const = 0;
+  // Any index is safe: one at or past SlotCount() (the count may shrink between refreshes)
+  // reads as a free slot.
   virtual RegionSlotView Slot(int i) const = 0;
   virtual void SetHostPid(int i, int host_pid) = 0;
 };
