@@ -274,12 +274,21 @@ int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
   int status = 0;
   {
     SignalForwarder forwarder;
+    // A signal that arrives between fork and the child's PID being recorded would be dropped
+    // (the command may already be running and have said it is ready): hold the forwarded
+    // signals until then; they are delivered, to the child, as soon as they are released.
+    sigset_t forwarded, previous;
+    sigemptyset(&forwarded);
+    for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+    sigprocmask(SIG_BLOCK, &forwarded, &previous);
     pid_t pid = fork();
     if (pid < 0) {
+      sigprocmask(SIG_SETMASK, &previous, nullptr);
       err << "hamictl: run: fork failed: " << strerror(errno) << "\n";
       return kExitRunFailed;
     }
     if (pid == 0) {
+      sigprocmask(SIG_SETMASK, &previous, nullptr);  // a signal mask survives exec
       execve(exe.c_str(), argv.data(), envp.data());
       int e = errno;
       ssize_t ignored = write(2, exec_failed.data(), exec_failed.size());
@@ -287,6 +296,7 @@ int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
       _exit(e == ENOENT ? kExitNotFound : kExitCannotExec);
     }
     g_child_pid = pid;
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
     while (waitpid(pid, &status, 0) < 0) {
       if (errno != EINTR) {
         err << "hamictl: run: waitpid failed: " << strerror(errno) << "\n";
