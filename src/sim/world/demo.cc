@@ -387,6 +387,8 @@ std::string PodLine(const DemoReport& r, const DemoPod& p) {
                   p.node.c_str(), gpus.c_str(), quota.c_str(), used.c_str());
     out += buf;
   }
+  // Why it went there, as the scheduler said it (its FilteringSucceed event).
+  if (!p.why.empty()) out += "      scheduler: " + p.why + "\n";
   return out;
 }
 
