@@ -234,9 +234,7 @@ int main(int argc, char** argv) {
   }
 
   if (kubeconfig.empty()) kubeconfig = hami::EnvOr("KUBECONFIG");
-  Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
-                                           ? hami::k8s::LoadInClusterConfig()
-                                           : hami::k8s::LoadKubeconfigFile(kubeconfig, context);
+  Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(kubeconfig, context);
   if (!rest.ok()) return die("API server config: " + rest.status().ToString());
   rest->user_agent = "hami-device-plugin";
   rest->timeout = std::chrono::seconds(10);

@@ -90,9 +90,7 @@ int main(int argc, char** argv) {
     return die("--metrics-bind-address: " + s.message());
   }
 
-  Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
-                                           ? hami::k8s::LoadInClusterConfig()
-                                           : hami::k8s::LoadKubeconfigFile(kubeconfig, context);
+  Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(kubeconfig, context);
   if (!rest.ok()) return die("API server config: " + rest.status().ToString());
   rest->user_agent = "hami-monitor";
   rest->timeout = std::chrono::seconds(10);
@@ -128,10 +126,12 @@ int main(int argc, char** argv) {
       return (*nvml)->Gpus();
     }
     Result<std::vector<hami::monitor::GpuProcess>> Processes(const std::string& uuid) override {
+      if (*nvml == nullptr) return std::vector<hami::monitor::GpuProcess>{};
       return (*nvml)->Processes(uuid);
     }
     Result<std::vector<hami::monitor::ProcessSample>> Samples(const std::string& uuid,
                                                               uint64_t since) override {
+      if (*nvml == nullptr) return std::vector<hami::monitor::ProcessSample>{};
       return (*nvml)->Samples(uuid, since);
     }
   } gpus;

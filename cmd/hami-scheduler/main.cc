@@ -146,9 +146,7 @@ int main(int argc, char** argv) {
   if (kubeconfig.empty()) {
     if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig = env;
   }
-  Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
-                                           ? hami::k8s::LoadInClusterConfig()
-                                           : hami::k8s::LoadKubeconfigFile(kubeconfig, context);
+  Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(kubeconfig, context);
   if (!rest.ok()) return die("API server config: " + rest.status().ToString());
   rest->qps = kube_qps;
   rest->burst = kube_burst;

@@ -56,9 +56,7 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("KUBECONFIG");
     kubeconfig = env != nullptr ? env : config->kubeconfig;
   }
-  hami::Result<hami::k8s::RestConfig> rest = kubeconfig.empty()
-                                                 ? hami::k8s::LoadInClusterConfig()
-                                                 : hami::k8s::LoadKubeconfigFile(kubeconfig);
+  hami::Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(kubeconfig);
   if (!rest.ok()) {
     HAMI_LOG(Error) << "kubeconfig: " << rest.status().ToString();
     return 2;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "common/dl_symbol.h"
 #include "vgpu/nvml_abi.h"
 
 namespace hami::deviceplugin {
@@ -43,12 +44,6 @@ struct NvmlDriver::Api {
 };
 
 namespace {
-
-template <typename Fn>
-bool Resolve(void* handle, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(handle, name));
-  return *out != nullptr;
-}
 
 // NVML's "00000000:07:00.0" as sysfs names it: "0000:07:00.0", lower case.
 std::string SysfsPciName(std::string bus_id) {
@@ -90,34 +85,34 @@ Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& op
                       "): is the NVIDIA driver installed and visible to this container?");
   }
   auto api = std::make_unique<Api>();
-  bool ok = Resolve(handle, "nvmlInit_v2", &api->init) &&
-            Resolve(handle, "nvmlShutdown", &api->shutdown) &&
-            Resolve(handle, "nvmlErrorString", &api->error_string) &&
-            Resolve(handle, "nvmlSystemGetDriverVersion", &api->driver_version) &&
-            Resolve(handle, "nvmlDeviceGetCount_v2", &api->count) &&
-            Resolve(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
-            Resolve(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
-            Resolve(handle, "nvmlDeviceGetUUID", &api->uuid) &&
-            Resolve(handle, "nvmlDeviceGetName", &api->name) &&
-            Resolve(handle, "nvmlDeviceGetMemoryInfo", &api->memory) &&
-            Resolve(handle, "nvmlDeviceGetPciInfo_v3", &api->pci) &&
-            Resolve(handle, "nvmlEventSetCreate", &api->event_set_create) &&
-            Resolve(handle, "nvmlDeviceGetSupportedEventTypes", &api->supported_events) &&
-            Resolve(handle, "nvmlDeviceRegisterEvents", &api->register_events) &&
-            Resolve(handle, "nvmlEventSetWait_v2", &api->event_wait) &&
-            Resolve(handle, "nvmlEventSetFree", &api->event_set_free);
+  bool ok = ResolveSymbol(handle, "nvmlInit_v2", &api->init) &&
+            ResolveSymbol(handle, "nvmlShutdown", &api->shutdown) &&
+            ResolveSymbol(handle, "nvmlErrorString", &api->error_string) &&
+            ResolveSymbol(handle, "nvmlSystemGetDriverVersion", &api->driver_version) &&
+            ResolveSymbol(handle, "nvmlDeviceGetCount_v2", &api->count) &&
+            ResolveSymbol(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
+            ResolveSymbol(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
+            ResolveSymbol(handle, "nvmlDeviceGetUUID", &api->uuid) &&
+            ResolveSymbol(handle, "nvmlDeviceGetName", &api->name) &&
+            ResolveSymbol(handle, "nvmlDeviceGetMemoryInfo", &api->memory) &&
+            ResolveSymbol(handle, "nvmlDeviceGetPciInfo_v3", &api->pci) &&
+            ResolveSymbol(handle, "nvmlEventSetCreate", &api->event_set_create) &&
+            ResolveSymbol(handle, "nvmlDeviceGetSupportedEventTypes", &api->supported_events) &&
+            ResolveSymbol(handle, "nvmlDeviceRegisterEvents", &api->register_events) &&
+            ResolveSymbol(handle, "nvmlEventSetWait_v2", &api->event_wait) &&
+            ResolveSymbol(handle, "nvmlEventSetFree", &api->event_set_free);
   if (!ok) {
     dlclose(handle);
     return Status(
         StatusCode::kUnavailable,
         options.library + " lacks an NVML entry point the plugin needs (driver too old?)");
   }
-  Resolve(handle, "nvmlDeviceGetNumaNodeId", &api->numa);
-  Resolve(handle, "nvmlDeviceGetMigMode", &api->mig_mode);
-  Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->common_ancestor);
-  Resolve(handle, "nvmlDeviceGetNvLinkState", &api->nvlink_state);
-  Resolve(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->nvlink_remote);
-  Resolve(handle, "nvmlDeviceGetNvLinkRemoteDeviceType", &api->nvlink_type);
+  ResolveSymbol(handle, "nvmlDeviceGetNumaNodeId", &api->numa);
+  ResolveSymbol(handle, "nvmlDeviceGetMigMode", &api->mig_mode);
+  ResolveSymbol(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->common_ancestor);
+  ResolveSymbol(handle, "nvmlDeviceGetNvLinkState", &api->nvlink_state);
+  ResolveSymbol(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->nvlink_remote);
+  ResolveSymbol(handle, "nvmlDeviceGetNvLinkRemoteDeviceType", &api->nvlink_type);
   if (nvmlReturn_t r = api->init(); r != NVML_SUCCESS) {
     std::string why = api->Error(r);
     dlclose(handle);

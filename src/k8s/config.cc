@@ -214,4 +214,8 @@ Result<RestConfig> LoadInClusterConfig(const InClusterOptions& options) {
   return cfg;
 }
 
+Result<RestConfig> LoadRestConfig(const std::string& kubeconfig, std::string_view context) {
+  return kubeconfig.empty() ? LoadInClusterConfig() : LoadKubeconfigFile(kubeconfig, context);
+}
+
 }  // namespace hami::k8s

@@ -57,6 +57,10 @@ struct InClusterOptions {
 };
 Result<RestConfig> LoadInClusterConfig(const InClusterOptions& options = {});
 
+// What every binary does with its --kubeconfig: that file (and `context`) when given, else the
+// in-cluster service account.
+Result<RestConfig> LoadRestConfig(const std::string& kubeconfig, std::string_view context = "");
+
 // Reads a whole file (at most 16 MiB); NotFound / PermissionDenied / InvalidArgument (too large) /
 // Internal, naming the path, on failure.
 Result<std::string> ReadFileToString(const std::string& path);

@@ -383,16 +383,9 @@ MonitorSnapshot Monitor::Snapshot() const {
       c.utilization_switch = region.UtilizationSwitch();
       c.recent_kernel = region.RecentKernel();
       for (int i = 0; i < region.DeviceCount(); ++i) {
-        RegionDeviceFigures f = region.Device(i);
         ContainerDeviceUsage d;
+        static_cast<RegionDeviceFigures&>(d) = region.Device(i);
         d.index = i;
-        d.uuid = std::move(f.uuid);
-        d.limit = f.limit;
-        d.used = f.used;
-        d.context = f.context;
-        d.module = f.module;
-        d.buffer = f.buffer;
-        d.sm_limit = f.sm_limit;
         auto u = t.sm_util.find(i);
         d.sm_util = u == t.sm_util.end() ? 0 : std::min(100.0, u->second);
         c.devices.push_back(std::move(d));

@@ -35,6 +35,7 @@
 
 #include "monitor/gpu_stats.h"
 #include "monitor/procfs.h"
+#include "monitor/region_access.h"
 
 namespace hami::monitor {
 
@@ -67,14 +68,10 @@ struct MonitorOptions {
   bool feedback = true;  // run the priority / utilisation-switch loop
 };
 
-struct ContainerDeviceUsage {
-  int index = 0;  // the container's device index (vdevice_index)
-  std::string uuid;
-  uint64_t limit = 0;  // bytes; 0 = none
-  uint64_t used = 0;   // bytes, all of the container's processes
-  uint64_t context = 0, module = 0, buffer = 0;
-  uint32_t sm_limit = 0;  // percent; 0 = none
-  double sm_util = 0;     // percent, NVML samples of the container's processes
+// The region's figures for one container device (uuid, limit, used, breakdown, SM limit), and:
+struct ContainerDeviceUsage : RegionDeviceFigures {
+  int index = 0;       // the container's device index (vdevice_index)
+  double sm_util = 0;  // percent, NVML samples of the container's processes
 };
 
 struct ContainerUsage {

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include "common/dl_symbol.h"
 #include "vgpu/nvml_abi.h"
 
 namespace hami::monitor {
@@ -34,14 +35,6 @@ struct NvmlStats::Api {
   }
 };
 
-namespace {
-template <typename Fn>
-bool Resolve(void* handle, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(handle, name));
-  return *out != nullptr;
-}
-}  // namespace
-
 NvmlStats::NvmlStats(std::unique_ptr<Api> api) : api_(std::move(api)) {}
 NvmlStats::~NvmlStats() = default;  // NVML stays loaded: its threads may outlive us
 
@@ -54,23 +47,23 @@ Result<std::unique_ptr<NvmlStats>> NvmlStats::Open(const std::string& library) {
                       "): is the NVIDIA driver mounted into this container?");
   }
   auto api = std::make_unique<Api>();
-  bool ok = Resolve(handle, "nvmlInit_v2", &api->init) &&
-            Resolve(handle, "nvmlErrorString", &api->error_string) &&
-            Resolve(handle, "nvmlDeviceGetCount_v2", &api->count) &&
-            Resolve(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
-            Resolve(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
-            Resolve(handle, "nvmlDeviceGetUUID", &api->uuid) &&
-            Resolve(handle, "nvmlDeviceGetName", &api->name) &&
-            Resolve(handle, "nvmlDeviceGetMemoryInfo", &api->memory);
+  bool ok = ResolveSymbol(handle, "nvmlInit_v2", &api->init) &&
+            ResolveSymbol(handle, "nvmlErrorString", &api->error_string) &&
+            ResolveSymbol(handle, "nvmlDeviceGetCount_v2", &api->count) &&
+            ResolveSymbol(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
+            ResolveSymbol(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
+            ResolveSymbol(handle, "nvmlDeviceGetUUID", &api->uuid) &&
+            ResolveSymbol(handle, "nvmlDeviceGetName", &api->name) &&
+            ResolveSymbol(handle, "nvmlDeviceGetMemoryInfo", &api->memory);
   if (!ok) {
     dlclose(handle);
     return Status(StatusCode::kUnavailable,
                   library + " lacks an NVML entry point the monitor needs (driver too old?)");
   }
-  Resolve(handle, "nvmlDeviceGetUtilizationRates", &api->utilization);
-  Resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", &api->processes);
-  Resolve(handle, "nvmlDeviceGetComputeRunningProcesses", &api->processes_v1);
-  Resolve(handle, "nvmlDeviceGetProcessUtilization", &api->process_utilization);
+  ResolveSymbol(handle, "nvmlDeviceGetUtilizationRates", &api->utilization);
+  ResolveSymbol(handle, "nvmlDeviceGetComputeRunningProcesses_v3", &api->processes);
+  ResolveSymbol(handle, "nvmlDeviceGetComputeRunningProcesses", &api->processes_v1);
+  ResolveSymbol(handle, "nvmlDeviceGetProcessUtilization", &api->process_utilization);
   if (nvmlReturn_t r = api->init(); r != NVML_SUCCESS) return api->Error("nvmlInit", r);
   return std::unique_ptr<NvmlStats>(new NvmlStats(std::move(api)));
 }

@@ -46,6 +46,15 @@ std::string_view NextField(std::string_view* line) {
   return field;
 }
 
+// The line of `text` starting at `*pos` (without its newline); advances `*pos` past it.
+std::string_view NextLine(std::string_view text, size_t* pos) {
+  size_t eol = text.find('\n', *pos);
+  size_t end = eol == std::string_view::npos ? text.size() : eol;
+  std::string_view line = text.substr(*pos, end - *pos);
+  *pos = end + 1;
+  return line;
+}
+
 }  // namespace
 
 std::optional<uint64_t> ParseStatStartTime(std::string_view stat) {
@@ -65,12 +74,8 @@ std::optional<uint64_t> ParseStatStartTime(std::string_view stat) {
 
 std::vector<int> ParseNsPids(std::string_view status) {
   std::vector<int> pids;
-  size_t pos = 0;
-  while (pos < status.size()) {
-    size_t eol = status.find('\n', pos);
-    std::string_view line =
-        status.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
-    pos = eol == std::string_view::npos ? status.size() : eol + 1;
+  for (size_t pos = 0; pos < status.size();) {
+    std::string_view line = NextLine(status, &pos);
     if (line.substr(0, 6) != "NSpid:") continue;
     line.remove_prefix(6);
     for (std::string_view f = NextField(&line); !f.empty(); f = NextField(&line)) {
@@ -90,12 +95,8 @@ FileId FileIdOf(dev_t dev, ino_t ino) {
 std::vector<FileId> ParseMappedFiles(std::string_view maps) {
   // "start-end perms offset major:minor inode  path", device numbers in hex.
   std::vector<FileId> files;
-  size_t pos = 0;
-  while (pos < maps.size()) {
-    size_t eol = maps.find('\n', pos);
-    std::string_view line =
-        maps.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
-    pos = eol == std::string_view::npos ? maps.size() : eol + 1;
+  for (size_t pos = 0; pos < maps.size();) {
+    std::string_view line = NextLine(maps, &pos);
     NextField(&line);  // range
     NextField(&line);  // perms
     NextField(&line);  // offset

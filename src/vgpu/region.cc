@@ -305,7 +305,7 @@ void Region::LockSlow(uint64_t me) {
     waited_ns += 100'000;
     if (waited_ns % 2'000'000 != 0 || private_) continue;
     const int pid = static_cast<int>(owner & 0xffffffffULL);
-    if (Alive(pid, owner >> 32, 0xffffffffULL)) continue;
+    if (OwnerAlive(pid, static_cast<uint32_t>(owner >> 32))) continue;
     if (h_->lock_owner.compare_exchange_strong(owner, me, std::memory_order_acquire,
                                                std::memory_order_relaxed)) {
       // The owner died inside a critical section. Slots are the source of truth: recompute
@@ -317,19 +317,34 @@ void Region::LockSlow(uint64_t me) {
   }
 }
 
-bool Region::Alive(int pid, uint64_t start_time, uint64_t mask) const {
+namespace {
+// Whether the process (pid, start time) runs, comparing start times under `mask`.
+bool StartsAt(int pid, uint64_t start_time, uint64_t mask) {
   uint64_t start = 0;
-  if (ProcessStartTime(pid, &start) && (start & mask) == (start_time & mask)) return true;
+  return ProcessStartTime(pid, &start) && (start & mask) == (start_time & mask);
+}
+}  // namespace
+
+bool Region::SlotAlive(int slot) const {
   // Seen from another PID namespace (hamictl or a tool on the host looking at a container's
-  // region), `pid` names another process; the host PID the node monitor recorded for the
-  // slot of (pid, start_time) names the same one. The start time (ticks since boot) is the
-  // same in every namespace.
+  // region), the slot's PID names another process; the host PID the node monitor recorded
+  // names the same one. The start time (ticks since boot) is the same in every namespace.
+  const RegionSlot& s = h_->slots[slot];
+  int pid = h_->slot_pid[slot].load(std::memory_order_relaxed);
+  if (StartsAt(pid, s.start_time, ~0ULL)) return true;
+  int host = s.host_pid.load(std::memory_order_relaxed);
+  return host != 0 && host != pid && StartsAt(host, s.start_time, ~0ULL);
+}
+
+bool Region::OwnerAlive(int pid, uint32_t start_low) const {
+  if (StartsAt(pid, start_low, 0xffffffffULL)) return true;
+  // The lock word holds the owner's own PID: through its slot's host PID, as SlotAlive.
   for (int i = 0; i < kMaxSlots; ++i) {
     if (h_->slot_pid[i].load(std::memory_order_relaxed) != pid) continue;
     const RegionSlot& s = h_->slots[i];
     int host = s.host_pid.load(std::memory_order_relaxed);
-    if (host == 0 || host == pid || (s.start_time & mask) != (start_time & mask)) continue;
-    if (ProcessStartTime(host, &start) && (start & mask) == (start_time & mask)) return true;
+    if (host == 0 || host == pid || static_cast<uint32_t>(s.start_time) != start_low) continue;
+    if (StartsAt(host, start_low, 0xffffffffULL)) return true;
   }
   return false;
 }
@@ -378,7 +393,7 @@ int Region::SweepDeadLocked() {
     int pid = h_->slot_pid[i].load(std::memory_order_relaxed);
     if (pid == 0) continue;
     RegionSlot& s = h_->slots[i];
-    if (!Alive(pid, s.start_time, ~0ULL)) {
+    if (!SlotAlive(i)) {
       uint64_t held = 0;
       for (int d = 0; d < kMaxDevices; ++d) held += s.used[d].load(std::memory_order_relaxed);
       VGPU_NOTICE("reclaimed slot of exited process %d (%llu bytes)", pid,

@@ -186,9 +186,11 @@ class Region {
   void RebuildTotalsLocked();
   void ClearSlotLocked(int slot);
   int SweepDeadLocked();
-  // Whether the process (pid, start time) runs, comparing start times under `mask`; also
-  // through the slot's recorded host PID when `pid` is not of this PID namespace.
-  bool Alive(int pid, uint64_t start_time, uint64_t mask) const;
+  // Whether the slot's process runs: by its PID, or by the host PID the monitor recorded when
+  // the caller is in another PID namespace.
+  bool SlotAlive(int slot) const;
+  // Whether the lock owner (its PID and the low 32 bits of its start time) runs, likewise.
+  bool OwnerAlive(int pid, uint32_t start_low) const;
 
   RegionHeader* h_;
   size_t size_;

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "device/node_registration.h"
@@ -94,7 +96,12 @@ class PluginTest : public ::testing::Test {
     plugin_ = std::make_unique<GrpcPlugin>(
         *service_,
         GrpcPluginOptions{.plugin_dir = kubelet_dir_, .preferred_allocation = preferred});
-    runner_ = std::make_unique<PluginRunner>(*plugin_, std::chrono::milliseconds(100));
+    runner_ = std::make_unique<PluginRunner>(*plugin_, std::chrono::milliseconds(100),
+                                             [this](uint64_t n) {
+                                               std::lock_guard<std::mutex> lock(reg_mu_);
+                                               registered_ = n;
+                                               reg_cv_.notify_all();
+                                             });
     ASSERT_TRUE(runner_->Start().ok());
     ASSERT_TRUE(kubelet_->WaitFor(
         [](const auto& r) { return r.count(kResource) && r.at(kResource).devices.size() == 8; },
@@ -154,6 +161,10 @@ class PluginTest : public ::testing::Test {
   std::unique_ptr<PluginService> service_;
   std::unique_ptr<sim::DeviceManager> kubelet_;
   std::unique_ptr<GrpcPlugin> plugin_;
+  // Registrations the runner announced (declared before runner_, which calls into them).
+  std::mutex reg_mu_;
+  std::condition_variable reg_cv_;
+  uint64_t registered_ = 0;  // guarded by reg_mu_
   std::unique_ptr<PluginRunner> runner_;
 };
 
@@ -322,6 +333,12 @@ TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
       std::chrono::seconds(5)));
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   RecordProperty("reregistration_ms", static_cast<int>(took.count()));
+  // Kubelet may list the devices before the runner's Register call has returned to it.
+  {
+    std::unique_lock<std::mutex> lock(reg_mu_);
+    EXPECT_TRUE(reg_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return registered_ >= 2; }))
+        << "registrations: " << registered_;
+  }
   EXPECT_GE(runner_->registrations(), 2u);
   // And it still allocates.
   CreateBoundPod("p7", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");

@@ -88,6 +88,22 @@ class PidNamespaceTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
+  // A monitor of this test's containers on the simulated driver; nullptr (and a failure) when
+  // NVML cannot be loaded.
+  std::unique_ptr<Monitor> MakeMonitor(bool feedback) {
+    Result<std::unique_ptr<NvmlStats>> nvml =
+        NvmlStats::Open(std::string(HAMI_SIM_DIR) + "/libnvidia-ml.so.1");
+    if (!nvml.ok()) {
+      ADD_FAILURE() << nvml.status().ToString();
+      return nullptr;
+    }
+    nvml_ = std::move(*nvml);
+    MonitorOptions o;
+    o.containers_dir = dir_ + "/containers";
+    o.feedback = feedback;
+    return std::make_unique<Monitor>(o, nvml_.get(), &pods_);
+  }
+
   // A container process's environment: the simulated driver (with the host's procfs),
   // libvgpu preloaded, its region, and `extra`.
   std::vector<std::string> ContainerEnv(const std::string& region,
@@ -149,20 +165,18 @@ class PidNamespaceTest : public ::testing::Test {
   }
 
   std::string dir_, out_;
+  std::unique_ptr<NvmlStats> nvml_;
+  AllPods pods_;
   int host_proc_ = -1;
   bool saw_host_pid_ = false;
   int written_ = 0;
 };
 
 TEST_F(PidNamespaceTest, TheMonitorsHostPidsLetTheSmLimitHold) {
-  Result<std::unique_ptr<NvmlStats>> nvml =
-      NvmlStats::Open(std::string(HAMI_SIM_DIR) + "/libnvidia-ml.so.1");
-  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
-  AllPods pods;
-  MonitorOptions o;
-  o.containers_dir = dir_ + "/containers";
-  o.feedback = false;  // policy force: the switch does not matter; keep the test about PIDs
-  Monitor monitor(o, nvml->get(), &pods);
+  // Policy force: the switch does not matter; keep the test about PIDs.
+  std::unique_ptr<Monitor> m = MakeMonitor(/*feedback=*/false);
+  ASSERT_NE(m, nullptr);
+  Monitor& monitor = *m;
   double util = RunWorkload("with-monitor", &monitor);
   EXPECT_TRUE(saw_host_pid_) << "the monitor never matched the workload's process";
   EXPECT_GE(written_, 1);
@@ -174,13 +188,9 @@ TEST_F(PidNamespaceTest, TheMonitorsHostPidsLetTheSmLimitHold) {
 // namespace allocates half of its 2 GiB quota; the page shows that container's use and limit as
 // the region holds them, and the GPU's memory as NVML reports it.
 TEST_F(PidNamespaceTest, MetricsAreTheRegionsAndTheDriversTruth) {
-  Result<std::unique_ptr<NvmlStats>> nvml =
-      NvmlStats::Open(std::string(HAMI_SIM_DIR) + "/libnvidia-ml.so.1");
-  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
-  AllPods pods;
-  MonitorOptions o;
-  o.containers_dir = dir_ + "/containers";
-  Monitor monitor(o, nvml->get(), &pods);
+  std::unique_ptr<Monitor> m = MakeMonitor(/*feedback=*/true);
+  ASSERT_NE(m, nullptr);
+  Monitor& monitor = *m;
   const std::string region = dir_ + "/containers/" + kUid + "_main/truth.cache";
   Subprocess work(
       {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM", HAMI_PROBE,
@@ -214,7 +224,7 @@ TEST_F(PidNamespaceTest, MetricsAreTheRegionsAndTheDriversTruth) {
   EXPECT_EQ(d.context + d.buffer, d.used) << "the breakdown adds up";
   vgpu::Region::Free(r);
   // The driver, asked on its own.
-  Result<std::vector<HostGpu>> truth = (*nvml)->Gpus();
+  Result<std::vector<HostGpu>> truth = nvml_->Gpus();
   ASSERT_TRUE(truth.ok());
   ASSERT_EQ(snap.gpus.size(), truth->size());
   for (size_t i = 0; i < truth->size(); ++i) {

@@ -505,7 +505,7 @@ class DemoRun {
     out_ << "Reading what each container uses from the monitors ..." << std::flush;
     WaitForUsage();
     out_ << " done\n";
-    for (const WorldNode& n : DemoNodes())
+    for (const WorldNode& n : world_->options().nodes)
       report_.monitor_urls[n.name] = world_->MonitorMetricsUrl(n.name);
     report_.scheduler_metrics_url = world_->SchedulerMetricsUrl();
     CollectPods();
@@ -522,7 +522,7 @@ class DemoRun {
   }
 
   Status CollectGpus() {
-    for (const WorldNode& n : DemoNodes()) {
+    for (const WorldNode& n : world_->options().nodes) {
       HAMI_ASSIGN_OR_RETURN(k8s::Object node, k8s::GetNode(world_->client(), n.name));
       std::string reg = k8s::GetString(node, "/metadata/annotations/hami.io~1node-nvidia-register");
       HAMI_ASSIGN_OR_RETURN(std::vector<device::DeviceInfo> devs, device::DecodeNodeDevices(reg));
@@ -641,7 +641,7 @@ spec:
       if (!t.ok()) return by_node;
       transport_ = std::move(*t);
     }
-    for (const WorldNode& n : DemoNodes()) {
+    for (const WorldNode& n : world_->options().nodes) {
       k8s::HttpRequest req;
       req.url = world_->MonitorMetricsUrl(n.name);
       req.timeout = std::chrono::seconds(5);
