@@ -412,7 +412,26 @@ class ApiServer::Impl {
     } else if (r.group.empty() && r.kind == "Namespace") {
       obj["spec"] = {{"finalizers", {"kubernetes"}}};
       obj["status"] = {{"phase", "Active"}};
+    } else if (r.group.empty() && r.kind == "Secret") {
+      NormalizeSecret(obj);
     }
+  }
+
+  // As the real server: `stringData` is write-only, folded into `data` (base64) on every write,
+  // its keys winning over `data`'s; `type` defaults to Opaque.
+  static void NormalizeSecret(json& obj) {
+    if (!obj.contains("type")) obj["type"] = "Opaque";
+    auto sd = obj.find("stringData");
+    if (sd == obj.end()) return;
+    if (sd->is_object()) {
+      if (!obj["data"].is_object()) obj["data"] = json::object();
+      for (auto it = sd->begin(); it != sd->end(); ++it) {
+        if (it.value().is_string()) {
+          obj["data"][it.key()] = Base64Encode(it.value().get<std::string>());
+        }
+      }
+    }
+    obj.erase("stringData");
   }
 
   // Whether anything but metadata and status differs (what bumps metadata.generation).
@@ -483,6 +502,7 @@ class ApiServer::Impl {
     }
     next["kind"] = r.kind;
     next["apiVersion"] = r.api_version();
+    if (r.group.empty() && r.kind == "Secret") NormalizeSecret(next);
     json& md = next["metadata"];
     const json& cur_md = current["metadata"];
     for (const char* k :

@@ -10,8 +10,11 @@
 //
 // Served: discovery (/api, /api/v1, /apis, /apis/<group>[/<version>], /version), /healthz,
 // /readyz, /livez; core/v1 namespaces, nodes, pods (+status, +binding), events, configmaps,
-// resourcequotas; events.k8s.io/v1 events; coordination.k8s.io/v1 leases;
-// admissionregistration.k8s.io/v1 mutatingwebhookconfigurations. Verbs: get, list (label and
+// resourcequotas, services, serviceaccounts, secrets (stringData folded into data);
+// events.k8s.io/v1 events; coordination.k8s.io/v1 leases; apps/v1 deployments and daemonsets
+// (stored only: no controller runs them); rbac.authorization.k8s.io/v1 roles, rolebindings,
+// clusterroles, clusterrolebindings; admissionregistration.k8s.io/v1
+// mutatingwebhookconfigurations. Verbs: get, list (label and
 // field selectors, Table output for kubectl), watch (?watch=1: JSON lines over chunked HTTP,
 // bookmarks, resumption, 410 Gone past the history window), create, update (resourceVersion
 // precondition -> 409), patch (merge, JSON patch; strategic merge treated as merge patch: lists

@@ -28,6 +28,16 @@ ResourceRegistry::ResourceRegistry() {
   add("", "events", "event", "Event", true, false, {"ev"});
   add("", "configmaps", "configmap", "ConfigMap", true, false, {"cm"});
   add("", "resourcequotas", "resourcequota", "ResourceQuota", true, true, {"quota"});
+  add("", "services", "service", "Service", true, true, {"svc"});
+  add("", "serviceaccounts", "serviceaccount", "ServiceAccount", true, false, {"sa"});
+  add("", "secrets", "secret", "Secret", true, false, {});
+  add("apps", "deployments", "deployment", "Deployment", true, true, {"deploy"});
+  add("apps", "daemonsets", "daemonset", "DaemonSet", true, true, {"ds"});
+  add("rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", false, false, {});
+  add("rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding",
+      "ClusterRoleBinding", false, false, {});
+  add("rbac.authorization.k8s.io", "roles", "role", "Role", true, false, {});
+  add("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", true, false, {});
   add("events.k8s.io", "events", "event", "Event", true, false, {"ev"});
   add("coordination.k8s.io", "leases", "lease", "Lease", true, false, {});
   add("admissionregistration.k8s.io", "mutatingwebhookconfigurations",
