@@ -1,7 +1,7 @@
 // hami-sim-apiserver: runs the simulated Kubernetes API server until SIGINT/SIGTERM.
 //
 //   hami-sim-apiserver [--host 127.0.0.1] [--port 0] [--tls-cert F --tls-key F | --self-signed]
-//                      [--token T] [--write-kubeconfig PATH] [--history-window N]
+//                      [--token T [--rbac]] [--write-kubeconfig PATH] [--history-window N]
 //
 // Prints "listening on <url>" (and flushes) once serving, so scripts can wait for that line.
 #include <signal.h>
@@ -16,9 +16,13 @@
 namespace {
 
 void Usage() {
-  std::fprintf(stderr,
-               "usage: hami-sim-apiserver [--host H] [--port N] [--tls-cert F --tls-key F | "
-               "--self-signed] [--token T] [--write-kubeconfig PATH] [--history-window N]\n");
+  std::fprintf(
+      stderr,
+      "usage: hami-sim-apiserver [--host H] [--port N] [--tls-cert F --tls-key F | "
+      "--self-signed] [--token T [--rbac]] [--write-kubeconfig PATH] [--history-window N]\n"
+      "  --rbac: the --token holder is an administrator; ServiceAccount tokens (kubectl\n"
+      "          create token) are authorized by the stored RBAC objects (403 otherwise);\n"
+      "          decisions at GET /debug/authorization\n");
 }
 
 }  // namespace
@@ -57,6 +61,8 @@ int main(int argc, char** argv) {
       opts.self_signed = true;
     } else if (arg == "--token") {
       opts.token = value();
+    } else if (arg == "--rbac") {
+      opts.rbac = true;
     } else if (arg == "--write-kubeconfig") {
       kubeconfig = value();
     } else if (arg == "--history-window") {

@@ -3,14 +3,17 @@
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "common/base64.h"
+#include "common/log.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"
 #include "sim/apiserver/kubelet_proxy.h"
+#include "sim/apiserver/rbac.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
 #include "sim/apiserver/store.h"
@@ -223,8 +226,11 @@ Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& 
   if (t.resource->namespaced && t.ns.empty() && !t.name.empty()) {
     return NotFoundError("the server could not find the requested resource");
   }
-  if (!t.sub.empty() && !((t.sub == "status" && t.resource->has_status) ||
-                          ((t.sub == "binding" || t.sub == "log") && t.resource->has_binding))) {
+  bool token_request =
+      t.sub == "token" && t.group.empty() && t.resource->resource == "serviceaccounts";
+  if (!t.sub.empty() && !token_request &&
+      !((t.sub == "status" && t.resource->has_status) ||
+        ((t.sub == "binding" || t.sub == "log") && t.resource->has_binding))) {
     return NotFoundError("the server could not find the requested resource");
   }
   return t;
@@ -308,12 +314,147 @@ class ApiServer::Impl {
     return *registry.Find(group, "v1", resource);
   }
 
-  bool Authorized(const HttpRequest& req, HttpResponse& res) const {
-    if (options.token.empty() || req.Header("Authorization") == "Bearer " + options.token) {
-      return true;
+  // RBAC state: issued ServiceAccount tokens and the decisions made.
+  struct Decisions {
+    std::map<std::string, uint64_t> allowed, denied;
+  };
+  mutable std::mutex rbac_mu;
+  mutable std::map<std::string, std::pair<std::string, std::string>> sa_tokens;  // rbac_mu
+  mutable std::map<std::string, Decisions> decisions;                            // rbac_mu
+
+  // Who sent the request: nullopt (and a 401 written) when it is not authenticated.
+  std::optional<UserInfo> Authenticate(const HttpRequest& req, HttpResponse& res) const {
+    std::string auth = req.Header("Authorization");
+    if (options.token.empty() || auth == "Bearer " + options.token) {
+      return UserInfo{options.token.empty() ? "system:anonymous" : "hami-sim-admin",
+                      {"system:masters", "system:authenticated"}};
+    }
+    if (options.rbac && auth.rfind("Bearer ", 0) == 0) {
+      std::pair<std::string, std::string> sa;
+      {
+        std::lock_guard<std::mutex> lock(rbac_mu);
+        auto it = sa_tokens.find(auth.substr(7));
+        if (it != sa_tokens.end()) sa = it->second;
+      }
+      if (!sa.second.empty() && store.Get(Res("", "serviceaccounts"), sa.first, sa.second).ok()) {
+        return ServiceAccountUser(sa.first, sa.second);
+      }
     }
     WriteStatus(res, 401, "Unauthorized", "Unauthorized");
+    return std::nullopt;
+  }
+
+  bool Authorized(const HttpRequest& req, HttpResponse& res) const {
+    return Authenticate(req, res).has_value();
+  }
+
+  // The RBAC decision for a resource request; writes the 403 when refused.
+  bool Permitted(const HttpRequest& req, const UserInfo& user, const Target& t,
+                 HttpResponse& res) const {
+    if (!options.rbac) return true;
+    Attributes a;
+    bool watch = req.Param("watch") == "true" || req.Param("watch") == "1";
+    if (req.method == "GET" || req.method == "HEAD") {
+      a.verb = !t.name.empty() ? "get" : watch ? "watch" : "list";
+    } else if (req.method == "POST") {
+      a.verb = "create";
+    } else if (req.method == "PUT") {
+      a.verb = "update";
+    } else if (req.method == "PATCH") {
+      a.verb = "patch";
+    } else if (req.method == "DELETE") {
+      a.verb = t.name.empty() ? "deletecollection" : "delete";
+    }
+    a.api_group = t.group;
+    a.resource = t.resource->resource;
+    a.subresource = t.sub;
+    a.ns = t.ns;
+    a.name = t.name;
+    // A list or watch restricted to one name by field selector asks about that object, as on
+    // the real server (informers on a single Lease or Node do this).
+    std::string fs = req.Param("fieldSelector");
+    if (a.name.empty() && (a.verb == "list" || a.verb == "watch") &&
+        fs.rfind("metadata.name=", 0) == 0 && fs.find(',') == std::string::npos) {
+      a.name = fs.substr(14);
+    }
+    RbacPolicy policy;
+    int64_t unused = 0;
+    const char* group = "rbac.authorization.k8s.io";
+    policy.cluster_roles = store.List(Res(group, "clusterroles"), "", &unused);
+    policy.cluster_role_bindings = store.List(Res(group, "clusterrolebindings"), "", &unused);
+    if (!a.ns.empty()) {
+      policy.roles = store.List(Res(group, "roles"), a.ns, &unused);
+      policy.role_bindings = store.List(Res(group, "rolebindings"), a.ns, &unused);
+    }
+    bool ok = Allows(policy, user, a);
+    std::string key =
+        a.verb + " " + t.resource->qualified() + (a.subresource.empty() ? "" : "/" + a.subresource);
+    {
+      std::lock_guard<std::mutex> lock(rbac_mu);
+      Decisions& d = decisions[user.name];
+      ++(ok ? d.allowed : d.denied)[key];
+    }
+    if (ok) return true;
+    std::string message = ForbiddenMessage(user, a);
+    HAMI_LOG(Warning) << "RBAC: " << message;
+    json details = {{"kind", a.resource}};
+    if (!a.name.empty()) details["name"] = a.name;
+    if (!a.api_group.empty()) details["group"] = a.api_group;
+    WriteStatus(res, 403, "Forbidden", message, details);
     return false;
+  }
+
+  Result<std::string> IssueToken(const std::string& ns, const std::string& name) const {
+    Result<ObjectPtr> account = store.Get(Res("", "serviceaccounts"), ns, name);
+    if (!account.ok()) return account.status();
+    std::string token = "hami-sim-sa." + RandomSuffix(32);
+    std::lock_guard<std::mutex> lock(rbac_mu);
+    sa_tokens[token] = {ns, name};
+    return token;
+  }
+
+  // POST serviceaccounts/<name>/token: a TokenRequest answered with a token for the account.
+  void TokenRequest(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    if (req.method != "POST")
+      return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+    if (!options.rbac) {
+      return WriteStatus(res, 404, "NotFound",
+                         "serviceaccounts/token is served only with --rbac (tokens are not checked "
+                         "otherwise)");
+    }
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) body = json::object();
+    Result<std::string> token = IssueToken(t.ns, t.name);
+    if (!token.ok()) {
+      return WriteError(res, token.status(), {{"name", t.name}, {"kind", "serviceaccounts"}});
+    }
+    int64_t seconds = 3600;
+    if (body["spec"].is_object() && body["spec"]["expirationSeconds"].is_number_integer()) {
+      seconds = body["spec"]["expirationSeconds"].get<int64_t>();
+    }
+    std::time_t until = std::time(nullptr) + seconds;
+    char buf[32];
+    std::tm tm{};
+    gmtime_r(&until, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json spec = body["spec"].is_object() ? body["spec"] : json::object();
+    spec["expirationSeconds"] = seconds;
+    json out = {
+        {"kind", "TokenRequest"},
+        {"apiVersion", "authentication.k8s.io/v1"},
+        {"metadata", {{"name", t.name}, {"namespace", t.ns}, {"creationTimestamp", nullptr}}},
+        {"spec", spec},
+        {"status", {{"token", *token}, {"expirationTimestamp", buf}}}};
+    WriteObject(res, 201, out);
+  }
+
+  std::string DecisionReport() const {
+    json out = json::object();
+    std::lock_guard<std::mutex> lock(rbac_mu);
+    for (const auto& [user, d] : decisions) {
+      out[user] = {{"allowed", d.allowed}, {"denied", d.denied}};
+    }
+    return out.dump();
   }
 
   void SeedNamespaces() {
@@ -531,7 +672,8 @@ class ApiServer::Impl {
   // --- HTTP handlers ---
 
   void HandleResource(const HttpRequest& req, HttpResponse& res) {
-    if (!Authorized(req, res)) return;
+    std::optional<UserInfo> user = Authenticate(req, res);
+    if (!user) return;
     Result<Target> target = ParseTarget(registry, req.path);
     if (!target.ok()) return WriteError(res, target.status());
     const Target& t = *target;
@@ -540,6 +682,8 @@ class ApiServer::Impl {
         return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
       return ServeDiscovery(t, res);
     }
+    if (!Permitted(req, *user, t, res)) return;
+    if (t.sub == "token") return TokenRequest(req, t, res);
     const ResourceInfo& r = *t.resource;
     {
       std::string key = req.method == "GET" && t.name.empty() &&
@@ -1004,6 +1148,9 @@ ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() { Stop(); }
 
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
+  if (options.rbac && options.token.empty()) {
+    return InvalidArgumentError("RBAC needs an administrator token (--token)");
+  }
   auto impl = std::make_unique<Impl>(std::move(options));
   const ApiServerOptions& o = impl->options;
   net::HttpServerOptions http;
@@ -1044,6 +1191,16 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
               {"compiler", "gc"},
               {"platform", "linux/amd64"}};
     WriteObject(res, 200, v);
+  });
+  s.Handle("GET", "/debug/authorization", [self](const HttpRequest& req, HttpResponse& res) {
+    std::optional<UserInfo> user = self->Authenticate(req, res);
+    if (!user) return;
+    if (self->options.rbac && user->name != "hami-sim-admin") {
+      return WriteStatus(
+          res, 403, "Forbidden",
+          "forbidden: User \"" + user->name + "\" cannot get path \"/debug/authorization\"");
+    }
+    res.SetJson(200, self->DecisionReport());
   });
   s.Handle("GET", "/api", [self](const HttpRequest& req, HttpResponse& res) {
     if (!self->Authorized(req, res)) return;
@@ -1115,7 +1272,8 @@ std::map<std::string, uint64_t> ApiServer::RequestCounts() const {
   return impl_->request_counts;
 }
 
-std::string ApiServer::Kubeconfig() const {
+std::string ApiServer::Kubeconfig(const std::string& token) const {
+  const std::string& user_token = token.empty() ? impl_->options.token : token;
   std::string out =
       "apiVersion: v1\n"
       "kind: Config\n"
@@ -1128,7 +1286,7 @@ std::string ApiServer::Kubeconfig() const {
     out += "    certificate-authority-data: " + Base64Encode(impl_->ca_pem) + "\n";
   }
   out += "users:\n- name: hami-sim\n  user:";
-  out += impl_->options.token.empty() ? " {}\n" : "\n    token: " + impl_->options.token + "\n";
+  out += user_token.empty() ? " {}\n" : "\n    token: " + user_token + "\n";
   out +=
       "contexts:\n"
       "- name: hami-sim\n"
@@ -1140,8 +1298,16 @@ std::string ApiServer::Kubeconfig() const {
   return out;
 }
 
-Status ApiServer::WriteKubeconfig(const std::string& path) const {
-  return net::WriteFileAtomically(path, Kubeconfig());
+Status ApiServer::WriteKubeconfig(const std::string& path, const std::string& token) const {
+  return net::WriteFileAtomically(path, Kubeconfig(token));
 }
+
+Result<std::string> ApiServer::IssueServiceAccountToken(const std::string& ns,
+                                                        const std::string& name) const {
+  if (!impl_->options.rbac) return FailedPreconditionError("RBAC is off: tokens are not checked");
+  return impl_->IssueToken(ns, name);
+}
+
+std::string ApiServer::AuthorizationReport() const { return impl_->DecisionReport(); }
 
 }  // namespace hami::sim

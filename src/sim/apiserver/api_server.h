@@ -51,6 +51,13 @@ struct ApiServerOptions {
   bool self_signed = false;
   // Non-empty: every request except /healthz, /livez and /readyz needs this bearer token.
   std::string token;
+  // RBAC on (needs `token`): the `token` holder is a cluster administrator (group
+  // system:masters); a ServiceAccount's token (from a TokenRequest, POST
+  // .../serviceaccounts/<name>/token as `kubectl create token` sends, or from
+  // IssueServiceAccountToken) acts as that account and is authorized by the stored Roles,
+  // ClusterRoles and bindings (see rbac.h); a refused request gets 403 with the standard
+  // Forbidden Status. Any other token is 401.
+  bool rbac = false;
   // Watch events retained for resumption; older resourceVersions get 410 Gone.
   size_t history_window = 10000;
   // How a watch from a compacted resourceVersion is refused. false: HTTP 410 with a Status body
@@ -94,9 +101,19 @@ class ApiServer {
   // such as the benchmark's device plugins, whose API traffic a cluster serves elsewhere.
   void ServeInProcess(const net::HttpRequest& req, net::HttpResponse& res) const;
 
-  // A kubeconfig (YAML) with one cluster/user/context "hami-sim" (namespace default).
-  std::string Kubeconfig() const;
-  Status WriteKubeconfig(const std::string& path) const;
+  // A kubeconfig (YAML) with one cluster/user/context "hami-sim" (namespace default), for the
+  // administrator's token, or for `token` when given.
+  std::string Kubeconfig(const std::string& token = "") const;
+  Status WriteKubeconfig(const std::string& path, const std::string& token = "") const;
+
+  // With RBAC: a token for the ServiceAccount <ns>/<name> (NotFound when it does not exist). The
+  // token stops working when the account is deleted.
+  Result<std::string> IssueServiceAccountToken(const std::string& ns,
+                                               const std::string& name) const;
+  // With RBAC: every authorization decision so far, as JSON text
+  // {"<user>": {"allowed": {"<verb> <resource>[.<group>][/<sub>]": n}, "denied": {...}}}. Also
+  // served to the administrator at GET /debug/authorization.
+  std::string AuthorizationReport() const;
 
   class Impl;
 

@@ -96,6 +96,15 @@ std::string ResourceRegistry::ResourceList(const std::string& group,
                        {"kind", r.kind},
                        {"verbs", {"get", "patch", "update"}}});
     }
+    if (r.group.empty() && r.resource == "serviceaccounts") {
+      items.push_back({{"name", "serviceaccounts/token"},
+                       {"singularName", ""},
+                       {"namespaced", true},
+                       {"group", "authentication.k8s.io"},
+                       {"version", "v1"},
+                       {"kind", "TokenRequest"},
+                       {"verbs", {"create"}}});
+    }
     if (r.has_binding) {
       items.push_back({{"name", r.resource + "/binding"},
                        {"singularName", ""},
