@@ -11,7 +11,14 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev libcurl4-openssl-dev zlib1g-dev openssl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus  # promtool and a real Prometheus for the exporters' tests
+  # tests/deploy: helm-render (Go's text/template + Sprig + the values schema check, as helm)
+  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+  golang-github-xeipuuv-gojsonschema-dev
 )
+# tests/deploy validates manifests with npm packages; use the machine's Node.js when it has one.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then
   PACKAGES+=(clang-19 libclang-rt-19-dev)

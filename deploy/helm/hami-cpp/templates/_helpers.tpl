@@ -1,0 +1,69 @@
+{{/*
+Object names follow HAMi's chart: "<fullname>-scheduler", "<fullname>-webhook", ... where
+fullname is "hami" for a release called hami (the chart keeps upstream's name for naming, so an
+upgrade from HAMi replaces its objects in place).
+*/}}
+{{- define "hami.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "hami" .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{/* Labels of every object; call with (dict "component" "<name>" "root" $). */}}
+{{- define "hami.labels" -}}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: hami-cpp
+{{- with .root.Values.global.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* metadata.annotations from global.annotations (nothing when empty). */}}
+{{- define "hami.annotations" -}}
+{{- with .Values.global.annotations -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* An image reference; call with (dict "image" <values image> "root" $ "default" <tag>). */}}
+{{- define "hami.image" -}}
+{{- $registry := default .image.registry .root.Values.global.imageRegistry -}}
+{{- $tag := .image.tag | default .root.Values.global.imageTag | default .default -}}
+{{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+
+{{/* imagePullSecrets of a pod: global ones and the image's own. */}}
+{{- define "hami.pullSecrets" -}}
+{{- $secrets := concat .root.Values.global.imagePullSecrets .image.pullSecrets -}}
+{{- with $secrets }}
+imagePullSecrets:
+{{- range . }}
+- name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The scheduler's listening port and whether it serves TLS. */}}
+{{- define "hami.scheduler.tls" -}}
+{{- if .Values.scheduler.admissionWebhook.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* extraEnvs (a map) as env entries. */}}
+{{- define "hami.extraEnvs" -}}
+{{- range $k, $v := . }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end -}}
