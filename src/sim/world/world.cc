@@ -237,12 +237,18 @@ Status World::Boot() {
   if (ec) return Status(StatusCode::kInternal, "cannot create " + dir_ + ": " + ec.message());
 
   kubeconfig_ = dir_ + "/kubeconfig";
-  HAMI_RETURN_IF_ERROR(Launch("apiserver",
-                              {Bin("hami-sim-apiserver"), "--write-kubeconfig", kubeconfig_},
-                              BaseEnv(), "listening on"));
+  std::vector<std::string> apiserver = {Bin("hami-sim-apiserver"), "--write-kubeconfig",
+                                        kubeconfig_};
+  bool rbac = !options_.rbac_manifests.empty();
+  if (rbac) {
+    // HTTPS: kubectl sends bearer tokens over TLS only.
+    apiserver.insert(apiserver.end(), {"--self-signed", "--rbac", "--token", "hami-sim-admin"});
+  }
+  HAMI_RETURN_IF_ERROR(Launch("apiserver", apiserver, BaseEnv(), "listening on"));
   HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig_));
   rest.qps = 0;
   HAMI_ASSIGN_OR_RETURN(client_, k8s::RestClient::Create(rest));
+  if (rbac) HAMI_RETURN_IF_ERROR(SetUpRbac());
 
   HAMI_ASSIGN_OR_RETURN(
       net::CertificatePem pem,
@@ -250,7 +256,7 @@ Status World::Boot() {
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.crt", pem.cert_pem));
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.key", pem.key_pem));
   std::vector<std::string> sched = {Bin("hami-scheduler"),
-                                    "--kubeconfig=" + kubeconfig_,
+                                    "--kubeconfig=" + KubeconfigOf("hami-scheduler"),
                                     "--http_bind=127.0.0.1:0",
                                     "--cert_file=" + dir_ + "/tls.crt",
                                     "--key_file=" + dir_ + "/tls.key",
@@ -259,6 +265,10 @@ Status World::Boot() {
   if (!options_.device_config_yaml.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(device_config, options_.device_config_yaml));
     sched.push_back("--device-config-file=" + device_config);
+  }
+  if (options_.leader_elect) {
+    sched.insert(sched.end(), {"--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
+                               "--leader-elect-resource-namespace=kube-system"});
   }
   sched.insert(sched.end(), options_.scheduler_args.begin(), options_.scheduler_args.end());
   std::string line;
@@ -278,7 +288,12 @@ Status World::Boot() {
       client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
   if (!hook.ok()) return hook.status();
   HAMI_RETURN_IF_ERROR(
-      WriteAll(dir_ + "/kube-scheduler.yaml", KubeSchedulerConfigYaml(extender_url_)));
+      WriteAll(dir_ + "/kube-scheduler.yaml",
+               options_.leader_elect
+                   ? KubeSchedulerConfigYaml(extender_url_,
+                                             "  leaderElect: true\n  resourceName: hami-scheduler\n"
+                                             "  resourceNamespace: kube-system\n")
+                   : KubeSchedulerConfigYaml(extender_url_)));
   HAMI_RETURN_IF_ERROR(
       Launch("kube-scheduler",
              {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
@@ -316,6 +331,67 @@ Status World::Boot() {
   return OkStatus();
 }
 
+Status World::SetUpRbac() {
+  // The resource of each kind the RBAC manifests may hold.
+  const std::map<std::string, k8s::Resource> kinds = {
+      {"ServiceAccount", {"v1", "serviceaccounts", true}},
+      {"Role", {"rbac.authorization.k8s.io/v1", "roles", true}},
+      {"RoleBinding", {"rbac.authorization.k8s.io/v1", "rolebindings", true}},
+      {"ClusterRole", {"rbac.authorization.k8s.io/v1", "clusterroles", false}},
+      {"ClusterRoleBinding", {"rbac.authorization.k8s.io/v1", "clusterrolebindings", false}},
+      {"Namespace", {"v1", "namespaces", false}}};
+  for (const std::string& doc : SplitYamlDocuments(options_.rbac_manifests)) {
+    HAMI_ASSIGN_OR_RETURN(k8s::Object obj, YamlToJson(doc));
+    if (!obj.is_object()) return InvalidArgumentError("an RBAC manifest is not an object");
+    std::string kind = k8s::GetString(obj, "/kind");
+    auto it = kinds.find(kind);
+    if (it == kinds.end()) return InvalidArgumentError("RBAC manifests: unexpected kind " + kind);
+    std::string ns = k8s::GetString(obj, "/metadata/namespace");
+    if (it->second.namespaced && ns.empty()) ns = "default";
+    Result<k8s::Object> created = client_->Create(it->second, ns, obj);
+    if (!created.ok() && !k8s::IsAlreadyExists(created.status())) return created.status();
+  }
+  // One kubeconfig per component: the administrator's, with the account's token instead.
+  HAMI_ASSIGN_OR_RETURN(std::string admin, k8s::ReadFileToString(kubeconfig_));
+  const std::string marker = "token: hami-sim-admin";
+  size_t at = admin.find(marker);
+  if (at == std::string::npos) return InternalError("the API server's kubeconfig has no token");
+  for (const auto& [component, account] : options_.service_accounts) {
+    size_t slash = account.find('/');
+    if (slash == std::string::npos) {
+      return InvalidArgumentError("service account \"" + account + "\": want <namespace>/<name>");
+    }
+    k8s::Object request = {{"apiVersion", "authentication.k8s.io/v1"},
+                           {"kind", "TokenRequest"},
+                           {"metadata", {{"name", account.substr(slash + 1)}}},
+                           {"spec", {{"expirationSeconds", 86400}}}};
+    HAMI_ASSIGN_OR_RETURN(k8s::Object answer,
+                          client_->Create(k8s::Resource{"v1", "serviceaccounts", true},
+                                          account.substr(0, slash), request, "token"));
+    std::string token = k8s::GetString(answer, "/status/token");
+    if (token.empty()) return InternalError("TokenRequest for " + account + " gave no token");
+    std::string text = admin;
+    text.replace(at, marker.size(), "token: " + token);
+    std::string path = dir_ + "/kubeconfig-" + component;
+    HAMI_RETURN_IF_ERROR(WriteAll(path, text));
+    component_kubeconfigs_[component] = path;
+  }
+  return OkStatus();
+}
+
+std::string World::KubeconfigOf(const std::string& component) const {
+  auto it = component_kubeconfigs_.find(component);
+  return it != component_kubeconfigs_.end() ? it->second : kubeconfig_;
+}
+
+Result<std::string> World::AuthorizationReport() {
+  HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r, client_->Send("GET", "/debug/authorization"));
+  if (r.status != 200) {
+    return InternalError("GET /debug/authorization: " + std::to_string(r.status) + " " + r.body);
+  }
+  return r.body;
+}
+
 Status World::StartKubelet(const std::string& node) {
   const WorldNode* n = Node(node);
   if (n == nullptr) return NotFoundError("no node " + node);
@@ -345,7 +421,7 @@ Status World::StartPlugin(const std::string& node) {
   if (n == nullptr) return NotFoundError("no node " + node);
   std::vector<std::string> env = BaseEnv();
   env.push_back("NODE_NAME=" + node);
-  env.push_back("KUBECONFIG=" + kubeconfig_);
+  env.push_back("KUBECONFIG=" + KubeconfigOf("hami-device-plugin"));
   env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
   env.push_back("HAMI_SIM_STATE=" + GpuState(node));
   env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
@@ -368,7 +444,7 @@ Status World::StartMonitor(const std::string& node) {
   if (n == nullptr) return NotFoundError("no node " + node);
   std::vector<std::string> env = BaseEnv();
   env.push_back("NODE_NAME=" + node);
-  env.push_back("KUBECONFIG=" + kubeconfig_);
+  env.push_back("KUBECONFIG=" + KubeconfigOf("hami-monitor"));
   env.push_back("HOOK_PATH=" + HookPath(node) + "/vgpu");
   env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
   env.push_back("HAMI_SIM_STATE=" + GpuState(node));

@@ -53,6 +53,18 @@ struct WorldOptions {
   bool stand_in_for_gpu_containers = false;  // kubelets run the GPU workload in every GPU container
   bool pid_namespaces = false;  // kubelets run containers in PID namespaces of their own (root)
   std::string register_interval = "30s";
+  // Least privilege: non-empty = the API server runs with RBAC and an administrator token; these
+  // manifests (ServiceAccounts, Roles, ClusterRoles and their bindings, multi-document YAML) are
+  // created first, and hami-scheduler, the device plugins and the monitors then reach the API
+  // server with a token of their ServiceAccount (`service_accounts`: "hami-scheduler",
+  // "hami-device-plugin", "hami-monitor" -> "<namespace>/<name>"; a component without an entry
+  // keeps the administrator's). The kubelets and the kube-scheduler stand-in keep the
+  // administrator's credentials: they play the cluster's own components.
+  std::string rbac_manifests;
+  // kube-scheduler stand-in elects on the Lease kube-system/hami-scheduler and hami-scheduler
+  // follows it (--leader-elect), as the chart deploys them.
+  bool leader_elect = false;
+  std::map<std::string, std::string> service_accounts;
   std::chrono::seconds start_timeout{60};
   // Called with each process's name once it is up (progress displays).
   std::function<void(const std::string&)> on_start;
@@ -101,12 +113,19 @@ class World {
   std::string LogFile(const std::string& process) const { return dir_ + "/" + process + ".log"; }
   // A running process's PID (benchmarks read its /proc), or -1.
   int Pid(const std::string& process) const;
+  // With RBAC: the kubeconfig a component uses ("hami-scheduler", "hami-device-plugin",
+  // "hami-monitor"): its ServiceAccount's, or the administrator's.
+  std::string KubeconfigOf(const std::string& component) const;
+  // With RBAC: the API server's record of every authorization decision (JSON, see
+  // sim::ApiServer::AuthorizationReport).
+  Result<std::string> AuthorizationReport();
 
   class Process;
 
  private:
   explicit World(WorldOptions options);
   Status Boot();
+  Status SetUpRbac();
   Status Launch(const std::string& name, std::vector<std::string> argv,
                 std::vector<std::string> env, const std::string& marker,
                 std::string* marker_line = nullptr);
@@ -118,6 +137,7 @@ class World {
   std::string dir_;
   bool own_dir_ = false;
   std::string kubeconfig_;
+  std::map<std::string, std::string> component_kubeconfigs_;  // by component, with RBAC
   std::string extender_url_;
   std::string scheduler_metrics_url_;
   std::map<std::string, std::string> monitor_urls_;  // by node
