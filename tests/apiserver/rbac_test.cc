@@ -192,6 +192,30 @@ TEST_F(RbacServerTest, UnknownTokensAreUnauthenticatedAndTheAdminMayDoAnything) 
   EXPECT_EQ(Client(*server_, token).Do("DELETE", "/api/v1/namespaces/default/pods").status, 403);
 }
 
+TEST_F(RbacServerTest, MalformedBindingsGrantNothingAndBreakNothing) {
+  // Found by fuzz_rbac: a binding without roleRef or with odd shapes is stored as sent.
+  for (const char* body : {R"({"metadata":{"name":"no-ref"},"subjects":[{"kind":"ServiceAccount",
+                               "name":"mon","namespace":"kube-system"}]})",
+                           R"({"metadata":{"name":"odd"},"roleRef":"reader","subjects":{"a":1}})",
+                           R"({"metadata":{"name":"odd2"},"roleRef":{"kind":"ClusterRole",
+                               "name":"reader"},"subjects":[7,null,{"kind":5}]})"}) {
+    ASSERT_EQ(
+        admin_->Do("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body).status,
+        201)
+        << body;
+  }
+  ASSERT_EQ(admin_
+                ->Do("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                     R"({"metadata":{"name":"weird"},"rules":[1,{"verbs":"get"},
+                           {"verbs":["*"],"apiGroups":["*"],"resources":["*"],"resourceNames":7}]})")
+                .status,
+            201);
+  std::string token = server_->IssueServiceAccountToken("kube-system", "mon").value();
+  Client mon(*server_, token);
+  EXPECT_EQ(mon.Do("GET", "/api/v1/pods").status, 200) << "the good binding still works";
+  EXPECT_EQ(mon.Do("GET", "/api/v1/nodes").status, 403);
+}
+
 TEST(SecretTest, StringDataIsFoldedIntoDataOnEveryWrite) {
   auto server = ApiServer::Start({}).value();
   Client c(*server);

@@ -9,7 +9,18 @@ using nlohmann::json;
 
 namespace {
 
+// o[key] for a possibly malformed stored object (a client may create a binding without roleRef
+// or an object whose metadata is not an object): null when absent. Never `operator[]` on a const
+// json here: a missing key there is undefined behaviour.
+const json& Member(const json& o, const char* key) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(key);
+  return it != o.end() ? *it : kNull;
+}
+
 std::string Str(const json& o, const char* key) {
+  if (!o.is_object()) return std::string();
   auto it = o.find(key);
   return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
@@ -44,8 +55,8 @@ bool RuleAllows(const json& rule, const Attributes& a) {
   if (!ListHas(rule, "verbs", a.verb)) return false;
   if (!ListHas(rule, "apiGroups", a.api_group)) return false;
   if (!ResourceMatches(rule, a)) return false;
-  auto names = rule.find("resourceNames");
-  if (names != rule.end() && names->is_array() && !names->empty()) {
+  const json& names = Member(rule, "resourceNames");
+  if (names.is_array() && !names.empty()) {
     return !a.name.empty() && ListHas(rule, "resourceNames", a.name, /*star=*/false);
   }
   return true;
@@ -67,13 +78,10 @@ bool SubjectMatches(const json& subject, const UserInfo& user, const std::string
 }
 
 bool BindingMatches(const json& binding, const UserInfo& user) {
-  auto subjects = binding.find("subjects");
-  if (subjects == binding.end() || !subjects->is_array()) return false;
-  std::string ns;
-  if (auto md = binding.find("metadata"); md != binding.end() && md->is_object()) {
-    ns = Str(*md, "namespace");
-  }
-  for (const json& s : *subjects) {
+  const json& subjects = Member(binding, "subjects");
+  if (!subjects.is_array()) return false;
+  std::string ns = Str(Member(binding, "metadata"), "namespace");
+  for (const json& s : subjects) {
     if (SubjectMatches(s, user, ns)) return true;
   }
   return false;
@@ -82,7 +90,7 @@ bool BindingMatches(const json& binding, const UserInfo& user) {
 const json* FindRole(const std::vector<ObjectPtr>& roles, const std::string& ns,
                      const std::string& name) {
   for (const ObjectPtr& r : roles) {
-    const json& md = (*r)["metadata"];
+    const json& md = Member(*r, "metadata");
     if (Str(md, "name") == name && Str(md, "namespace") == ns) return r.get();
   }
   return nullptr;
@@ -90,9 +98,9 @@ const json* FindRole(const std::vector<ObjectPtr>& roles, const std::string& ns,
 
 bool RoleAllows(const json* role, const Attributes& a) {
   if (role == nullptr) return false;
-  auto rules = role->find("rules");
-  if (rules == role->end() || !rules->is_array()) return false;
-  return std::any_of(rules->begin(), rules->end(),
+  const json& rules = Member(*role, "rules");
+  if (!rules.is_array()) return false;
+  return std::any_of(rules.begin(), rules.end(),
                      [&](const json& rule) { return RuleAllows(rule, a); });
 }
 
@@ -110,16 +118,14 @@ bool Allows(const RbacPolicy& policy, const UserInfo& user, const Attributes& a)
   }
   for (const ObjectPtr& b : policy.cluster_role_bindings) {
     if (!BindingMatches(*b, user)) continue;
-    const json& ref = (*b)["roleRef"];
-    if (!ref.is_object() || Str(ref, "kind") != "ClusterRole") continue;
+    const json& ref = Member(*b, "roleRef");
+    if (Str(ref, "kind") != "ClusterRole") continue;
     if (RoleAllows(FindRole(policy.cluster_roles, "", Str(ref, "name")), a)) return true;
   }
   if (a.ns.empty()) return false;
   for (const ObjectPtr& b : policy.role_bindings) {
-    const json& md = (*b)["metadata"];
-    if (Str(md, "namespace") != a.ns || !BindingMatches(*b, user)) continue;
-    const json& ref = (*b)["roleRef"];
-    if (!ref.is_object()) continue;
+    if (Str(Member(*b, "metadata"), "namespace") != a.ns || !BindingMatches(*b, user)) continue;
+    const json& ref = Member(*b, "roleRef");
     const json* role = Str(ref, "kind") == "ClusterRole"
                            ? FindRole(policy.cluster_roles, "", Str(ref, "name"))
                        : Str(ref, "kind") == "Role" ? FindRole(policy.roles, a.ns, Str(ref, "name"))
