@@ -7,6 +7,14 @@
 //       --device-config-file=/device-config.yaml --leader-elect=true
 //       --leader-elect-resource-name=hami-scheduler --leader-elect-resource-namespace=kube-system
 //
+// The webhook's TLS pair comes from --cert_file/--key_file (upstream's way: a Secret filled by the
+// chart's certificate Jobs or cert-manager, mounted at /tls and re-read when it changes), or is
+// managed by the scheduler itself with --webhook-cert-secret=hami-scheduler-tls: the Secret in
+// $POD_NAMESPACE is created (CA + serving certificate) or reused, the caBundle of
+// --webhook-config-name is kept in step, and both are renewed in the background
+// (scheduler/webhook_cert.h). RBAC for that mode: secrets get/create/update in the namespace,
+// mutatingwebhookconfigurations get/patch.
+//
 // The API server comes from --kubeconfig, else $KUBECONFIG, else the in-cluster service account.
 // Prints "listening on <url>" once the extender serves (scripts wait for that line).
 #include <signal.h>
@@ -15,7 +23,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +38,7 @@
 #include "net/http_server.h"
 #include "scheduler/policy.h"
 #include "scheduler/service.h"
+#include "scheduler/webhook_cert.h"
 
 namespace {
 
@@ -94,6 +105,31 @@ int main(int argc, char** argv) {
   app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
   app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
+  std::string cert_secret, cert_ns,
+      webhook_service = "hami-scheduler", webhook_config = "hami-webhook", cert_hosts,
+      cert_check = "1h", cert_renew_before = "0", cert_validity = "8760h", ca_validity = "87600h";
+  app.add_option("--webhook-cert-secret", cert_secret,
+                 "manage the webhook's TLS pair in this Secret (created if absent, renewed, "
+                 "caBundle patched) instead of --cert_file/--key_file");
+  app.add_option("--webhook-cert-namespace", cert_ns, "the Secret's namespace ($POD_NAMESPACE)");
+  app.add_option("--webhook-service-name", webhook_service,
+                 "Service the webhook is reached through (the certificate's DNS names)")
+      ->capture_default_str();
+  app.add_option("--webhook-config-name", webhook_config,
+                 "MutatingWebhookConfiguration whose caBundle is kept current")
+      ->capture_default_str();
+  app.add_option("--webhook-cert-extra-hosts", cert_hosts,
+                 "more certificate names, comma-separated (DNS names or IP addresses; "
+                 "127.0.0.1 and localhost are always included)");
+  app.add_option("--webhook-cert-check-interval", cert_check, "how often to check the Secret")
+      ->capture_default_str();
+  app.add_option("--webhook-cert-renew-before", cert_renew_before,
+                 "renew a certificate this long before it expires (0: with a third of its "
+                 "lifetime left)")
+      ->capture_default_str();
+  app.add_option("--webhook-cert-validity", cert_validity, "serving certificate lifetime")
+      ->capture_default_str();
+  app.add_option("--webhook-ca-validity", ca_validity, "CA lifetime")->capture_default_str();
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(debug ? std::max(verbosity, 4) : verbosity);
   if (profiling) HAMI_LOG(Warning) << "--profiling: no profiling endpoints in this build";
@@ -131,6 +167,53 @@ int main(int argc, char** argv) {
   Result<std::chrono::milliseconds> api_timeout = hami::ParseGoDuration(kube_timeout);
   if (!api_timeout.ok()) return die("--kube-timeout: " + api_timeout.status().message());
 
+  // Self-managed webhook certificate: flags checked before anything is read or contacted.
+  std::optional<hami::scheduler::WebhookCertOptions> cert_opts;
+  if (!cert_secret.empty()) {
+    if (!cert_file.empty() || !key_file.empty()) {
+      return die(
+          "--webhook-cert-secret and --cert_file/--key_file both configure the webhook's TLS "
+          "pair: use one (--webhook-cert-secret makes the scheduler create and renew it)");
+    }
+    hami::scheduler::WebhookCertOptions& o = cert_opts.emplace();
+    o.secret_name = cert_secret;
+    o.ns = !cert_ns.empty() ? cert_ns : (pod_ns ? pod_ns : "");
+    if (o.ns.empty()) {
+      return die(
+          "--webhook-cert-secret: the Secret's namespace is unknown: set $POD_NAMESPACE "
+          "(downward API) or --webhook-cert-namespace");
+    }
+    o.webhook_config_name = webhook_config;
+    std::vector<std::string> hosts;
+    std::stringstream list(cert_hosts);
+    for (std::string h; std::getline(list, h, ',');) {
+      if (!h.empty()) hosts.push_back(h);
+    }
+    hami::scheduler::SetServingNames(webhook_service, o.ns, hosts, o.policy);
+    struct DurationFlag {
+      const char* name;
+      const std::string& text;
+      std::chrono::milliseconds* out;
+    };
+    std::chrono::milliseconds renew, serving, ca;
+    for (const DurationFlag& f :
+         {DurationFlag{"--webhook-cert-check-interval", cert_check, &o.check_interval},
+          DurationFlag{"--webhook-cert-renew-before", cert_renew_before, &renew},
+          DurationFlag{"--webhook-cert-validity", cert_validity, &serving},
+          DurationFlag{"--webhook-ca-validity", ca_validity, &ca}}) {
+      Result<std::chrono::milliseconds> d = hami::ParseGoDuration(f.text);
+      if (!d.ok()) return die(std::string(f.name) + ": " + d.status().message());
+      *f.out = *d;
+    }
+    if (o.check_interval.count() <= 0) return die("--webhook-cert-check-interval must be > 0");
+    o.policy.renew_before = std::chrono::duration_cast<std::chrono::seconds>(renew);
+    o.policy.serving_validity = std::chrono::duration_cast<std::chrono::seconds>(serving);
+    o.policy.ca_validity = std::chrono::duration_cast<std::chrono::seconds>(ca);
+    if (Status s = hami::scheduler::ValidatePolicy(o.policy); !s.ok()) {
+      return die("--webhook-cert-*: " + s.message());
+    }
+  }
+
   hami::device::DeviceConfig device_config = hami::device::DefaultDeviceConfig();
   if (!device_config_file.empty()) {
     Result<std::string> text = hami::k8s::ReadFileToString(device_config_file);
@@ -167,6 +250,15 @@ int main(int argc, char** argv) {
     if (cert_file.empty() || key_file.empty()) return die("--cert_file and --key_file go together");
     http.tls = hami::net::TlsOptions{cert_file, key_file};
   }
+  std::unique_ptr<hami::scheduler::WebhookCertManager> certs;
+  if (cert_opts) {
+    certs = std::make_unique<hami::scheduler::WebhookCertManager>(**client, (*client)->clock(),
+                                                                  std::move(*cert_opts));
+    if (Status s = certs->Bootstrap(); !s.ok()) {
+      return die("webhook certificate: " + s.message());
+    }
+    http.certificate = certs->certificate();
+  }
   http.max_body_bytes = 64u << 20;
   Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
   if (!server.ok()) return die("extender server: " + server.status().ToString());
@@ -195,15 +287,19 @@ int main(int argc, char** argv) {
   if (!port.ok()) return die("extender server: " + port.status().ToString());
   Result<int> mport = (*metrics)->Start();
   if (!mport.ok()) return die("metrics server: " + mport.status().ToString());
-  std::printf("listening on %s://%s:%d (metrics on :%d)\n", http.tls ? "https" : "http",
+  const bool tls = (*server)->tls();
+  std::printf("listening on %s://%s:%d (metrics on :%d)\n", tls ? "https" : "http",
               http.host.c_str(), *port, *mport);
   std::fflush(stdout);
-  HAMI_LOG(Info) << "extender on " << http.host << ":" << *port << (http.tls ? " (TLS)" : "")
+  HAMI_LOG(Info) << "extender on " << http.host << ":" << *port << (tls ? " (TLS)" : "")
                  << ", metrics on " << mhttp.host << ":" << *mport;
+  // Serving first: the caBundle patch makes the API server call us.
+  if (certs) certs->Start();
 
   int sig = 0;
   sigwait(&set, &sig);
   HAMI_LOG(Info) << "signal " << sig << ": shutting down";
+  if (certs) certs->Stop();
   (*server)->Stop();
   (*metrics)->Stop();
   (*svc)->Stop();
