@@ -5,6 +5,7 @@
 // call of the three accounts was allowed, and calls outside their roles are refused with 403.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -52,6 +53,7 @@ class RbacE2E : public ::testing::Test {
   static void SetUpTestSuite() {
     WorldOptions o;
     o.build_dir = HAMI_BUILD_DIR;
+    if (const char* d = std::getenv("RBAC_E2E_DIR")) o.dir = d;  // keep the logs
     o.nodes.resize(1);
     o.nodes[0].name = "gpu-node";
     o.nodes[0].gpu_config =
@@ -59,6 +61,7 @@ class RbacE2E : public ::testing::Test {
         "\nmemory = 80Gi\nnuma_node = 0\n";
     o.monitors = true;
     o.leader_elect = true;
+    o.webhook_cert_secret = true;
     o.device_config_yaml = ShippedDeviceConfig();
     o.rbac_manifests = Base("scheduler-rbac.yaml") + "\n---\n" + Base("device-plugin-rbac.yaml") +
                        "\n---\n" + Base("monitor-rbac.yaml");
@@ -129,8 +132,11 @@ spec:
     json a = report[std::string("system:serviceaccount:kube-system:") + account]["allowed"];
     return a.contains(call) && a[call].get<int>() > 0;
   };
-  for (const char* call : {"list pods", "watch pods", "list nodes", "watch nodes", "patch nodes",
-                           "create pods/binding", "get leases.coordination.k8s.io"}) {
+  for (const char* call :
+       {"list pods", "watch pods", "list nodes", "watch nodes", "patch nodes",
+        "create pods/binding", "get leases.coordination.k8s.io", "get secrets", "create secrets",
+        "get mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        "patch mutatingwebhookconfigurations.admissionregistration.k8s.io"}) {
     EXPECT_TRUE(allowed("hami-scheduler", call)) << call << ": " << report.dump(2);
   }
   for (const char* call : {"get nodes", "patch nodes", "patch pods"}) {
@@ -155,6 +161,10 @@ spec:
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
   auto scheduler = ClientOf("hami-scheduler");
   k8s::Resource secrets{"v1", "secrets", true};
+  // Its own certificate Secret, which it created.
+  Result<k8s::Object> tls = scheduler->Get(secrets, "kube-system", "hami-scheduler-tls");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_FALSE(k8s::GetString(*tls, "/data/ca.crt").empty());
   s = scheduler->Get(secrets, "kube-system", "some-other-secret").status();
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
   s = scheduler->Create(secrets, "default", json{{"metadata", {{"name", "x"}}}}).status();

@@ -255,12 +255,25 @@ Status World::Boot() {
       net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"}));
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.crt", pem.cert_pem));
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.key", pem.key_pem));
-  std::vector<std::string> sched = {Bin("hami-scheduler"),
-                                    "--kubeconfig=" + KubeconfigOf("hami-scheduler"),
-                                    "--http_bind=127.0.0.1:0",
-                                    "--cert_file=" + dir_ + "/tls.crt",
-                                    "--key_file=" + dir_ + "/tls.key",
-                                    "--metrics-bind-address=127.0.0.1:0"};
+  std::vector<std::string> sched = {
+      Bin("hami-scheduler"), "--kubeconfig=" + KubeconfigOf("hami-scheduler"),
+      "--http_bind=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0"};
+  k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
+  if (options_.webhook_cert_secret) {
+    sched.insert(sched.end(),
+                 {"--webhook-cert-secret=hami-scheduler-tls",
+                  "--webhook-cert-namespace=kube-system", "--webhook-config-name=hami-webhook"});
+    // The configuration exists before the scheduler starts (as when the manifests are applied
+    // together); its URL follows once the extender's port is known, its caBundle comes from
+    // the scheduler.
+    k8s::Object hook = HamiWebhookConfiguration("https://127.0.0.1:1", "");
+    hook["webhooks"][0]["clientConfig"].erase("caBundle");
+    Result<k8s::Object> created = client_->Create(hooks, "", hook);
+    if (!created.ok()) return created.status();
+  } else {
+    sched.insert(sched.end(),
+                 {"--cert_file=" + dir_ + "/tls.crt", "--key_file=" + dir_ + "/tls.key"});
+  }
   std::string device_config = dir_ + "/device-config.yaml";
   if (!options_.device_config_yaml.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(device_config, options_.device_config_yaml));
@@ -283,10 +296,32 @@ Status World::Boot() {
     scheduler_metrics_url_ = "http://127.0.0.1:" + port + "/metrics";
   }
 
-  k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
-  Result<k8s::Object> hook =
-      client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
-  if (!hook.ok()) return hook.status();
+  if (options_.webhook_cert_secret) {
+    k8s::Object patch = k8s::Object::array({{{"op", "replace"},
+                                             {"path", "/webhooks/0/clientConfig/url"},
+                                             {"value", extender_url_ + "/webhook"}}});
+    Result<k8s::Object> hook =
+        client_->Patch(hooks, "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
+    if (!hook.ok()) return hook.status();
+    for (auto end = Clock::now() + options_.start_timeout;;) {  // until the scheduler's CA is in
+      Result<k8s::Object> h = client_->Get(hooks, "", "hami-webhook");
+      if (h.ok() &&
+          !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
+               .empty()) {
+        break;
+      }
+      if (Clock::now() > end) {
+        return Status(StatusCode::kDeadlineExceeded,
+                      "hami-scheduler never filled in the webhook's caBundle; last seen: " +
+                          (h.ok() ? h->dump() : h.status().ToString()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } else {
+    Result<k8s::Object> hook =
+        client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
+    if (!hook.ok()) return hook.status();
+  }
   HAMI_RETURN_IF_ERROR(
       WriteAll(dir_ + "/kube-scheduler.yaml",
                options_.leader_elect

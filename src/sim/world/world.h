@@ -64,6 +64,10 @@ struct WorldOptions {
   // kube-scheduler stand-in elects on the Lease kube-system/hami-scheduler and hami-scheduler
   // follows it (--leader-elect), as the chart deploys them.
   bool leader_elect = false;
+  // hami-scheduler manages its webhook certificate (--webhook-cert-secret=hami-scheduler-tls in
+  // kube-system) and fills in the caBundle of hami-webhook itself, as the chart deploys it;
+  // otherwise the world makes a certificate and hands it over as files.
+  bool webhook_cert_secret = false;
   std::map<std::string, std::string> service_accounts;
   std::chrono::seconds start_timeout{60};
   // Called with each process's name once it is up (progress displays).
