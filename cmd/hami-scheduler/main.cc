@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   };
   hami::scheduler::SchedulerOptions opts;
   opts.scheduler_name = scheduler_name;
+  opts.version = HAMI_VERSION;
   if (!hami::scheduler::ParseNodePolicy(node_policy, &opts.node_policy)) {
     return die("--node-scheduler-policy \"" + node_policy + "\": use binpack or spread");
   }
