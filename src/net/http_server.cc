@@ -1,6 +1,7 @@
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +9,7 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -21,10 +23,13 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <list>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
+#include "common/log.h"
 #include "common/thread_name.h"
 #include "net/http_wire.h"
 #include "net/socket_bio.h"
@@ -262,6 +267,76 @@ class Connection {
 
   std::string& buf() { return buf_; }
   bool running() const { return running_.load(std::memory_order_relaxed); }
+  SSL* ssl() const { return ssl_; }
+
+  // ---- The reactor's side: the socket is non-blocking, nothing here waits. ----
+  enum class Io { kOk, kWantRead, kWantWrite, kEof, kClosed };
+
+  // One step of the TLS handshake (kOk once it is complete).
+  Io Handshake() {
+    if (ssl_ == nullptr || SSL_is_init_finished(ssl_)) return Io::kOk;
+    ERR_clear_error();
+    int r = SSL_accept(ssl_);
+    if (r == 1) return Io::kOk;
+    int err = SSL_get_error(ssl_, r);
+    if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+    if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+    clean_ = false;
+    healthy_ = false;
+    return Io::kClosed;
+  }
+
+  // Appends what the socket (or TLS record layer) has ready, at most `max` bytes. *got says
+  // whether anything arrived. kEof: the peer finished sending (it may still read our answer);
+  // kClosed: the connection broke. Bytes read before either stay in the buffer.
+  Io ReadNow(size_t max, bool* got) {
+    *got = false;
+    while (max > 0) {
+      size_t want = std::min<size_t>(max, 16384);
+      size_t old = buf_.size();
+      buf_.resize(old + want);
+      ssize_t n;
+      Io stop = Io::kWantRead;
+      if (ssl_ != nullptr) {
+        ERR_clear_error();
+        int r = SSL_read(ssl_, buf_.data() + old, static_cast<int>(want));
+        n = r;
+        if (r <= 0) {
+          int err = SSL_get_error(ssl_, r);
+          if (err == SSL_ERROR_WANT_WRITE) {
+            stop = Io::kWantWrite;
+          } else if (err == SSL_ERROR_ZERO_RETURN) {
+            stop = Io::kEof;
+          } else if (err != SSL_ERROR_WANT_READ) {
+            clean_ = false;
+            healthy_ = false;
+            stop = Io::kClosed;
+          }
+        }
+      } else {
+        n = ::recv(fd_, buf_.data() + old, want, 0);
+        if (n < 0 && errno == EINTR) {
+          buf_.resize(old);
+          continue;
+        }
+        if (n == 0) {
+          stop = Io::kEof;
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+          healthy_ = false;
+          stop = Io::kClosed;
+        }
+      }
+      if (n > 0) {
+        buf_.resize(old + static_cast<size_t>(n));
+        *got = true;
+        max -= static_cast<size_t>(n);
+        continue;
+      }
+      buf_.resize(old);
+      return stop;
+    }
+    return Io::kOk;
+  }
 
  private:
   const int fd_;
@@ -326,6 +401,117 @@ class StreamWriter : public ChunkWriter {
   bool failed_ = false;
 };
 
+// Whether a connection's buffer holds a whole request (head and body), checked as bytes
+// arrive: the head is searched from where the last search stopped and a chunked body is fed to
+// a decoder once, so a slow request costs O(its size), not O(size^2). "Ready" also covers
+// requests the worker will refuse (malformed head, head or body over the limits) and a head
+// that asks for 100-continue before its body: the worker answers those.
+class RequestScan {
+ public:
+  bool Ready(const std::string& buf, const HttpServerOptions& o) {
+    if (head_end_ == std::string::npos) {
+      size_t from = scanned_ > 3 ? scanned_ - 3 : 0;
+      size_t sep = 4, end = buf.find("\r\n\r\n", from);
+      if (end == std::string::npos) {
+        end = buf.find("\n\n", from);
+        sep = 2;
+      }
+      if (end == std::string::npos) {
+        scanned_ = buf.size();
+        return buf.size() > kMaxHeadBytes;
+      }
+      if (end > kMaxHeadBytes) return true;
+      wire::RequestHead head;
+      if (!wire::ParseRequestHead(std::string_view(buf).substr(0, end), &head).ok()) return true;
+      head_end_ = end + sep;
+      fed_ = head_end_;
+      chunked_ = head.chunked;
+      need_ = head.has_length ? head.content_length : 0;
+      if (head.has_length && need_ > o.max_body_bytes) return true;
+      if (head.expect_continue && (chunked_ || need_ > 0) && buf.size() == head_end_) return true;
+      if (chunked_) decoder_ = std::make_unique<wire::ChunkedDecoder>(o.max_body_bytes);
+    }
+    if (chunked_) {
+      size_t used = 0;
+      std::string sink;
+      auto state = decoder_->Feed(std::string_view(buf).substr(fed_), &used, &sink);
+      fed_ += used;
+      return state != wire::ChunkedDecoder::State::kMore;
+    }
+    return buf.size() - head_end_ >= need_;
+  }
+  // Whether the head of the request being collected is complete (the body deadline applies).
+  bool HeadComplete() const { return head_end_ != std::string::npos; }
+
+ private:
+  size_t scanned_ = 0;
+  size_t head_end_ = std::string::npos;
+  size_t fed_ = 0;
+  bool chunked_ = false;
+  uint64_t need_ = 0;
+  std::unique_ptr<wire::ChunkedDecoder> decoder_;
+};
+
+// Open connections, in all and per remote address, wherever they are (reactor or worker): what
+// the connection caps count. A slot counts itself in at accept and out when it closes.
+class ConnectionCounts {
+ public:
+  void Add(const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++total_;
+    ++per_address_[peer];
+  }
+  void Remove(const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --total_;
+    auto it = per_address_.find(peer);
+    if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+  }
+  size_t total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+  size_t of(const std::string& peer) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = per_address_.find(peer);
+    return it == per_address_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  size_t total_ = 0;                                     // guarded by mu_
+  std::unordered_map<std::string, size_t> per_address_;  // guarded by mu_
+};
+
+// A connection between requests, owned by the reactor (idle, in its TLS handshake, or collecting
+// a request) or by a worker (a whole request arrived). Closing the socket is the slot's job.
+struct Slot {
+  enum class Phase { kHandshake, kIdle, kReading };
+  int fd = -1;
+  std::unique_ptr<Connection> conn;
+  std::string peer;
+  Phase phase = Phase::kIdle;
+  SteadyClock::time_point deadline{};
+  RequestScan scan;
+  size_t served = 0;  // requests answered on this connection
+  uint32_t interest = 0;
+  std::list<int>::iterator lru;        // its place in the reactor's least-recently-active order
+  ConnectionCounts* counts = nullptr;  // counted in there while open
+
+  ~Slot() {
+    conn.reset();  // the TLS state goes before the socket
+    if (fd >= 0) ::close(fd);
+    if (counts != nullptr) counts->Remove(peer);
+  }
+};
+
+bool SetNonBlocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0) return false;
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  return ::fcntl(fd, F_SETFL, flags) == 0;
+}
+
 }  // namespace
 
 std::string HttpRequest::Header(std::string_view name) const {
@@ -350,21 +536,36 @@ class HttpServer::Impl {
 
   SSL_CTX* ssl_ctx = nullptr;
   int listen_fd = -1;
-  int wake_fd = -1;  // eventfd: wakes the acceptor for Stop()
-  std::thread acceptor;
+  int wake_fd = -1;   // eventfd: wakes the reactor (parked connections, Stop())
+  int epoll_fd = -1;  // the reactor's
+  std::thread reactor;
   std::atomic<bool> running{false};
   bool started = false;
   int port = 0;
 
-  // Accepted connections wait here for a worker; workers are started on demand up to
-  // options.worker_threads and each serves one connection at a time, to its end.
+  // The reactor's own state (touched by the reactor thread only): every connection that is not
+  // with a worker, by socket, in least-recently-active order, and counted per remote address.
+  std::unordered_map<int, std::unique_ptr<Slot>> slots;
+  std::list<int> lru;
+  ConnectionCounts counts;  // every open connection (shared with the workers)
+  bool accept_paused = false;
+  SteadyClock::time_point accept_resume{};
+  // Rate limit of the "limit reached" log line.
+  SteadyClock::time_point last_limit_log{};
+  uint64_t limit_events = 0;
+
+  // Connections with a whole request wait here for a worker; workers are started on demand up
+  // to options.worker_threads and give the connection back (parked) once no whole request is
+  // left in its buffer.
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<int> pending;           // guarded by mu
-  std::set<int> serving;             // guarded by mu: sockets a worker is on
-  int idle_workers = 0;              // guarded by mu
-  bool stopping = false;             // guarded by mu
-  std::vector<std::thread> workers;  // guarded by mu
+  std::deque<std::unique_ptr<Slot>> ready;  // guarded by mu
+  std::set<int> serving;                    // guarded by mu: sockets a worker is on
+  int idle_workers = 0;                     // guarded by mu
+  bool stopping = false;                    // guarded by mu
+  std::vector<std::thread> workers;         // guarded by mu
+  std::mutex park_mu;
+  std::deque<std::unique_ptr<Slot>> parked;  // guarded by park_mu: back to the reactor
 
   ~Impl() {
     if (ssl_ctx != nullptr) SSL_CTX_free(ssl_ctx);
@@ -405,6 +606,8 @@ class HttpServer::Impl {
     }
   }
 
+  enum class Outcome { kClose, kPark };
+
   // Answers an unreadable request and gives up on the connection.
   static void Reject(Connection& conn, int status, const std::string& why) {
     std::string body = why + "\n";
@@ -414,25 +617,20 @@ class HttpServer::Impl {
     if (conn.Send({head, body})) conn.LingerBeforeClose();
   }
 
-  // Serves requests on one connection until it closes, fails, times out or the server stops.
-  void ServeConnection(int fd, SSL* ssl, const std::atomic<bool>& run) const {
+  // Serves the requests on one connection (blocking socket). With `may_park`, returns kPark as
+  // soon as the buffer holds no whole request (the reactor waits for the next one without a
+  // thread); without, it reads the next request itself, until the connection closes, fails,
+  // times out or the server stops. `served` counts the connection's requests across both.
+  Outcome ServeConnection(Connection& conn, const std::string& peer, const std::atomic<bool>& run,
+                          bool may_park, size_t* served_total) const {
     const HttpServerOptions& o = options;
-    Connection conn(fd, ssl, run);
-    const std::string peer = PeerAddress(fd);
-    if (ssl != nullptr) {
-      auto deadline = SteadyClock::now() + o.read_timeout;
-      for (;;) {
-        ERR_clear_error();
-        int r = SSL_accept(ssl);
-        if (r == 1) break;
-        int err = SSL_get_error(ssl, r);
-        bool again = err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
-        if (!again || !run.load() || SteadyClock::now() >= deadline) return;
-      }
-    }
     std::string& buf = conn.buf();
-    size_t served = 0;
+    size_t& served = *served_total;
     while (run.load(std::memory_order_relaxed)) {
+      if (may_park && !RequestScan().Ready(buf, o)) {
+        // Answers held back for pipelining leave before the connection waits for more.
+        return conn.Flush() ? Outcome::kPark : Outcome::kClose;
+      }
       // The head: wait up to the keep-alive timeout for its first byte, then the read timeout.
       size_t end = std::string::npos, scanned = 0;
       SteadyClock::time_point deadline = SteadyClock::now() + o.keep_alive_timeout;
@@ -452,18 +650,28 @@ class HttpServer::Impl {
         if (end != std::string::npos) break;
         scanned = buf.size();
         if (buf.size() > kMaxHeadBytes) {
-          return Reject(conn, 431, "request header block larger than 64 KiB");
+          {
+            Reject(conn, 431, "request header block larger than 64 KiB");
+            return Outcome::kClose;
+          }
         }
-        if (!conn.Fill(deadline)) return;  // closed, idle timeout, stop or a stalled head
+        if (!conn.Fill(deadline))
+          return Outcome::kClose;  // closed, idle timeout, stop or a stalled head
         if (!begun) {
           begun = true;
           deadline = SteadyClock::now() + o.read_timeout;
         }
       }
-      if (end > kMaxHeadBytes) return Reject(conn, 431, "request header block larger than 64 KiB");
+      if (end > kMaxHeadBytes) {
+        Reject(conn, 431, "request header block larger than 64 KiB");
+        return Outcome::kClose;
+      }
       wire::RequestHead head;
       Status parsed = wire::ParseRequestHead(std::string_view(buf).substr(0, end), &head);
-      if (!parsed.ok()) return Reject(conn, 400, "bad request: " + parsed.message());
+      if (!parsed.ok()) {
+        Reject(conn, 400, "bad request: " + parsed.message());
+        return Outcome::kClose;
+      }
       size_t consumed = end + sep;
 
       // The body.
@@ -471,10 +679,11 @@ class HttpServer::Impl {
       if (head.chunked || (head.has_length && head.content_length > 0)) {
         if (head.has_length && head.content_length > o.max_body_bytes) {
           return Reject(conn, 413,
-                        "request body larger than " + std::to_string(o.max_body_bytes) + " bytes");
+                        "request body larger than " + std::to_string(o.max_body_bytes) + " bytes"),
+                 Outcome::kClose;
         }
         if (head.expect_continue && buf.size() == consumed) {
-          if (!conn.Send({"HTTP/1.1 100 Continue\r\n\r\n"})) return;
+          if (!conn.Send({"HTTP/1.1 100 Continue\r\n\r\n"})) return Outcome::kClose;
         }
         if (head.chunked) {
           wire::ChunkedDecoder decoder(o.max_body_bytes);
@@ -485,11 +694,12 @@ class HttpServer::Impl {
             if (state == wire::ChunkedDecoder::State::kDone) break;
             if (state == wire::ChunkedDecoder::State::kError) {
               return Reject(conn, decoder.too_large() ? 413 : 400,
-                            "bad request body: " + decoder.error());
+                            "bad request body: " + decoder.error()),
+                     Outcome::kClose;
             }
             buf.erase(0, consumed);
             consumed = 0;
-            if (!conn.Fill(deadline)) return;
+            if (!conn.Fill(deadline)) return Outcome::kClose;
             deadline = SteadyClock::now() + o.read_timeout;  // a body may take long while it moves
           }
         } else {
@@ -497,7 +707,7 @@ class HttpServer::Impl {
           while (buf.size() - consumed < need) {
             size_t missing = need - (buf.size() - consumed);
             if (!conn.Fill(deadline, std::min<size_t>(std::max<size_t>(missing, 16384), 1 << 20))) {
-              return;
+              return Outcome::kClose;
             }
             deadline = SteadyClock::now() + o.read_timeout;  // a body may take long while it moves
           }
@@ -528,14 +738,15 @@ class HttpServer::Impl {
                   run.load(std::memory_order_relaxed);
       // Another request already buffered (pipelining): its answer will follow this one.
       const bool more = keep && !buf.empty();
-      if (!WriteResponse(conn, req, head.accepts_gzip, res, more, &keep)) return;
+      if (!WriteResponse(conn, req, head.accepts_gzip, res, more, &keep)) return Outcome::kClose;
       if (!keep) {
         // Closing on our side (request limit, shutting down) while pipelined requests may still
         // be arriving: let the client read the answers before the close resets the connection.
         if (head.keep_alive) conn.LingerBeforeClose();
-        return;
+        return Outcome::kClose;
       }
     }
+    return Outcome::kClose;
   }
 
   // Sends `res`; false when the connection must be dropped. May clear *keep.
@@ -594,80 +805,302 @@ class HttpServer::Impl {
     return more ? conn.Queue({head, body}) : conn.Send({head, body});
   }
 
+  // ---- Workers: one whole request (and any pipelined after it) at a time. ----
+
   void WorkerLoop() {
     SetCurrentThreadName("http-conn");
     for (;;) {
-      int fd;
+      std::unique_ptr<Slot> slot;
       {
         std::unique_lock<std::mutex> lock(mu);
         ++idle_workers;
-        cv.wait(lock, [&] { return stopping || !pending.empty(); });
+        cv.wait(lock, [&] { return stopping || !ready.empty(); });
         --idle_workers;
         if (stopping) return;
-        fd = pending.front();
-        pending.pop_front();
-        serving.insert(fd);
+        slot = std::move(ready.front());
+        ready.pop_front();
+        serving.insert(slot->fd);
       }
+      Outcome out = ServeConnection(*slot->conn, slot->peer, running, true, &slot->served);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        serving.erase(slot->fd);  // before close: Stop never shuts down a reused descriptor
+      }
+      if (out == Outcome::kPark && running.load() && SetNonBlocking(slot->fd, true)) {
+        {
+          std::lock_guard<std::mutex> lock(park_mu);
+          parked.push_back(std::move(slot));
+        }
+        uint64_t one = 1;
+        (void)!::write(wake_fd, &one, sizeof one);
+      }
+      // Otherwise `slot` closes the connection here.
+    }
+  }
+
+  // ---- The reactor: accepts, runs TLS handshakes and collects requests without a thread per
+  // connection; a connection reaches a worker only with a whole request in its buffer. ----
+
+  void SetInterest(Slot& slot, uint32_t events) {
+    if (slot.interest == events) return;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = slot.fd;
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, slot.fd, &ev);
+    slot.interest = events;
+  }
+
+  // Registers a connection with the reactor (a new one or one a worker gave back).
+  void Adopt(std::unique_ptr<Slot> slot) {
+    int fd = slot->fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) return;  // `slot` closes it
+    slot->interest = ev.events;
+    lru.push_back(fd);
+    slot->lru = std::prev(lru.end());
+    slots.emplace(fd, std::move(slot));
+  }
+
+  // Takes a connection out of the reactor's books (to close it or hand it to a worker).
+  std::unique_ptr<Slot> Release(int fd) {
+    auto it = slots.find(fd);
+    if (it == slots.end()) return nullptr;
+    std::unique_ptr<Slot> slot = std::move(it->second);
+    slots.erase(it);
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    lru.erase(slot->lru);
+    return slot;
+  }
+
+  void Touch(Slot& slot) { lru.splice(lru.end(), lru, slot.lru); }
+
+  // One log line per 10 s at most when connections are refused or closed for a limit.
+  void NoteLimit(const std::string& what) {
+    ++limit_events;
+    auto now = SteadyClock::now();
+    if (now - last_limit_log < std::chrono::seconds(10)) return;
+    HAMI_LOG(Warning) << "http server :" << port << ": " << what << " (" << limit_events
+                      << " connection(s) closed or refused for a limit since the last report)";
+    last_limit_log = now;
+    limit_events = 0;
+  }
+
+  // Closes the least recently active connection the reactor holds (of `peer` when non-empty);
+  // false when there is none to close.
+  bool EvictOldest(const std::string& peer) {
+    for (int fd : lru) {
+      auto it = slots.find(fd);
+      if (it == slots.end() || (!peer.empty() && it->second->peer != peer)) continue;
+      Release(fd);  // closes
+      return true;
+    }
+    return false;
+  }
+
+  void AcceptAll() {
+    for (;;) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: make room by closing the oldest idle connection; with none,
+          // stop accepting for a moment instead of spinning on a readable socket.
+          if (EvictOldest("")) {
+            NoteLimit("out of file descriptors: closed the least recently active connection");
+            continue;
+          }
+          NoteLimit("out of file descriptors: accepting paused for 50 ms");
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          accept_paused = true;
+          accept_resume = SteadyClock::now() + std::chrono::milliseconds(50);
+        }
+        return;
+      }
+      int yes = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+      // For the worker's blocking reads and writes.
+      timeval tick{kReadTickMs / 1000, (kReadTickMs % 1000) * 1000};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof tick);
+      timeval wt{static_cast<time_t>(options.write_timeout.count()), 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof wt);
+      auto slot = std::make_unique<Slot>();
+      slot->fd = fd;
+      slot->peer = PeerAddress(fd);
+      if (options.max_connections_per_address > 0) {
+        if (counts.of(slot->peer) >= options.max_connections_per_address) {
+          if (!EvictOldest(slot->peer)) {
+            NoteLimit("per-address connection limit reached for " + slot->peer +
+                      ": new connection refused");
+            continue;  // `slot` closes it
+          }
+          NoteLimit("per-address connection limit (" +
+                    std::to_string(options.max_connections_per_address) + ") reached for " +
+                    slot->peer + ": closed its least recently active connection");
+        }
+      }
+      if (options.max_connections > 0 && counts.total() >= options.max_connections) {
+        if (!EvictOldest("")) {
+          NoteLimit("connection limit reached: new connection refused");
+          continue;
+        }
+        NoteLimit("connection limit (" + std::to_string(options.max_connections) +
+                  ") reached: closed the least recently active connection");
+      }
+      counts.Add(slot->peer);
+      slot->counts = &counts;
       SSL* ssl = nullptr;
       if (ssl_ctx != nullptr) {
         ssl = SSL_new(ssl_ctx);
         BIO* bio = ssl != nullptr ? NewSocketBio(fd) : nullptr;
-        if (bio != nullptr) {
-          SSL_set_bio(ssl, bio, bio);
-          SSL_set_accept_state(ssl);
-        } else if (ssl != nullptr) {
-          SSL_free(ssl);
-          ssl = nullptr;
+        if (bio == nullptr) {
+          if (ssl != nullptr) SSL_free(ssl);
+          continue;
         }
+        SSL_set_bio(ssl, bio, bio);
+        SSL_set_accept_state(ssl);
       }
-      if (ssl_ctx == nullptr || ssl != nullptr) ServeConnection(fd, ssl, running);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        serving.erase(fd);  // before close: Stop never shuts down a reused descriptor
+      slot->conn = std::make_unique<Connection>(fd, ssl, running);
+      auto now = SteadyClock::now();
+      if (ssl != nullptr) {
+        slot->phase = Slot::Phase::kHandshake;
+        slot->deadline = now + options.handshake_timeout;
+      } else {
+        slot->phase = Slot::Phase::kIdle;
+        slot->deadline = now + options.keep_alive_timeout;
       }
-      ::close(fd);
+      Adopt(std::move(slot));
     }
   }
 
-  void AcceptLoop() {
-    SetCurrentThreadName("http-accept");
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    int backoff_ms = -1;
-    while (running.load()) {
-      int r = ::poll(fds, 2, backoff_ms);
-      if (!running.load()) break;
-      if (r < 0 && errno != EINTR) break;
-      backoff_ms = -1;
-      if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
-      for (;;) {
-        int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) {
-          // Out of descriptors: retry shortly instead of spinning on a readable socket.
-          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-            backoff_ms = 50;
-          }
-          break;
-        }
-        int yes = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-        timeval tick{kReadTickMs / 1000, (kReadTickMs % 1000) * 1000};
-        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof tick);
-        timeval wt{static_cast<time_t>(options.write_timeout.count()), 0};
-        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof wt);
-        std::lock_guard<std::mutex> lock(mu);
-        if (pending.size() >= static_cast<size_t>(std::max(options.listen_backlog, 1))) {
-          // Every worker busy and a full queue behind them: refuse rather than hoard sockets.
-          ::close(fd);
-          continue;
-        }
-        pending.push_back(fd);
-        if (static_cast<size_t>(idle_workers) < pending.size() &&
-            static_cast<int>(workers.size()) < options.worker_threads) {
-          workers.emplace_back([this] { WorkerLoop(); });
-        }
-        cv.notify_one();
+  // Moves a connection with a whole request to the workers.
+  void HandOff(int fd) {
+    std::unique_ptr<Slot> slot = Release(fd);
+    if (!slot || !SetNonBlocking(fd, false)) return;
+    slot->scan = RequestScan();
+    std::lock_guard<std::mutex> lock(mu);
+    if (ready.size() >= static_cast<size_t>(std::max(options.listen_backlog, 1))) {
+      NoteLimit("every worker busy and " + std::to_string(ready.size()) +
+                " requests waiting: connection closed");
+      return;
+    }
+    ready.push_back(std::move(slot));
+    if (static_cast<size_t>(idle_workers) < ready.size() &&
+        static_cast<int>(workers.size()) < options.worker_threads) {
+      workers.emplace_back([this] { WorkerLoop(); });
+    }
+    cv.notify_one();
+  }
+
+  // Whatever the connection's socket has for us: handshake progress, request bytes, or its end.
+  void Progress(int fd) {
+    auto it = slots.find(fd);
+    if (it == slots.end()) return;
+    Slot& slot = *it->second;
+    Connection& conn = *slot.conn;
+    auto now = SteadyClock::now();
+    if (slot.phase == Slot::Phase::kHandshake) {
+      Connection::Io io = conn.Handshake();
+      if (io == Connection::Io::kClosed) {
+        Release(fd);
+        return;
+      }
+      if (io != Connection::Io::kOk) {
+        SetInterest(slot, (io == Connection::Io::kWantWrite ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP);
+        return;
+      }
+      slot.phase = Slot::Phase::kIdle;
+      slot.deadline = now + options.keep_alive_timeout;
+      Touch(slot);
+    }
+    bool got = false;
+    Connection::Io io = conn.ReadNow(1u << 20, &got);
+    if (got) {
+      Touch(slot);
+      if (slot.phase == Slot::Phase::kIdle) {
+        slot.phase = Slot::Phase::kReading;  // the head's deadline runs from its first byte
+        slot.deadline = now + options.read_timeout;
+      } else if (slot.scan.HeadComplete()) {
+        slot.deadline = now + options.read_timeout;  // a body may take long while it moves
       }
     }
+    if (!conn.buf().empty() && slot.scan.Ready(conn.buf(), options)) {
+      HandOff(fd);
+      return;
+    }
+    if (io == Connection::Io::kClosed || io == Connection::Io::kEof) {
+      Release(fd);  // gone, or finished sending without a whole request
+      return;
+    }
+    SetInterest(slot, (io == Connection::Io::kWantWrite ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP);
+  }
+
+  // Closes the connections whose phase ran out of time: a TLS handshake, a request head or a gap
+  // in a body that took too long, or an idle keep-alive connection.
+  void Sweep(SteadyClock::time_point now) {
+    std::vector<int> expired;
+    for (const auto& [fd, slot] : slots) {
+      if (now >= slot->deadline) expired.push_back(fd);
+    }
+    for (int fd : expired) Release(fd);
+    if (accept_paused && now >= accept_resume) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+      accept_paused = false;
+    }
+  }
+
+  void AdoptParked() {
+    std::deque<std::unique_ptr<Slot>> back;
+    {
+      std::lock_guard<std::mutex> lock(park_mu);
+      back.swap(parked);
+    }
+    auto now = SteadyClock::now();
+    for (std::unique_ptr<Slot>& slot : back) {
+      int fd = slot->fd;
+      bool partial = !slot->conn->buf().empty();
+      slot->phase = partial ? Slot::Phase::kReading : Slot::Phase::kIdle;
+      slot->deadline = now + (partial ? options.read_timeout : options.keep_alive_timeout);
+      Adopt(std::move(slot));
+      Progress(fd);  // bytes the TLS layer already holds never wake epoll
+    }
+  }
+
+  void ReactorLoop() {
+    SetCurrentThreadName("http-reactor");
+    constexpr int kTickMs = 100;  // deadline resolution
+    epoll_event events[256];
+    auto next_sweep = SteadyClock::now();
+    while (running.load()) {
+      int n = ::epoll_wait(epoll_fd, events, 256, kTickMs);
+      if (!running.load()) break;
+      for (int i = 0; i < n; ++i) {
+        int fd = events[i].data.fd;
+        if (fd == listen_fd) {
+          AcceptAll();
+        } else if (fd == wake_fd) {
+          uint64_t v;
+          (void)!::read(wake_fd, &v, sizeof v);
+          AdoptParked();
+        } else {
+          Progress(fd);
+        }
+      }
+      auto now = SteadyClock::now();
+      if (now >= next_sweep) {
+        Sweep(now);
+        next_sweep = now + std::chrono::milliseconds(kTickMs);
+      }
+    }
+    slots.clear();  // closes every connection the reactor holds
+    lru.clear();
   }
 };
 
@@ -782,14 +1215,24 @@ Result<int> HttpServer::Start() {
                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   m.listen_fd = fd;
   m.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m.wake_fd < 0) {
-    ::close(fd);
-    m.listen_fd = -1;
-    return InternalError(std::string("eventfd: ") + std::strerror(errno));
+  m.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (m.wake_fd < 0 || m.epoll_fd < 0) {
+    std::string why = std::strerror(errno);
+    for (int* f : {&m.listen_fd, &m.wake_fd, &m.epoll_fd}) {
+      if (*f >= 0) ::close(*f);
+      *f = -1;
+    }
+    return InternalError("eventfd/epoll: " + why);
+  }
+  for (int f : {m.listen_fd, m.wake_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = f;
+    ::epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, f, &ev);
   }
   m.started = true;
   m.running = true;
-  m.acceptor = std::thread([&m] { m.AcceptLoop(); });
+  m.reactor = std::thread([&m] { m.ReactorLoop(); });
   return m.port;
 }
 
@@ -800,23 +1243,27 @@ void HttpServer::Stop() {
   m.running = false;
   uint64_t one = 1;
   (void)!::write(m.wake_fd, &one, sizeof one);
-  if (m.acceptor.joinable()) m.acceptor.join();
+  if (m.reactor.joinable()) m.reactor.join();  // it closes the connections it holds
   ::close(m.listen_fd);
-  ::close(m.wake_fd);
-  m.listen_fd = m.wake_fd = -1;
   std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.stopping = true;
-    for (int fd : m.pending) ::close(fd);
-    m.pending.clear();
-    // Idle connections wake at once (their read sees end of stream); a request being handled
-    // finishes and its answer is still sent.
+    m.ready.clear();
+    // A worker blocked reading wakes at once (its read sees end of stream); a request being
+    // handled finishes and its answer is still sent.
     for (int fd : m.serving) ::shutdown(fd, SHUT_RD);
     workers.swap(m.workers);
   }
   m.cv.notify_all();
   for (std::thread& t : workers) t.join();
+  {
+    std::lock_guard<std::mutex> lock(m.park_mu);
+    m.parked.clear();
+  }
+  ::close(m.wake_fd);
+  ::close(m.epoll_fd);
+  m.listen_fd = m.wake_fd = m.epoll_fd = -1;
   std::lock_guard<std::mutex> lock(m.mu);
   m.stopping = false;  // a later Start() may serve again
 }
@@ -825,7 +1272,9 @@ void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) const { impl_-
 
 void HttpServer::ServeConnectionForTesting(int fd) const {
   const std::atomic<bool> run{true};
-  impl_->ServeConnection(fd, nullptr, run);
+  Connection conn(fd, nullptr, run);
+  size_t served = 0;
+  impl_->ServeConnection(conn, PeerAddress(fd), run, /*may_park=*/false, &served);
 }
 
 bool HttpServer::tls() const { return impl_->cert != nullptr; }

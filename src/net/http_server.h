@@ -14,17 +14,25 @@
 //   ...
 //   server->Stop();
 //
-// Model: one acceptor thread; each connection is served by one worker thread from accept to
-// close (workers are started on demand up to `worker_threads`; connections beyond that wait for a
-// free worker). A request costs one blocking read (usually) and one write: the status line,
-// headers and body leave in a single sendmsg, so the client wakes once per answer. TCP_NODELAY,
-// keep-alive (HTTP/1.1 default; `keep_alive_max_requests` per connection), SO_REUSEADDR rather
-// than SO_REUSEPORT (a second server on a port fails instead of stealing half the connections),
-// request bodies limited to `max_body_bytes` (413 beyond), Content-Length or chunked request
-// bodies, `Expect: 100-continue`, pipelined requests. Plain answers of 4 KiB or more are gzipped
-// for clients that accept it; streams never are. Malformed requests get 400 (431 for a header
-// block over 64 KiB) and the connection is closed. TLS is 1.2 or newer and the certificate files
-// are re-read when they change (no restart needed).
+// Model: one reactor thread (epoll) accepts, runs TLS handshakes and collects each request's
+// head and body from non-blocking sockets; only a connection holding a whole request goes to a
+// worker (started on demand up to `worker_threads`), which runs the handler, writes the answer
+// and any pipelined ones, and gives the connection back to the reactor. So an idle, slow or
+// half-open connection (plain or TLS, a stalled handshake included) costs its buffers, never a
+// worker. Deadlines per connection: `handshake_timeout` for the TLS handshake,
+// `keep_alive_timeout` between requests, `read_timeout` for a head from its first byte and for
+// each gap in a body. Caps: `max_connections` open in all and `max_connections_per_address`
+// from one remote address; at a cap the least recently active connection waiting in the reactor
+// (idle, handshaking or sending a request; never one a worker is answering) is closed to admit
+// the new one, and a rate-limited warning says so. An answer costs one write: the status line,
+// headers and body leave in a single sendmsg, so the client wakes once per answer. A streaming
+// answer keeps its worker. TCP_NODELAY, keep-alive (HTTP/1.1 default; `keep_alive_max_requests` per
+// connection), SO_REUSEADDR rather than SO_REUSEPORT (a second server on a port fails instead of
+// stealing half the connections), request bodies limited to `max_body_bytes` (413 beyond),
+// Content-Length or chunked request bodies, `Expect: 100-continue`, pipelined requests. Plain
+// answers of 4 KiB or more are gzipped for clients that accept it; streams never are. Malformed
+// requests get 400 (431 for a header block over 64 KiB) and the connection is closed. TLS is 1.2 or
+// newer and the certificate files are re-read when they change (no restart needed).
 //
 // Routing: exact (method, path) routes win over prefix routes; among prefix routes the longest
 // prefix wins. "GET" routes also answer HEAD. Unmatched requests get 404 (405 when the path is
@@ -121,7 +129,7 @@ struct TlsOptions {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;             // 0 = any free port; Start() returns the bound one
-  int worker_threads = 64;  // >= expected concurrent connections (each pins a worker)
+  int worker_threads = 64;  // requests handled at once (streaming answers hold one each)
   size_t keep_alive_max_requests = 100000;
   // How long an idle keep-alive connection waits for its next request.
   std::chrono::seconds keep_alive_timeout{5};
@@ -129,9 +137,14 @@ struct HttpServerOptions {
   // as no gap between two reads of it does.
   std::chrono::seconds read_timeout{10};
   std::chrono::seconds write_timeout{10};  // per send
+  // A TLS handshake must complete within this from the connection's accept.
+  std::chrono::seconds handshake_timeout{10};
+  // Open connections (0 = no cap), in all and per remote address.
+  size_t max_connections = 20000;
+  size_t max_connections_per_address = 0;
   size_t max_body_bytes = 64u << 20;
-  // The kernel's accept queue, and also how many accepted connections may wait for a worker;
-  // beyond that new connections are closed at once.
+  // The kernel's accept queue, and also how many whole requests may wait for a worker; beyond
+  // that their connections are closed.
   int listen_backlog = 4096;
   std::optional<TlsOptions> tls;
   // Alternative to `tls`: an already built certificate source (e.g. a generated pair).

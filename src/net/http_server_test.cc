@@ -413,27 +413,230 @@ TEST(HttpServerTest, MoreConnectionsThanWorkersAreServedInTurn) {
   EXPECT_EQ(ok.load(), 30);
 }
 
-TEST(HttpServerTest, ConnectionsBeyondTheWaitingQueueAreClosed) {
+TEST(HttpServerTest, RequestsBeyondTheWaitingQueueAreClosed) {
   HttpServerOptions opts;
   opts.worker_threads = 1;
   opts.listen_backlog = 1;
   auto server = HttpServer::Create(opts).value();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  server->Handle("GET", "/block", [&](const HttpRequest&, HttpResponse& res) {
+    entered.set_value();
+    released.wait();
+    res.SetText(200, "b");
+  });
   server->Handle("GET", "/x", [](const HttpRequest&, HttpResponse& res) { res.SetText(200, "x"); });
   auto port = server->Start();
   ASSERT_TRUE(port.ok());
-  const std::string req = "GET /x HTTP/1.1\r\n\r\n";
   int a = Connect(*port);
-  ASSERT_GT(::send(a, req.data(), req.size(), MSG_NOSIGNAL), 0);
-  ASSERT_EQ(ReadResponses(a, 1), (std::vector<std::string>{"x"}));  // the only worker is on `a`
-  int b = Connect(*port);                                           // waits for the worker
+  const std::string block = "GET /block HTTP/1.1\r\n\r\n", req = "GET /x HTTP/1.1\r\n\r\n";
+  ASSERT_GT(::send(a, block.data(), block.size(), MSG_NOSIGNAL), 0);
+  entered.get_future().wait();  // the only worker is in `a`'s handler
+  int b = Connect(*port);       // a whole request: waits for the worker
   ASSERT_GT(::send(b, req.data(), req.size(), MSG_NOSIGNAL), 0);
-  int c = Connect(*port);  // the queue (1) is full: closed unanswered
+  // `c` connects after `b` sent its request, so the reactor hands `b` over first: the queue (1)
+  // is full and `c` is closed unanswered. (A receive timeout keeps a failure from hanging.)
+  int c = Connect(*port);
+  timeval tv{10, 0};
+  ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void)::send(c, req.data(), req.size(), MSG_NOSIGNAL);
   EXPECT_EQ(ReadResponses(c, 1), (std::vector<std::string>{"!"}));
-  ::close(a);  // frees the worker for `b`
-  EXPECT_EQ(ReadResponses(b, 1), (std::vector<std::string>{"x"}));
-  ::close(b);
   ::close(c);
+  release.set_value();
+  EXPECT_EQ(ReadResponses(a, 1), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(ReadResponses(b, 1), (std::vector<std::string>{"x"}));
+  ::close(a);
+  ::close(b);
+}
+
+// Waits (up to `limit`) for the server to close `fd`: true when it did (end of stream or a
+// reset), false when the connection was still open at the limit.
+bool ClosedByServerWithin(int fd, std::chrono::seconds limit) {
+  timeval tv{static_cast<time_t>(limit.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  for (;;) {
+    ssize_t n = ::recv(fd, &c, 1, 0);
+    if (n == 0) return true;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno == ECONNRESET;
+    // Data (an error answer) before the close: keep reading.
+  }
+}
+
+// A TLS client handshake on `fd` (no verification); false when it fails.
+bool TlsHandshake(int fd, SSL_CTX* ctx, SSL** out) {
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  if (SSL_connect(ssl) != 1) {
+    SSL_free(ssl);
+    return false;
+  }
+  *out = ssl;
+  return true;
+}
+
+TEST(HttpServerTest, IdleAndStalledConnectionsCostNoWorker) {
+  HttpServerOptions opts;
+  opts.worker_threads = 2;
+  opts.keep_alive_timeout = std::chrono::seconds(60);
+  opts.read_timeout = std::chrono::seconds(60);
+  auto server = HttpServer::Create(opts).value();
+  server->Handle("POST", "/echo",
+                 [](const HttpRequest& req, HttpResponse& res) { res.SetText(200, req.body); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  std::vector<int> held;
+  for (int i = 0; i < 300; ++i) held.push_back(Connect(*port));  // idle
+  for (int i = 0; i < 20; ++i) {                                 // half a head
+    int fd = Connect(*port);
+    (void)::send(fd, "GET /healthz HTTP/1.1\r\nHost: x", 30, MSG_NOSIGNAL);
+    held.push_back(fd);
+  }
+  for (int i = 0; i < 20; ++i) {  // a head and part of its body
+    int fd = Connect(*port);
+    std::string part = "POST /echo HTTP/1.1\r\nContent-Length: 100\r\n\r\n0123456789";
+    (void)::send(fd, part.data(), part.size(), MSG_NOSIGNAL);
+    held.push_back(fd);
+  }
+  for (int fd : held) ASSERT_GE(fd, 0);
+  // With the two workers tied to none of them, fresh requests are answered at once.
+  EXPECT_EQ(RawExchange(*port, "GET /healthz HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(RawExchange(*port, "POST /echo HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"),
+            "HTTP/1.1 200 OK");
+  // The stalled ones are still served once they finish.
+  std::string rest(90, 'x');
+  ASSERT_GT(::send(held.back(), rest.data(), rest.size(), MSG_NOSIGNAL), 0);
+  EXPECT_EQ(ReadResponses(held.back(), 1), (std::vector<std::string>{"0123456789" + rest}));
+  ASSERT_GT(::send(held[300], "\r\n\r\n", 4, MSG_NOSIGNAL), 0);
+  EXPECT_EQ(ReadResponses(held[300], 1), (std::vector<std::string>{"ok"}));
+  for (int fd : held) ::close(fd);
+}
+
+TEST(HttpServerTest, StalledTlsHandshakesCostNoWorker) {
+  auto pem = GenerateSelfSignedCertificate("tls-stall", {"localhost"}, {"127.0.0.1"}).value();
+  HttpServerOptions opts;
+  opts.worker_threads = 1;
+  opts.certificate = CertificateSource::FromPem(pem).value();
+  opts.handshake_timeout = std::chrono::seconds(60);
+  opts.keep_alive_timeout = std::chrono::seconds(60);
+  auto server = HttpServer::Create(opts).value();
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  std::vector<int> held;
+  for (int i = 0; i < 20; ++i) held.push_back(Connect(*port));  // no ClientHello at all
+  for (int i = 0; i < 20; ++i) {                                // the start of a record only
+    int fd = Connect(*port);
+    (void)::send(fd, "\x16\x03\x01\x02\x00\x01", 6, MSG_NOSIGNAL);
+    held.push_back(fd);
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  std::vector<SSL*> idle;  // finished handshakes that never send a request
+  for (int i = 0; i < 20; ++i) {
+    int fd = Connect(*port);
+    SSL* ssl = nullptr;
+    ASSERT_TRUE(TlsHandshake(fd, ctx, &ssl));
+    idle.push_back(ssl);
+    held.push_back(fd);
+  }
+  EXPECT_EQ(PeerCommonName(*port), "tls-stall");
+  // One of the idle TLS connections sends a request: answered too.
+  const std::string req = "GET /healthz HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(SSL_write(idle[3], req.data(), static_cast<int>(req.size())),
+            static_cast<int>(req.size()));
+  char buf[512];
+  int n = SSL_read(idle[3], buf, sizeof buf);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)).substr(0, 15), "HTTP/1.1 200 OK");
+  for (SSL* ssl : idle) SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  for (int fd : held) ::close(fd);
+}
+
+TEST(HttpServerTest, DeadlinesCloseSlowConnections) {
+  auto pem = GenerateSelfSignedCertificate("deadlines", {"localhost"}, {"127.0.0.1"}).value();
+  for (bool tls : {false, true}) {
+    SCOPED_TRACE(tls ? "TLS" : "plain");
+    HttpServerOptions opts;
+    if (tls) opts.certificate = CertificateSource::FromPem(pem).value();
+    opts.handshake_timeout = std::chrono::seconds(1);
+    opts.read_timeout = std::chrono::seconds(1);
+    opts.keep_alive_timeout = std::chrono::seconds(1);
+    auto server = HttpServer::Create(opts).value();
+    server->Handle("POST", "/len", [](const HttpRequest& req, HttpResponse& res) {
+      res.SetText(200, std::to_string(req.body.size()));
+    });
+    auto port = server->Start();
+    ASSERT_TRUE(port.ok());
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    // A connection that does not talk: closed by the handshake deadline (TLS) or the idle one.
+    int quiet = Connect(*port);
+    EXPECT_TRUE(ClosedByServerWithin(quiet, std::chrono::seconds(10)));
+    ::close(quiet);
+    // A head that never ends, and a body with a gap longer than the read timeout.
+    for (const std::string& bytes :
+         {std::string("GET /healthz HTTP/1.1\r\nHost: x"),
+          std::string("POST /len HTTP/1.1\r\nContent-Length: 10\r\n\r\n12")}) {
+      int fd = Connect(*port);
+      SSL* ssl = nullptr;
+      if (tls) {
+        ASSERT_TRUE(TlsHandshake(fd, ctx, &ssl));
+        ASSERT_EQ(SSL_write(ssl, bytes.data(), static_cast<int>(bytes.size())),
+                  static_cast<int>(bytes.size()));
+      } else {
+        ASSERT_GT(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0);
+      }
+      EXPECT_TRUE(ClosedByServerWithin(fd, std::chrono::seconds(10))) << bytes;
+      if (ssl) SSL_free(ssl);
+      ::close(fd);
+    }
+    SSL_CTX_free(ctx);
+    if (tls) continue;
+    // A body that keeps moving is not cut off, however long it takes in all (pacing, not
+    // synchronisation: each gap stays under the read timeout).
+    int fd = Connect(*port);
+    std::string head = "POST /len HTTP/1.1\r\nContent-Length: 6\r\n\r\n";
+    ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+    for (int i = 0; i < 6; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      ASSERT_GT(::send(fd, "x", 1, MSG_NOSIGNAL), 0);
+    }
+    EXPECT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"6"}));
+    ::close(fd);
+  }
+}
+
+TEST(HttpServerTest, ConnectionCapsCloseTheLeastRecentlyActive) {
+  for (bool per_address : {false, true}) {
+    SCOPED_TRACE(per_address ? "per address" : "in all");
+    HttpServerOptions opts;
+    opts.keep_alive_timeout = std::chrono::seconds(60);
+    (per_address ? opts.max_connections_per_address : opts.max_connections) = 4;
+    auto server = HttpServer::Create(opts).value();
+    auto port = server->Start();
+    ASSERT_TRUE(port.ok());
+    const std::string req = "GET /healthz HTTP/1.1\r\n\r\n";
+    std::vector<int> conns;
+    for (int i = 0; i < 4; ++i) {  // each answered once, so the order of activity is known
+      int fd = Connect(*port);
+      ASSERT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+      ASSERT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"ok"}));
+      conns.push_back(fd);
+    }
+    // The first becomes the most recently active.
+    ASSERT_GT(::send(conns[0], req.data(), req.size(), MSG_NOSIGNAL), 0);
+    ASSERT_EQ(ReadResponses(conns[0], 1), (std::vector<std::string>{"ok"}));
+    // A fifth connection is admitted; the least recently active (the second) is closed.
+    int fifth = Connect(*port);
+    ASSERT_GT(::send(fifth, req.data(), req.size(), MSG_NOSIGNAL), 0);
+    EXPECT_EQ(ReadResponses(fifth, 1), (std::vector<std::string>{"ok"}));
+    EXPECT_TRUE(ClosedByServerWithin(conns[1], std::chrono::seconds(10)));
+    ASSERT_GT(::send(conns[0], req.data(), req.size(), MSG_NOSIGNAL), 0);
+    EXPECT_EQ(ReadResponses(conns[0], 1), (std::vector<std::string>{"ok"}));
+    for (int fd : conns) ::close(fd);
+    ::close(fifth);
+  }
 }
 
 TEST(HttpServerTest, ServeConnectionForTestingOverSocketPair) {
