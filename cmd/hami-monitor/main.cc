@@ -138,10 +138,9 @@ int main(int argc, char** argv) {
   gpus.nvml = &nvml;
   hami::monitor::Monitor monitor(mo, &gpus, &pods);
 
-  // The server ties a worker thread to each open connection (until issue 16's server lands):
-  // enough of them, started on demand, that hundreds of idle or stalled clients (probes,
-  // scrapers that keep connections open) never leave a scrape waiting.
-  http.worker_threads = 512;
+  // Idle or stalled clients cost the server no worker (net/http_server.h), so a few workers
+  // serve scrapes and probes however many connections are open.
+  http.worker_threads = 4;
   Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
   if (!server.ok()) return die("metrics server: " + server.status().ToString());
   hami::monitor::ExporterOptions eo;
