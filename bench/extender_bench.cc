@@ -8,7 +8,7 @@
 // pods, p50/p99 of filter, bind and filter+bind, and VmRSS/VmHWM of the scheduler, and how
 // much of the fake device plugin's work and of the scheduler's events was left at the end.
 //
-//   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread
+//   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread [--scheduler-bin PATH]
 //
 // Everything runs on this machine: the API server's work (patches, bindings, watch fan-out) and
 // the client's share the CPUs with the scheduler. The device plugins' and kubelets' requests are
@@ -64,6 +64,8 @@ struct Args {
   // The clients' HTTP implementation: "socket" (the project's HTTP/1.1 client: one write per
   // request, as Go's) or "httplib".
   std::string client = "socket";
+  // The scheduler binary (default: this build's), e.g. an older build for a same-run comparison.
+  std::string scheduler_bin = HAMI_SCHEDULER_BIN;
 };
 
 long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
     if (k == "--offer") a.offer = std::atoi(v.c_str());
     if (k == "--plugin-api") a.plugin_api = v;
     if (k == "--client") a.client = v;
+    if (k == "--scheduler-bin") a.scheduler_bin = v;
   }
   if (a.plugin_api != "inprocess" && a.plugin_api != "http") {
     std::fprintf(stderr, "--plugin-api must be inprocess or http, not %s\n", a.plugin_api.c_str());
@@ -196,7 +199,7 @@ int main(int argc, char** argv) {
   hami::sim::FakeDevicePlugin plugin(plugin_client ? *plugin_client : *client, 4);
 
   // The scheduler logs one line per decision: to a file, so a full pipe never stalls it.
-  std::string cmd = std::string("exec ") + HAMI_SCHEDULER_BIN + " --kubeconfig=" + kubeconfig +
+  std::string cmd = "exec " + a.scheduler_bin + " --kubeconfig=" + kubeconfig +
                     " --http_bind=127.0.0.1:0 --metrics-bind-address=127.0.0.1:0" +
                     " --node-scheduler-policy=" + a.policy + " --kube-qps=0 2>" + dir +
                     "/scheduler.log";

@@ -268,6 +268,9 @@ class Connection {
   std::string& buf() { return buf_; }
   bool running() const { return running_.load(std::memory_order_relaxed); }
   SSL* ssl() const { return ssl_; }
+  // For a TLS connection whose TLS state is made when its first bytes arrive (an accepted
+  // connection that never sends anything then costs no TLS state).
+  void AttachSsl(SSL* ssl) { ssl_ = ssl; }
 
   // ---- The reactor's side: the socket is non-blocking, nothing here waits. ----
   enum class Io { kOk, kWantRead, kWantWrite, kEof, kClosed };
@@ -291,15 +294,16 @@ class Connection {
   // kClosed: the connection broke. Bytes read before either stay in the buffer.
   Io ReadNow(size_t max, bool* got) {
     *got = false;
+    // Read into the stack and append what arrived: an idle connection's buffer stays empty
+    // (no 16 KiB capacity per connection that only ever waits).
+    char chunk[16384];
     while (max > 0) {
-      size_t want = std::min<size_t>(max, 16384);
-      size_t old = buf_.size();
-      buf_.resize(old + want);
+      size_t want = std::min<size_t>(max, sizeof chunk);
       ssize_t n;
       Io stop = Io::kWantRead;
       if (ssl_ != nullptr) {
         ERR_clear_error();
-        int r = SSL_read(ssl_, buf_.data() + old, static_cast<int>(want));
+        int r = SSL_read(ssl_, chunk, static_cast<int>(want));
         n = r;
         if (r <= 0) {
           int err = SSL_get_error(ssl_, r);
@@ -314,11 +318,8 @@ class Connection {
           }
         }
       } else {
-        n = ::recv(fd_, buf_.data() + old, want, 0);
-        if (n < 0 && errno == EINTR) {
-          buf_.resize(old);
-          continue;
-        }
+        n = ::recv(fd_, chunk, want, 0);
+        if (n < 0 && errno == EINTR) continue;
         if (n == 0) {
           stop = Io::kEof;
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -327,12 +328,11 @@ class Connection {
         }
       }
       if (n > 0) {
-        buf_.resize(old + static_cast<size_t>(n));
+        buf_.append(chunk, static_cast<size_t>(n));
         *got = true;
         max -= static_cast<size_t>(n);
         continue;
       }
-      buf_.resize(old);
       return stop;
     }
     return Io::kOk;
@@ -340,7 +340,7 @@ class Connection {
 
  private:
   const int fd_;
-  SSL* const ssl_;
+  SSL* ssl_;  // set once: at construction, or by AttachSsl before any TLS I/O
   const std::atomic<bool>& running_;
   std::string buf_;
   std::string queued_;  // answers held back for pipelined requests
@@ -953,20 +953,10 @@ class HttpServer::Impl {
       }
       counts.Add(slot->peer);
       slot->counts = &counts;
-      SSL* ssl = nullptr;
-      if (ssl_ctx != nullptr) {
-        ssl = SSL_new(ssl_ctx);
-        BIO* bio = ssl != nullptr ? NewSocketBio(fd) : nullptr;
-        if (bio == nullptr) {
-          if (ssl != nullptr) SSL_free(ssl);
-          continue;
-        }
-        SSL_set_bio(ssl, bio, bio);
-        SSL_set_accept_state(ssl);
-      }
-      slot->conn = std::make_unique<Connection>(fd, ssl, running);
+      // A TLS connection's state is made when its first bytes arrive (Progress).
+      slot->conn = std::make_unique<Connection>(fd, nullptr, running);
       auto now = SteadyClock::now();
-      if (ssl != nullptr) {
+      if (ssl_ctx != nullptr) {
         slot->phase = Slot::Phase::kHandshake;
         slot->deadline = now + options.handshake_timeout;
       } else {
@@ -1004,6 +994,18 @@ class HttpServer::Impl {
     Connection& conn = *slot.conn;
     auto now = SteadyClock::now();
     if (slot.phase == Slot::Phase::kHandshake) {
+      if (conn.ssl() == nullptr) {
+        SSL* ssl = SSL_new(ssl_ctx);
+        BIO* bio = ssl != nullptr ? NewSocketBio(fd) : nullptr;
+        if (bio == nullptr) {
+          if (ssl != nullptr) SSL_free(ssl);
+          Release(fd);
+          return;
+        }
+        SSL_set_bio(ssl, bio, bio);
+        SSL_set_accept_state(ssl);
+        conn.AttachSsl(ssl);
+      }
       Connection::Io io = conn.Handshake();
       if (io == Connection::Io::kClosed) {
         Release(fd);
@@ -1167,7 +1169,8 @@ Result<int> HttpServer::Start() {
     if (ctx == nullptr) return InternalError("cannot create the TLS context");
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+    // RELEASE_BUFFERS: a keep-alive connection between requests holds no 16 KiB record buffers.
+    SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY | SSL_MODE_RELEASE_BUFFERS);
     // Called for every handshake: hands the (possibly just rotated) pair to this connection.
     SSL_CTX_set_cert_cb(
         ctx,
