@@ -137,6 +137,9 @@ struct HttpServerOptions {
   // as no gap between two reads of it does.
   std::chrono::seconds read_timeout{10};
   std::chrono::seconds write_timeout{10};  // per send
+  // After an answer, how long a worker waits for the connection's next request before handing
+  // the connection back to the reactor (a busy client's next request costs no reactor trip).
+  std::chrono::milliseconds keep_alive_linger{2};
   // A TLS handshake must complete within this from the connection's accept.
   std::chrono::seconds handshake_timeout{10};
   // Open connections (0 = no cap), in all and per remote address.

@@ -612,6 +612,7 @@ TEST(HttpServerTest, ConnectionCapsCloseTheLeastRecentlyActive) {
     SCOPED_TRACE(per_address ? "per address" : "in all");
     HttpServerOptions opts;
     opts.keep_alive_timeout = std::chrono::seconds(60);
+    opts.keep_alive_linger = std::chrono::milliseconds(0);  // answered connections wait at once
     (per_address ? opts.max_connections_per_address : opts.max_connections) = 4;
     auto server = HttpServer::Create(opts).value();
     auto port = server->Start();
