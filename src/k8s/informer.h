@@ -5,9 +5,10 @@
 //
 // It lists (in pages), replaces its store, then watches from the list's resourceVersion. Every
 // event and bookmark advances the resume point; when a watch ends (server timeout, dropped
-// connection) the next one resumes from there, and a 410 Gone (HTTP or ERROR event) triggers a
-// relist whose differences against the store are delivered as add/update/delete. A periodic resync
-// (optional) re-delivers every cached object as an update with old == new.
+// connection, or a watch that went silent: RestClient::Watch gives up watch_timeout plus a
+// grace after it started) the next one resumes from there, and a 410 Gone (HTTP or ERROR event)
+// triggers a relist whose differences against the store are delivered as add/update/delete. A
+// periodic resync (optional) re-delivers every cached object as an update with old == new.
 //
 //   Informer pods(client, kPods, {.ns = "", .field_selector = "spec.nodeName=n1"});
 //   pods.AddEventHandler({.on_add = [](const ObjectPtr& p) { ... }});

@@ -363,7 +363,16 @@ Status RestClient::Watch(const Resource& r, std::string_view ns, const ListOptio
   HttpRequest req;
   req.method = "GET";
   req.url = config_.server + ResourcePath(r, ns) + ListQuery(options, true);
+  // A watch the server neither feeds nor ends (a dead proxy, a peer gone silent without closing)
+  // must not hold its caller forever: the server was asked to end it after timeoutSeconds, so
+  // the client gives up that long plus a grace (half of it, 2 to 30 s) later, with
+  // DeadlineExceeded. Without timeoutSeconds there is no bound (the caller's cancellation).
   req.timeout = std::chrono::milliseconds(0);
+  if (options.timeout_seconds > 0) {
+    std::chrono::milliseconds asked = std::chrono::seconds(options.timeout_seconds);
+    req.timeout = asked + std::clamp<std::chrono::milliseconds>(asked / 2, std::chrono::seconds(2),
+                                                                std::chrono::seconds(30));
+  }
   req.cancel = cancel;
   req.headers.emplace_back("Accept", "application/json");
   req.headers.emplace_back("User-Agent", config_.user_agent);

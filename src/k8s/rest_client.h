@@ -55,7 +55,7 @@ struct ListOptions {
   int64_t limit = 0;               // page size; 0 = server default (everything)
   std::string continue_token{};    // from a previous page's metadata.continue
   std::string resource_version{};  // LIST: consistency hint; WATCH: start after this version
-  int64_t timeout_seconds = 0;     // WATCH: server-side timeout
+  int64_t timeout_seconds = 0;     // WATCH: server-side timeout (the client gives up a grace later)
   bool allow_watch_bookmarks = true;
 };
 

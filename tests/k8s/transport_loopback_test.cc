@@ -273,6 +273,46 @@ TEST_P(TransportLoopbackTest, WatchGoneAndCancellation) {
   cv.notify_all();
 }
 
+TEST_P(TransportLoopbackTest, ASilentWatchEndsAfterItsTimeoutAndAGrace) {
+  ServerThread st(std::make_unique<httplib::Server>());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  st.server().Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&](size_t off, httplib::DataSink& sink) {
+      if (off == 0) {
+        std::string ev = R"({"type":"ADDED","object":{"metadata":{"name":"n"}}})"
+                         "\n";
+        sink.write(ev.data(), ev.size());
+        return true;
+      }
+      // Then silence: no bytes, no close, whatever timeoutSeconds asked for.
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+      sink.done();
+      return true;
+    });
+  });
+  auto client = Client("http://127.0.0.1:" + std::to_string(st.port()));
+  ListOptions opts;
+  opts.timeout_seconds = 1;  // the client gives up after 1 s + 2 s of grace
+  int events = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = client->Watch(kNodes, "", opts, [&](const WatchEvent&) {
+    ++events;
+    return true;
+  });
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_EQ(events, 1);
+  EXPECT_LT(waited, 20.0) << "a silent watch must not hang its caller";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+}
+
 TEST_P(TransportLoopbackTest, ConnectionRefusedIsUnavailable) {
   int port;
   {
