@@ -915,7 +915,21 @@ std::string SchedulerService::Bind(std::string_view body) {
   auto settle = [&] {
     if (!placement) return;
     std::unique_lock<std::shared_mutex> lock(mu_);
-    if (!companion.sent || !companion.result.ok()) return GiveBackReservationLocked(uid);
+    if (!companion.sent) return GiveBackReservationLocked(uid);
+    if (!companion.result.ok()) {
+      StatusCode c = companion.result.status().code();
+      if (c == StatusCode::kUnknown || c == StatusCode::kDeadlineExceeded ||
+          c == StatusCode::kUnavailable) {
+        // The write may have reached the pod with its answer lost: giving the devices back
+        // could hand them to another pod while this one holds them. They stay reserved until
+        // the pod's own state (its next event) or the reservation's expiry settles it.
+        HAMI_LOG(Warning) << "pod " << key << ": placement write on " << node
+                          << " has an unknown outcome (" << companion.result.status().ToString()
+                          << "); its devices stay reserved until the pod shows it";
+        return;
+      }
+      return GiveBackReservationLocked(uid);
+    }
     int64_t rv = ResourceVersionNumberOf(companion.result->resource_version);
     if (rv >= 0) {
       written_[uid] = rv;

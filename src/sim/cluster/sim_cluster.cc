@@ -98,9 +98,18 @@ SimCluster::~SimCluster() {
 }
 
 void SimCluster::StartScheduler() {
-  service_ = scheduler::SchedulerService::Create(*client_, device::DefaultDeviceConfig(),
-                                                 options_.scheduler)
-                 .value();
+  k8s::RestClient* api = client_.get();
+  if (options_.scheduler_api) {
+    k8s::RestConfig cfg;
+    cfg.server = options_.scheduler_api(apiserver_->url());
+    cfg.qps = 0;
+    cfg.timeout = options_.scheduler_api_timeout;
+    scheduler_client_ = k8s::RestClient::Create(cfg).value();
+    api = scheduler_client_.get();
+  }
+  service_ =
+      scheduler::SchedulerService::Create(*api, device::DefaultDeviceConfig(), options_.scheduler)
+          .value();
   net::HttpServerOptions http;
   http.port = port_;
   http.certificate = cert_;
@@ -117,6 +126,7 @@ void SimCluster::StopScheduler() {
   if (service_) service_->Stop();
   https_.reset();
   service_.reset();
+  scheduler_client_.reset();
 }
 
 void SimCluster::RestartScheduler() {

@@ -39,6 +39,11 @@ struct SimClusterOptions {
   std::chrono::milliseconds driver_initial_backoff{50};
   std::chrono::milliseconds driver_max_backoff{400};
   bool device_plugin = true;  // acknowledge allocations (bind-phase success, lock release)
+  // Set: hami-scheduler reaches the API server at the URL this returns for the server's own
+  // (a fault-injecting proxy in front of it, say), with a client of its own whose requests time
+  // out after `scheduler_api_timeout`; everything else keeps the direct connection.
+  std::function<std::string(const std::string& apiserver_url)> scheduler_api;
+  std::chrono::milliseconds scheduler_api_timeout{5000};
 };
 
 class SimCluster {
@@ -82,6 +87,7 @@ class SimCluster {
   std::string dir_;
   std::unique_ptr<sim::ApiServer> apiserver_;
   std::unique_ptr<k8s::RestClient> client_;
+  std::unique_ptr<k8s::RestClient> scheduler_client_;  // with options.scheduler_api
   std::unique_ptr<scheduler::SchedulerService> service_;
   std::unique_ptr<net::HttpServer> https_;
   int port_ = 0;

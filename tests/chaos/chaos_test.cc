@@ -1,0 +1,167 @@
+// Chaos: a pod burst while the connection between hami-scheduler and the API server misbehaves
+// (tests/chaos/fault_proxy.h: delays, resets, blackholes and partial writes on a schedule drawn
+// from a seed), then the invariants: no device over-committed (in the scheduler's ledger and in
+// the pods' annotations), every pod either bound with its devices or pending with a
+// FailedScheduling reason, every bit of capacity in use once the faults stop (no placement lost),
+// and the ledger equal to one rebuilt from the API server's state (a restarted scheduler's).
+//
+// Disabled in CI for now: it still finds over-commits under some seeds (issue 16's notes; a
+// placement write whose answer is lost was one, fixed in SchedulerService::Bind). Run it with
+//   build/bin/chaos_test --gtest_also_run_disabled_tests [HAMI_CHAOS_SEED=<n> in the environment]
+// (the seed is printed; a failure names it, so it can be replayed).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "device/pod_devices.h"
+#include "fault_proxy.h"
+#include "k8s/typed.h"
+#include "scheduler/test_util.h"
+#include "sim/cluster/sim_cluster.h"
+
+namespace hami {
+namespace {
+
+using Json = nlohmann::json;
+using scheduler::testing::Gpu;
+using sim::SimCluster;
+using sim::SimClusterOptions;
+
+constexpr int kNodes = 8;
+constexpr int kGpusPerNode = 2;
+constexpr int kGpuMem = 16384;
+constexpr int kPodMem = 4096;  // four per GPU: 64 fit, the rest wait
+constexpr int kPods = 100;
+
+Json MakePod(const std::string& name) {
+  Json pod;
+  pod["apiVersion"] = "v1";
+  pod["kind"] = "Pod";
+  pod["metadata"]["name"] = name;
+  pod["spec"]["containers"] = Json::array({Json{
+      {"name", "main"},
+      {"image", "x"},
+      {"resources",
+       {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(kPodMem)}}}}}}});
+  return pod;
+}
+
+uint64_t Seed() {
+  const char* env = std::getenv("HAMI_CHAOS_SEED");
+  return env != nullptr ? std::strtoull(env, nullptr, 10) : 20261125;
+}
+
+TEST(ChaosTest, DISABLED_PodBurstThroughAFaultyApiConnectionKeepsTheInvariants) {
+  const uint64_t seed = Seed();
+  std::printf("chaos seed %llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("HAMI_CHAOS_SEED=" + std::to_string(seed));
+  std::unique_ptr<chaos::FaultProxy> proxy;
+  std::string proxy_url;
+  SimClusterOptions opts;
+  opts.driver_workers = 4;
+  opts.scheduler_api_timeout = std::chrono::seconds(2);  // a blackholed request gives up soon
+  opts.scheduler_api = [&](const std::string& url) {
+    if (!proxy) {  // the first start; a restarted scheduler goes through the same proxy
+      chaos::FaultProxy::Options po;
+      po.upstream_port = std::atoi(url.substr(url.rfind(':') + 1).c_str());
+      po.seed = seed;
+      po.fault_probability = 0.3;
+      proxy = std::make_unique<chaos::FaultProxy>(po);
+      proxy->SetFaulty(false);  // set-up first
+      proxy_url = "http://127.0.0.1:" + std::to_string(proxy->Start());
+    }
+    return proxy_url;
+  };
+  SimCluster c(opts);
+  for (int n = 0; n < kNodes; ++n) {
+    std::vector<device::DeviceInfo> gpus;
+    for (int g = 0; g < kGpusPerNode; ++g) {
+      gpus.push_back(Gpu("GPU-" + std::to_string(n) + "-" + std::to_string(g), g, kGpuMem,
+                         "NVIDIA-Tesla T4", 0));
+    }
+    c.AddNode("node-" + std::to_string(n), gpus);
+  }
+
+  proxy->SetFaulty(true);
+  for (int i = 0; i < kPods; ++i) {
+    std::string name = "chaos-" + std::to_string(i);
+    ASSERT_TRUE(c.CreatePod("default", MakePod(name)).ok()) << name;
+    if (i % 20 == 19) {
+      EXPECT_TRUE(c.scheduler().OverCommitted().empty()) << "over-commit during the faults";
+    }
+  }
+  // Faults for a while longer, then a clean connection: the system must converge.
+  SimCluster::WaitFor([] { return false; }, std::chrono::seconds(5));
+  {
+    std::vector<scheduler::OverCommit> over = c.scheduler().OverCommitted();
+    EXPECT_TRUE(over.empty()) << "over-committed: " << over.size() << " device(s), first "
+                              << over[0].uuid << "\n"
+                              << c.scheduler().LedgerDump();
+  }
+  proxy->SetFaulty(false);
+  std::map<std::string, int> fates = proxy->Fates();
+  std::string fate_text;
+  for (const auto& [k, v] : fates) fate_text += k + "=" + std::to_string(v) + " ";
+  std::printf("connections through the proxy: %s\n", fate_text.c_str());
+  EXPECT_GT(fates["pass"], 0);
+  EXPECT_GT(fates.size(), 2u) << "the schedule injected too few kinds of faults: " << fate_text;
+
+  const int capacity = kNodes * kGpusPerNode * (kGpuMem / kPodMem);
+  auto bound = [&] {
+    int n = 0;
+    Result<k8s::Object> list = c.client().List(k8s::kPods, "default");
+    if (!list.ok()) return -1;
+    for (const Json& p : (*list)["items"]) {
+      n += !k8s::GetString(p, "/spec/nodeName").empty() &&
+           k8s::GetString(p, "/metadata/annotations/hami.io~1bind-phase") == "success";
+    }
+    return n;
+  };
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return bound() == capacity; }, std::chrono::seconds(90)))
+      << "bound " << bound() << " of " << capacity << " (a placement was lost or doubled)";
+
+  // The pods' own record: no device over-committed; every pod bound with devices or waiting
+  // with a reason.
+  Result<k8s::Object> pods = c.client().List(k8s::kPods, "default");
+  ASSERT_TRUE(pods.ok());
+  std::map<std::string, int64_t> mem;
+  int pending = 0;
+  for (const Json& p : (*pods)["items"]) {
+    std::string name = k8s::GetString(p, "/metadata/name");
+    if (k8s::GetString(p, "/spec/nodeName").empty()) {
+      ++pending;
+      bool reason = false;
+      for (const k8s::Object& e : c.Events("default", name)) {
+        reason = reason || k8s::GetString(e, "/reason") == "FailedScheduling";
+      }
+      EXPECT_TRUE(reason) << name << " is pending without a FailedScheduling reason";
+      continue;
+    }
+    std::string a = k8s::GetString(p, "/metadata/annotations/hami.io~1vgpu-devices-allocated");
+    Result<device::PodSingleDevice> d = device::DecodePodSingleDevice(a);
+    ASSERT_TRUE(d.ok() && !d->empty()) << name << " is bound without devices: " << a;
+    for (const device::ContainerDevices& ctr : *d) {
+      for (const device::ContainerDevice& dev : ctr) mem[dev.uuid] += dev.mem_mib;
+    }
+  }
+  EXPECT_EQ(pending, kPods - capacity);
+  for (const auto& [uuid, used] : mem) EXPECT_LE(used, kGpuMem) << uuid << " over-committed";
+
+  // The ledger equals one rebuilt from the API server's state.
+  Status s = c.scheduler().CheckLedger();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  std::string before = c.scheduler().LedgerDump();
+  c.RestartScheduler();
+  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().LedgerDump() == before; },
+                                  std::chrono::seconds(30)))
+      << "ledger before the restart:\n"
+      << before << "\nrebuilt:\n"
+      << c.scheduler().LedgerDump();
+}
+
+}  // namespace
+}  // namespace hami
