@@ -38,6 +38,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
+#include "proc_status.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/cluster/fake_device_plugin.h"
 #include "sim/cluster/in_process_transport.h"
@@ -67,15 +68,6 @@ struct Args {
   // The scheduler binary (default: this build's), e.g. an older build for a same-run comparison.
   std::string scheduler_bin = HAMI_SCHEDULER_BIN;
 };
-
-long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field) + 1);
-  }
-  return -1;
-}
 
 // utime + stime of a process, in seconds.
 double CpuSeconds(int pid) {
@@ -219,7 +211,7 @@ int main(int argc, char** argv) {
       if (r && r->status == 200) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    rss_idle = ProcKb(sched.pid(), "VmRSS:");
+    rss_idle = hami::bench::ProcStatusKb(sched.pid(), "VmRSS:");
   }
 
   // Pre-built name lists: all nodes, or `offer` consecutive nodes from a rotating start. They and
@@ -341,8 +333,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   double events_drain_s = std::chrono::duration<double>(Clock::now() - e0).count();
-  long rss = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
-  long hwm = ProcKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
+  long rss = hami::bench::ProcStatusKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
+  long hwm = hami::bench::ProcStatusKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
   std::printf(
       "nodes %d (%d offered per filter), pods %d, clients %d, policy %s, plugin API %s"
       " (setup %.1f s)\n"

@@ -34,21 +34,13 @@
 #include "device/node_registration.h"
 #include "k8s/rest_client.h"
 #include "net/tls.h"
+#include "proc_status.h"
 #include "sim/apiserver/api_server.h"
 
 namespace {
 
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-long ProcKb(int pid, const char* field) {  // NOLINT(runtime/int)
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field) + 1);
-  }
-  return -1;
-}
 
 size_t OpenFds(int pid) {
   size_t n = 0;
@@ -245,7 +237,7 @@ int main(int argc, char** argv) {
   if (large > 0) {
     std::this_thread::sleep_for(std::chrono::seconds(1));  // let the closes above settle
     size_t fds_before = OpenFds(sched.pid());
-    long rss_before = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
+    long rss_before = hami::bench::ProcStatusKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
     for (int i = 0; i < large; ++i) {
       int fd = Connect(port);
       if (fd < 0) break;
@@ -256,7 +248,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     size_t accepted = OpenFds(sched.pid()) - fds_before;
-    long rss_after = ProcKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
+    long rss_after = hami::bench::ProcStatusKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
     Stats h;
     for (int i = 0; i < 20; ++i) Once(port, "GET", "/healthz", "", &h);
     std::printf("with %zu idle connections open (%zu accepted by the scheduler):\n", held.size(),

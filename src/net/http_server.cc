@@ -7,7 +7,6 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -28,6 +27,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "common/log.h"
 #include "common/thread_name.h"
@@ -663,8 +663,11 @@ class HttpServer::Impl {
     const HttpServerOptions& o = options;
     std::string& buf = conn.buf();
     size_t& served = *served_total;
+    // The reactor hands a connection over with a whole request in it (its RequestScan said so):
+    // the first round needs no second look.
+    bool handed_whole = may_park;
     while (run.load(std::memory_order_relaxed)) {
-      if (may_park && !RequestScan().Ready(buf, o)) {
+      if (may_park && !std::exchange(handed_whole, false) && !RequestScan().Ready(buf, o)) {
         // Answers held back for pipelining leave before the connection waits for more.
         if (!conn.Flush()) return Outcome::kClose;
         // A busy client's next request usually follows within a moment (kube-scheduler's bind

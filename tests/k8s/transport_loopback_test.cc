@@ -224,30 +224,50 @@ TEST_P(TransportLoopbackTest, WatchStreamsChunkedEvents) {
   EXPECT_EQ(query, "4|true");
 }
 
+// A watch response that sends one ADDED event, then holds the stream open (no bytes, no close)
+// until Release(): a server gone silent, or one the client must cancel.
+class SilentAfterOneEvent {
+ public:
+  ~SilentAfterOneEvent() { Release(); }
+  void Serve(httplib::Response& res) {
+    res.set_chunked_content_provider(
+        "application/json", [this](size_t off, httplib::DataSink& sink) {
+          if (off == 0) {
+            std::string ev = R"({"type":"ADDED","object":{"metadata":{"name":"n"}}})"
+                             "\n";
+            sink.write(ev.data(), ev.size());
+            return true;
+          }
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [&] { return release_; });
+          sink.done();
+          return true;
+        });
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      release_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool release_ = false;
+};
+
 TEST_P(TransportLoopbackTest, WatchGoneAndCancellation) {
   ServerThread st(std::make_unique<httplib::Server>());
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  SilentAfterOneEvent stream;  // held open until the test ends (the client cancels first)
   st.server().Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
     if (req.get_param_value("resourceVersion") == "1") {
       res.status = 410;
       res.set_content(R"({"kind":"Status","reason":"Expired","code":410})", "application/json");
       return;
     }
-    res.set_chunked_content_provider("application/json", [&](size_t off, httplib::DataSink& sink) {
-      if (off == 0) {
-        std::string ev = R"({"type":"ADDED","object":{"metadata":{"name":"n"}}})"
-                         "\n";
-        sink.write(ev.data(), ev.size());
-        return true;
-      }
-      // Hold the stream open until the test ends (the client cancels first).
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return release; });
-      sink.done();
-      return true;
-    });
+    stream.Serve(res);
   });
   auto client = Client("http://127.0.0.1:" + std::to_string(st.port()));
   ListOptions gone;
@@ -266,33 +286,14 @@ TEST_P(TransportLoopbackTest, WatchGoneAndCancellation) {
       &cancel);
   EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
   EXPECT_EQ(events, 1);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-  }
-  cv.notify_all();
+  stream.Release();
 }
 
 TEST_P(TransportLoopbackTest, ASilentWatchEndsAfterItsTimeoutAndAGrace) {
   ServerThread st(std::make_unique<httplib::Server>());
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
-  st.server().Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_chunked_content_provider("application/json", [&](size_t off, httplib::DataSink& sink) {
-      if (off == 0) {
-        std::string ev = R"({"type":"ADDED","object":{"metadata":{"name":"n"}}})"
-                         "\n";
-        sink.write(ev.data(), ev.size());
-        return true;
-      }
-      // Then silence: no bytes, no close, whatever timeoutSeconds asked for.
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return release; });
-      sink.done();
-      return true;
-    });
-  });
+  SilentAfterOneEvent stream;  // then silence, whatever timeoutSeconds asked for
+  st.server().Get("/api/v1/nodes",
+                  [&](const httplib::Request&, httplib::Response& res) { stream.Serve(res); });
   auto client = Client("http://127.0.0.1:" + std::to_string(st.port()));
   ListOptions opts;
   opts.timeout_seconds = 1;  // the client gives up after 1 s + 2 s of grace
@@ -306,11 +307,7 @@ TEST_P(TransportLoopbackTest, ASilentWatchEndsAfterItsTimeoutAndAGrace) {
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_EQ(events, 1);
   EXPECT_LT(waited, 20.0) << "a silent watch must not hang its caller";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
-  }
-  cv.notify_all();
+  stream.Release();
 }
 
 TEST_P(TransportLoopbackTest, ConnectionRefusedIsUnavailable) {
