@@ -34,6 +34,7 @@
 #include "monitor/nvml_stats.h"
 #include "monitor/pod_directory.h"
 #include "net/http_server.h"
+#include "net/server_flags.h"
 
 namespace {
 
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
                  "(default $HAMI_RESYNC_INTERVAL or 5m)");
   app.add_flag("--no-feedback", no_feedback,
                "do not run the priority / utilisation-switch feedback loop");
+  hami::net::ServerLimitFlags limits;
+  hami::net::AddServerLimitFlags(app, &limits);
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(verbosity);
@@ -74,6 +77,11 @@ int main(int argc, char** argv) {
     HAMI_LOG(Error) << what;
     return 1;
   };
+  {
+    hami::net::HttpServerOptions probe;  // the limits are checked before anything starts
+    if (Status s = hami::net::ApplyServerLimitFlags(limits, &probe); !s.ok())
+      return die(s.message());
+  }
   if (hook_path.empty()) return die("the hook path is unknown: set HOOK_PATH or --hook-path");
   if (node_name.empty()) return die("the node name is unknown: set NODE_NAME or --node-name");
   Result<std::chrono::milliseconds> interval = hami::ParseGoDuration(update_interval);
@@ -88,6 +96,9 @@ int main(int argc, char** argv) {
   hami::net::HttpServerOptions http;
   if (Status s = hami::net::SplitHostPort(metrics_bind, &http.host, &http.port); !s.ok()) {
     return die("--metrics-bind-address: " + s.message());
+  }
+  if (Status s = hami::net::ApplyServerLimitFlags(limits, &http); !s.ok()) {
+    return die(s.message());
   }
 
   Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(kubeconfig, context);

@@ -36,6 +36,7 @@
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
+#include "net/server_flags.h"
 #include "scheduler/policy.h"
 #include "scheduler/service.h"
 #include "scheduler/webhook_cert.h"
@@ -104,6 +105,8 @@ int main(int argc, char** argv) {
   app.add_option("--profiling", profiling, "accepted for compatibility; no pprof in this build");
   app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
   app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
+  hami::net::ServerLimitFlags limits;
+  hami::net::AddServerLimitFlags(app, &limits);
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
   std::string cert_secret, cert_ns,
       webhook_service = "hami-scheduler", webhook_config = "hami-webhook", cert_hosts,
@@ -141,6 +144,11 @@ int main(int argc, char** argv) {
     HAMI_LOG(Error) << what;
     return 2;
   };
+  {
+    hami::net::HttpServerOptions probe;  // the limits are checked before anything starts
+    if (Status s = hami::net::ApplyServerLimitFlags(limits, &probe); !s.ok())
+      return die(s.message());
+  }
   hami::scheduler::SchedulerOptions opts;
   opts.scheduler_name = scheduler_name;
   opts.version = HAMI_VERSION;
@@ -247,6 +255,9 @@ int main(int argc, char** argv) {
   if (Status s = hami::net::SplitHostPort(http_bind, &http.host, &http.port); !s.ok()) {
     return die("--http_bind: " + s.message());
   }
+  if (Status s = hami::net::ApplyServerLimitFlags(limits, &http); !s.ok()) {
+    return die(s.message());
+  }
   if (!cert_file.empty() || !key_file.empty()) {
     if (cert_file.empty() || key_file.empty()) return die("--cert_file and --key_file go together");
     http.tls = hami::net::TlsOptions{cert_file, key_file};
@@ -268,6 +279,9 @@ int main(int argc, char** argv) {
   hami::net::HttpServerOptions mhttp;
   if (Status s = hami::net::SplitHostPort(metrics_bind, &mhttp.host, &mhttp.port); !s.ok()) {
     return die("--metrics-bind-address: " + s.message());
+  }
+  if (Status s = hami::net::ApplyServerLimitFlags(limits, &mhttp); !s.ok()) {
+    return die(s.message());
   }
   mhttp.worker_threads = 4;
   Result<std::unique_ptr<hami::net::HttpServer>> metrics = hami::net::HttpServer::Create(mhttp);

@@ -43,7 +43,8 @@ using SteadyClock = std::chrono::steady_clock;
 // Blocking reads wake at least this often to look at the server's state and the request's
 // deadline (SO_RCVTIMEO); Stop() does not wait for it: it shuts the sockets' read side down.
 constexpr int kReadTickMs = 1000;
-constexpr size_t kMaxHeadBytes = 64 * 1024;
+using wire::kMaxHeadBytes;
+using wire::RequestScan;
 // Plain bodies at least this large are gzipped for clients that accept it; below it the saving
 // is not worth the CPU (the extender's answers are a few hundred bytes).
 constexpr size_t kGzipMinBytes = 4096;
@@ -439,57 +440,6 @@ class StreamWriter : public ChunkWriter {
   bool failed_ = false;
 };
 
-// Whether a connection's buffer holds a whole request (head and body), checked as bytes
-// arrive: the head is searched from where the last search stopped and a chunked body is fed to
-// a decoder once, so a slow request costs O(its size), not O(size^2). "Ready" also covers
-// requests the worker will refuse (malformed head, head or body over the limits) and a head
-// that asks for 100-continue before its body: the worker answers those.
-class RequestScan {
- public:
-  bool Ready(const std::string& buf, const HttpServerOptions& o) {
-    if (head_end_ == std::string::npos) {
-      size_t from = scanned_ > 3 ? scanned_ - 3 : 0;
-      size_t sep = 4, end = buf.find("\r\n\r\n", from);
-      if (end == std::string::npos) {
-        end = buf.find("\n\n", from);
-        sep = 2;
-      }
-      if (end == std::string::npos) {
-        scanned_ = buf.size();
-        return buf.size() > kMaxHeadBytes;
-      }
-      if (end > kMaxHeadBytes) return true;
-      wire::RequestHead head;
-      if (!wire::ParseRequestHead(std::string_view(buf).substr(0, end), &head).ok()) return true;
-      head_end_ = end + sep;
-      fed_ = head_end_;
-      chunked_ = head.chunked;
-      need_ = head.has_length ? head.content_length : 0;
-      if (head.has_length && need_ > o.max_body_bytes) return true;
-      if (head.expect_continue && (chunked_ || need_ > 0) && buf.size() == head_end_) return true;
-      if (chunked_) decoder_ = std::make_unique<wire::ChunkedDecoder>(o.max_body_bytes);
-    }
-    if (chunked_) {
-      size_t used = 0;
-      std::string sink;
-      auto state = decoder_->Feed(std::string_view(buf).substr(fed_), &used, &sink);
-      fed_ += used;
-      return state != wire::ChunkedDecoder::State::kMore;
-    }
-    return buf.size() - head_end_ >= need_;
-  }
-  // Whether the head of the request being collected is complete (the body deadline applies).
-  bool HeadComplete() const { return head_end_ != std::string::npos; }
-
- private:
-  size_t scanned_ = 0;
-  size_t head_end_ = std::string::npos;
-  size_t fed_ = 0;
-  bool chunked_ = false;
-  uint64_t need_ = 0;
-  std::unique_ptr<wire::ChunkedDecoder> decoder_;
-};
-
 // Open connections, in all and per remote address, wherever they are (reactor or worker): what
 // the connection caps count. A slot counts itself in at accept and out when it closes.
 class ConnectionCounts {
@@ -667,7 +617,8 @@ class HttpServer::Impl {
     // the first round needs no second look.
     bool handed_whole = may_park;
     while (run.load(std::memory_order_relaxed)) {
-      if (may_park && !std::exchange(handed_whole, false) && !RequestScan().Ready(buf, o)) {
+      if (may_park && !std::exchange(handed_whole, false) &&
+          !RequestScan().Ready(buf, o.max_body_bytes)) {
         // Answers held back for pipelining leave before the connection waits for more.
         if (!conn.Flush()) return Outcome::kClose;
         // A busy client's next request usually follows within a moment (kube-scheduler's bind
@@ -676,24 +627,17 @@ class HttpServer::Impl {
         if (o.keep_alive_linger.count() <= 0) return Outcome::kPark;
         Connection::Io io = conn.ReadOnce();  // waits up to the linger (SO_RCVTIMEO)
         if (io == Connection::Io::kClosed || io == Connection::Io::kEof) return Outcome::kClose;
-        if (!RequestScan().Ready(buf, o)) return Outcome::kPark;  // none or part of one
+        if (!RequestScan().Ready(buf, o.max_body_bytes))
+          return Outcome::kPark;  // none or part of one
       }
       // The head: wait up to the keep-alive timeout for its first byte, then the read timeout.
       size_t end = std::string::npos, scanned = 0;
       SteadyClock::time_point deadline = SteadyClock::now() + o.keep_alive_timeout;
       bool begun = !buf.empty();
       if (begun) deadline = SteadyClock::now() + o.read_timeout;
-      size_t sep = 4;
+      size_t sep = 0;
       for (;;) {
-        size_t from = scanned > 3 ? scanned - 3 : 0;
-        end = buf.find("\r\n\r\n", from);
-        if (end == std::string::npos) {
-          size_t lf = buf.find("\n\n", from);
-          if (lf != std::string::npos) {
-            end = lf;
-            sep = 2;
-          }
-        }
+        end = wire::FindHeadEnd(buf, scanned > 3 ? scanned - 3 : 0, &sep);
         if (end != std::string::npos) break;
         scanned = buf.size();
         if (buf.size() > kMaxHeadBytes) {
@@ -1083,7 +1027,7 @@ class HttpServer::Impl {
         slot.deadline = now + options.read_timeout;  // a body may take long while it moves
       }
     }
-    if (!conn.buf().empty() && slot.scan.Ready(conn.buf(), options)) {
+    if (!conn.buf().empty() && slot.scan.Ready(conn.buf(), options.max_body_bytes)) {
       HandOff(fd);
       return;
     }

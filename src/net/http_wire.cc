@@ -382,4 +382,44 @@ const char* ReasonPhrase(int status) {
   }
 }
 
+size_t FindHeadEnd(std::string_view buf, size_t from, size_t* sep) {
+  for (size_t p = buf.find('\n', from); p != std::string_view::npos; p = buf.find('\n', p + 1)) {
+    size_t next = p + 1;
+    if (next < buf.size() && buf[next] == '\r') ++next;
+    if (next >= buf.size() || buf[next] != '\n') continue;
+    size_t end = p > 0 && buf[p - 1] == '\r' ? p - 1 : p;
+    *sep = next + 1 - end;
+    return end;
+  }
+  return std::string_view::npos;
+}
+
+bool RequestScan::Ready(std::string_view buf, uint64_t max_body_bytes) {
+  if (head_end_ == std::string::npos) {
+    size_t sep = 0, end = FindHeadEnd(buf, scanned_ > 3 ? scanned_ - 3 : 0, &sep);
+    if (end == std::string::npos) {
+      scanned_ = buf.size();
+      return buf.size() > kMaxHeadBytes;
+    }
+    if (end > kMaxHeadBytes) return true;
+    RequestHead head;
+    if (!ParseRequestHead(buf.substr(0, end), &head).ok()) return true;
+    head_end_ = end + sep;
+    fed_ = head_end_;
+    chunked_ = head.chunked;
+    need_ = head.has_length ? head.content_length : 0;
+    if (head.has_length && need_ > max_body_bytes) return true;
+    if (head.expect_continue && (chunked_ || need_ > 0) && buf.size() == head_end_) return true;
+    if (chunked_) decoder_ = std::make_unique<ChunkedDecoder>(max_body_bytes);
+  }
+  if (chunked_) {
+    size_t used = 0;
+    std::string sink;
+    auto state = decoder_->Feed(buf.substr(fed_), &used, &sink);
+    fed_ += used;
+    return state != ChunkedDecoder::State::kMore;
+  }
+  return buf.size() - head_end_ >= need_;
+}
+
 }  // namespace hami::net::wire

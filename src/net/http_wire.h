@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -66,6 +67,37 @@ class ChunkedDecoder {
   size_t trailer_bytes_ = 0;
   std::string error_;
   bool too_large_ = false;
+};
+
+// Where the header block in `buf` ends: the first empty line, whatever mix of CRLF and bare LF
+// ends it and the line before. Returns its offset (the head is buf[0, end)) and sets *sep to the
+// bytes from there to the body; npos when there is none yet. `from` skips bytes already searched
+// (pass up to 3 before the old end of the buffer: a blank line may straddle it).
+size_t FindHeadEnd(std::string_view buf, size_t from, size_t* sep);
+
+// The largest request head (request line and headers) a server reads.
+inline constexpr size_t kMaxHeadBytes = 64 * 1024;
+
+// Whether a connection's buffer holds a whole request (head and body), checked as bytes
+// arrive: call Ready() with the whole buffer each time it grew (the same buffer, only ever
+// appended to). The head is searched from where the last search stopped and a chunked body is
+// fed to a decoder once, so a slow request costs O(its size), not O(size^2). "Ready" also covers
+// requests the server will refuse (malformed head, head or body over the limits) and a head that
+// asks for 100-continue before its body (the server answers those at once). One scan per
+// request: start a new one for the next.
+class RequestScan {
+ public:
+  bool Ready(std::string_view buf, uint64_t max_body_bytes);
+  // Whether the head of the request being collected is complete (the body deadline applies).
+  bool HeadComplete() const { return head_end_ != std::string::npos; }
+
+ private:
+  size_t scanned_ = 0;
+  size_t head_end_ = std::string::npos;
+  size_t fed_ = 0;
+  bool chunked_ = false;
+  uint64_t need_ = 0;
+  std::unique_ptr<ChunkedDecoder> decoder_;
 };
 
 // The reason phrase of a status code ("OK", "Not Found", ...; "Unknown" for others).

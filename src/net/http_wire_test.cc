@@ -137,5 +137,41 @@ TEST(HttpWireTest, ReasonPhrases) {
   EXPECT_STREQ(ReasonPhrase(799), "Unknown");
 }
 
+TEST(HttpWireTest, TheHeadEndsAtTheFirstBlankLineWhateverItsLineEnds) {
+  size_t sep = 0;
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\nA: b\r\n\r\nbody", 0, &sep), 20u);
+  EXPECT_EQ(sep, 4u);
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\nA: b\n\nbody", 0, &sep), 19u);
+  EXPECT_EQ(sep, 2u);
+  // Mixed: a bare-LF blank line before a later CRLF one ends the head there.
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\n\nX\r\n\r\n", 0, &sep), 14u);
+  EXPECT_EQ(sep, 3u);
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\n\r\nX", 0, &sep), 14u);
+  EXPECT_EQ(sep, 3u);
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\nA: b\r\n\r", 0, &sep), std::string_view::npos);
+}
+
+TEST(HttpWireTest, RequestScanAgreesWithAFreshScanAtEveryArrival) {
+  const std::string stream =
+      "POST /f HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\n"  // mixed line ends
+      "3\r\nabc\r\n0\r\n\r\n";
+  for (size_t step = 1; step <= stream.size(); ++step) {
+    RequestScan incremental;
+    std::string buf;
+    bool ready = false;
+    for (size_t off = 0; off < stream.size() && !ready; off += step) {
+      buf += stream.substr(off, step);
+      ready = incremental.Ready(buf, 1024);
+      EXPECT_EQ(ready, RequestScan().Ready(buf, 1024)) << "step " << step << " at " << buf.size();
+    }
+    EXPECT_TRUE(ready);
+    EXPECT_EQ(buf.size(), stream.size()) << "ready only once the last chunk arrived";
+  }
+  // Not ready: a body still owed; ready at once: a body over the limit, a malformed head.
+  EXPECT_FALSE(RequestScan().Ready("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", 1024));
+  EXPECT_TRUE(RequestScan().Ready("POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n", 1024));
+  EXPECT_TRUE(RequestScan().Ready("NOT HTTP\r\n\r\n", 1024));
+}
+
 }  // namespace
 }  // namespace hami::net::wire

@@ -217,11 +217,22 @@ bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
   return true;
 }
 
-std::mutex& SchedulerService::BindGate(const std::string& node) {
-  std::lock_guard<std::mutex> l(bind_gates_mu_);
-  std::unique_ptr<std::mutex>& m = bind_gates_[node];
-  if (!m) m = std::make_unique<std::mutex>();
-  return *m;
+bool SchedulerService::EnterBindGate(const std::string& node,
+                                     std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> l(bind_gates_mu_);
+  if (!bind_gates_cv_.wait_until(l, deadline, [&] { return busy_nodes_.count(node) == 0; })) {
+    return false;
+  }
+  busy_nodes_.insert(node);
+  return true;
+}
+
+void SchedulerService::LeaveBindGate(const std::string& node) {
+  {
+    std::lock_guard<std::mutex> l(bind_gates_mu_);
+    busy_nodes_.erase(node);
+  }
+  bind_gates_cv_.notify_all();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,7 +263,12 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
       }
       written_.erase(uid);
       pending_.erase(uid);
+      unsettled_.erase(uid);
     } else {
+      // A bind whose answer was lost is settled by the pod itself showing a node.
+      if (!unsettled_.empty() && !k8s::GetString(pod, "/spec/nodeName").empty()) {
+        unsettled_.erase(uid);
+      }
       auto w = written_.find(uid);
       if (w != written_.end()) {
         int64_t rv = ResourceVersionNumber(pod);
@@ -294,15 +310,20 @@ void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
   Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
   std::string ns = k8s::Namespace(pod), name = k8s::Name(pod);
   if (!lock.ok() || !lock->HeldBy(ns, name)) return;
-  std::string key = node + "/" + ns + "/" + name;
+  QueueLockRelease(node, ns, name);
+}
+
+void SchedulerService::QueueLockRelease(const std::string& node, const std::string& ns,
+                                        const std::string& pod) {
+  std::string key = node + "/" + ns + "/" + pod;
   bool first;
   {
     std::lock_guard<std::mutex> l(bg_mu_);
     if (!release_pending_.insert(key).second) return;
     // Every entry has the same grace, so appending keeps releases_ in due order.
     first = releases_.empty();
-    releases_.push_back(LockRelease{
-        node, ns, name, std::chrono::steady_clock::now() + options_.lock_release_grace});
+    releases_.push_back(
+        LockRelease{node, ns, pod, std::chrono::steady_clock::now() + options_.lock_release_grace});
   }
   // The background loop sleeps until the oldest entry is due: only a first entry changes that.
   // (Waking it for every bound pod cost a context switch per pod.)
@@ -707,6 +728,23 @@ std::string SchedulerService::Filter(std::string_view body) {
   Decision d;
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
+    if (std::string busy = BindInFlightReason(spec.uid); !busy.empty()) {
+      // kube-scheduler gave up on a bind that is still running (or whose outcome is unknown):
+      // placing the pod again now could bind it twice. Every node fails until that settles.
+      lock.unlock();
+      HAMI_LOG(Info) << "pod " << key << ": not placed again: " << busy;
+      events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", busy,
+                                    options_.scheduler_name, options_.identity});
+      {
+        std::lock_guard<std::mutex> s(stats_mu_);
+        ++stats_.bind_busy;
+      }
+      Json out;
+      out["nodenames"] = Json::array();
+      out["failedNodes"] = Json::object();
+      for (std::string_view v : views) out["failedNodes"][std::string(v)] = busy;
+      return out.dump();
+    }
     if (const LedgerPod* old = ledger_.FindPod(spec.uid);
         old != nullptr && old->state == PodState::kReserved) {
       GiveBackReservationLocked(spec.uid);  // a retried pod gives its earlier choice back first
@@ -819,6 +857,26 @@ std::string SchedulerService::Filter(std::string_view body) {
   return out.dump();
 }
 
+std::string SchedulerService::BindInFlightReason(const std::string& uid) {
+  if (auto b = binding_.find(uid); b != binding_.end()) {
+    return "a bind of this pod to " + b->second + " is still running";
+  }
+  auto u = unsettled_.find(uid);
+  if (u == unsettled_.end()) return "";
+  auto left = u->second.until - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) {
+    // Long enough for a lost request to have landed: the pod is not bound, so its devices may
+    // go (the caller gives the reservation back) and the lock its bind may hold with them.
+    QueueLockRelease(u->second.node, u->second.ns, u->second.name);
+    unsettled_.erase(u);
+    return "";
+  }
+  return "the answer to this pod's Binding to " + u->second.node +
+         " was lost; its devices stay reserved until the API server shows whether it landed "
+         "(at most " +
+         std::to_string(std::chrono::ceil<std::chrono::seconds>(left).count()) + " s more)";
+}
+
 void SchedulerService::GiveBackReservationLocked(const std::string& uid) {
   pending_.erase(uid);
   if (auto w = written_.find(uid); w != written_.end() && w->second == INT64_MAX) written_.erase(w);
@@ -830,6 +888,52 @@ void SchedulerService::GiveBackReservationLocked(const std::string& uid) {
 
 // ---------------------------------------------------------------------------------------------
 // Bind.
+
+namespace {
+
+// A write whose answer never came: it may or may not have been applied.
+bool OutcomeUnknown(const Status& s) {
+  return s.code() == StatusCode::kUnknown || s.code() == StatusCode::kDeadlineExceeded ||
+         s.code() == StatusCode::kUnavailable;
+}
+
+}  // namespace
+
+// A lost answer is retried (a Binding is applied at most once: a retry of one that landed is
+// refused with 409), and a refusal after a lost answer is checked with a fresh read: a pod on
+// `node` is our success. `*unknown` is set when the pod may still end up bound by a request
+// that is somewhere on its way.
+Status SchedulerService::PostBinding(const std::string& ns, const std::string& name,
+                                     const std::string& uid, const std::string& node,
+                                     const std::map<std::string, std::string>& stamp,
+                                     bool* unknown) {
+  *unknown = false;
+  bool lost = false;
+  Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s = k8s::BindPod(client_, ns, name, uid, node, stamp);
+    if (s.ok()) return s;
+    if (!OutcomeUnknown(s)) break;
+    lost = true;
+  }
+  if (!lost) return s;
+  Result<k8s::Object> fresh = k8s::GetPod(client_, ns, name);
+  if (fresh.ok() && (uid.empty() || k8s::Uid(*fresh) == uid)) {
+    std::string on = k8s::GetString(*fresh, "/spec/nodeName");
+    if (on == node) {
+      HAMI_LOG(Info) << "pod " << ns << "/" << name << ": the Binding whose answer was lost "
+                     << "had landed on " << node;
+      std::lock_guard<std::mutex> g(stats_mu_);
+      ++stats_.bind_recovered;
+      return OkStatus();
+    }
+    if (!on.empty()) return s;  // bound elsewhere: nothing of ours can land any more
+  } else if (fresh.ok() || k8s::IsNotFound(fresh.status())) {
+    return s;  // another pod of that name, or none: no Binding of ours can land
+  }
+  *unknown = true;
+  return s;
+}
 
 std::string SchedulerService::Bind(std::string_view body) {
   Result<Json> args = k8s::ParseJson(body);
@@ -843,6 +947,9 @@ std::string SchedulerService::Bind(std::string_view body) {
   if (name.empty() || node.empty()) return ErrorReply("binding args need podName and node");
   if (ns.empty()) ns = "default";
   const std::string key = PodKey(ns, name);
+  // Every wait below (another bind to the node in this process, another allocation's node
+  // lock) shares one budget, so a bind answers within node_lock_wait plus its writes.
+  const auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
   {
     std::lock_guard<std::mutex> s(stats_mu_);
     ++stats_.binds;
@@ -860,8 +967,11 @@ std::string SchedulerService::Bind(std::string_view body) {
     if (!fresh.ok()) {
       if (k8s::IsNotFound(fresh.status()) && !uid.empty()) {
         std::unique_lock<std::shared_mutex> lock(mu_);
-        ledger_.RemovePod(uid);
-        ++generation_;
+        if (binding_.count(uid) == 0) {
+          ledger_.RemovePod(uid);
+          unsettled_.erase(uid);
+          ++generation_;
+        }
       }
       std::lock_guard<std::mutex> s(stats_mu_);
       ++stats_.bind_errors;
@@ -885,17 +995,39 @@ std::string SchedulerService::Bind(std::string_view body) {
   Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(*pod));
   bool needs_lock = req.ok() && !req->Empty();
   if (uid.empty()) uid = k8s::Uid(*pod);
-  // The placement this instance's filter reserved and has not written yet. Without one, the pod
-  // must already carry a placement on this node (an earlier attempt wrote it).
+  // One bind per pod at a time (kube-scheduler retries a pod whose bind outlived its extender
+  // timeout while that bind may still succeed). The placement this instance's filter reserved
+  // and has not written yet; without one, the pod must already carry a placement on this node
+  // (an earlier attempt wrote it).
   std::optional<PendingPlacement> placement;
-  if (needs_lock) {
+  {
     std::unique_lock<std::shared_mutex> lock(mu_);
-    auto it = pending_.find(uid);
-    if (it != pending_.end() && it->second.node == node) {
-      placement = std::move(it->second);
-      pending_.erase(it);
+    if (auto b = binding_.find(uid); b != binding_.end()) {
+      std::string running = b->second;
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> g(stats_mu_);
+        ++stats_.bind_busy;
+      }
+      return bind_fail("a bind of this pod to " + running + " is still running");
+    }
+    binding_.emplace(uid, node);
+    if (needs_lock) {
+      auto it = pending_.find(uid);
+      if (it != pending_.end() && it->second.node == node) {
+        placement = std::move(it->second);
+        pending_.erase(it);
+      }
     }
   }
+  struct Running {  // ends this bind's entry in binding_ on every way out
+    SchedulerService* self;
+    const std::string& uid;
+    ~Running() {
+      std::unique_lock<std::shared_mutex> lock(self->mu_);
+      self->binding_.erase(uid);
+    }
+  } running{this, uid};
   if (needs_lock && !placement &&
       k8s::GetString(*pod, "/metadata/annotations/hami.io~1vgpu-node") != node) {
     return bind_fail("no device placement on node " + node +
@@ -917,9 +1049,7 @@ std::string SchedulerService::Bind(std::string_view body) {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (!companion.sent) return GiveBackReservationLocked(uid);
     if (!companion.result.ok()) {
-      StatusCode c = companion.result.status().code();
-      if (c == StatusCode::kUnknown || c == StatusCode::kDeadlineExceeded ||
-          c == StatusCode::kUnavailable) {
+      if (OutcomeUnknown(companion.result.status())) {
         // The write may have reached the pod with its answer lost: giving the devices back
         // could hand them to another pod while this one holds them. They stay reserved until
         // the pod's own state (its next event) or the reservation's expiry settles it.
@@ -939,60 +1069,27 @@ std::string SchedulerService::Bind(std::string_view body) {
   };
   bool locked = false;
   if (needs_lock) {
-    std::lock_guard<std::mutex> gate(BindGate(node));
-    // Binds queued at the gate read the node afresh from the cache: the copy taken before may
-    // be many lock writes old, and a write on it could only conflict.
-    if ((cached = CachedNode(node, &node_hold)) == nullptr) {
+    Status s = AcquireNodeLock(node, ns, name, deadline, &cached, &node_hold,
+                               placement ? &companion : nullptr);
+    if (!s.ok()) {
       settle();
-      return bind_fail("node " + node + " disappeared");
+      return bind_fail(s.message());
     }
-    auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
-    bool waited = false;
-    for (;;) {
-      Status s = locker_.Acquire(node, ns, name, cached,
-                                 placement && !companion.sent ? &companion : nullptr);
-      if (s.ok()) {
-        locked = true;
-        break;
-      }
-      // Contention, or a node that kept changing under our writes (another scheduler's binds,
-      // kubelet's status): wait and try again until the deadline.
-      bool retry = s.code() == StatusCode::kUnavailable || k8s::IsConflict(s);
-      if (!retry || std::chrono::steady_clock::now() >= deadline) {
-        settle();
-        return bind_fail(s.message());
-      }
-      if (!waited) {
-        waited = true;
-        std::lock_guard<std::mutex> g(stats_mu_);
-        ++stats_.lock_waits;
-      }
-      // Wait for the node to change (its lock cleared), or poll every 100 ms.
-      std::string before = k8s::GetString(*cached, "/metadata/resourceVersion");
-      {
-        std::unique_lock<std::mutex> l(lock_wait_mu_);
-        lock_wait_cv_.wait_for(l, std::chrono::milliseconds(100), [&] {
-          k8s::ObjectPtr now = nodes_->Get(node);
-          return !started_.load() || !now || k8s::ResourceVersion(*now) != before;
-        });
-      }
-      if (!started_.load() || (cached = CachedNode(node, &node_hold)) == nullptr) {
-        settle();
-        return bind_fail(started_.load() ? "node " + node + " disappeared" : "scheduler stopping");
-      }
-    }
+    locked = true;
   }
   auto unlock = [&] {
     if (!locked) return;
-    Status s = locker_.Release(node, ns, name);
-    if (!s.ok()) HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
+    Status s;
+    for (int attempt = 0; attempt < 3; ++attempt) {  // a lock left behind stalls the node
+      s = locker_.Release(node, ns, name);
+      if (s.ok()) return;
+    }
+    HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
   };
   if (placement) {
     // Not sent with the lock (the pod already held it), or lost with the connection: alone now
     // (a merge patch, safe to repeat).
-    StatusCode c = companion.result.status().code();
-    if (!companion.sent || c == StatusCode::kUnavailable || c == StatusCode::kUnknown ||
-        c == StatusCode::kDeadlineExceeded) {
+    if (!companion.sent || OutcomeUnknown(companion.result.status())) {
       companion.result =
           client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, placement->patch);
     }
@@ -1019,16 +1116,37 @@ std::string SchedulerService::Bind(std::string_view body) {
   }
   // The Binding carries the stamp: the pod gets its node and `allocating` in one write, so the
   // device plugin never sees one without the other.
-  Status bound = k8s::BindPod(client_, ns, name, uid, node, stamp);
+  bool unknown = false;
+  Status bound = PostBinding(ns, name, uid, node, stamp, &unknown);
   if (!bound.ok()) {
-    unlock();
-    return bind_fail(bound.ToString());
+    if (!unknown) {
+      unlock();
+      return bind_fail(bound.ToString());
+    }
+    // The pod may be bound (its device plugin then allocates under our lock and clears it):
+    // its devices and the lock stay until the pod shows it or the grace passes.
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      unsettled_[uid] =
+          Unsettled{node, ns, name, std::chrono::steady_clock::now() + options_.bind_outcome_grace};
+    }
+    {
+      std::lock_guard<std::mutex> g(stats_mu_);
+      ++stats_.bind_unsettled;
+    }
+    return bind_fail("Binding's outcome unknown (" + bound.ToString() +
+                     "); the pod's devices stay reserved until the API server shows it");
   }
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (!uid.empty() && ledger_.FindPod(uid) != nullptr) {
       (void)ledger_.Confirm(uid);
       ++generation_;
+    } else if (placement) {
+      // Nothing should take a reservation away during its bind; the pod's next event restores
+      // the entry, but say so, since until then its devices look free.
+      HAMI_LOG(Warning) << "pod " << key << ": bound to " << node
+                        << ", but its reservation had left the ledger meanwhile";
     }
   }
   std::string msg = "Successfully binding node [" + node + "] to " + key;
@@ -1036,6 +1154,67 @@ std::string SchedulerService::Bind(std::string_view body) {
   events_.Record(k8s::EventSpec{pod, "Pod", "Normal", "BindingSucceed", msg,
                                 options_.scheduler_name, options_.identity});
   return "{}";
+}
+
+// Takes `node`'s allocation lock for ns/pod by `deadline`: one bind per node at a time in this
+// process, then the lock itself, waiting while another allocation holds it. A write whose
+// answer was lost is tried again (the lock held by this pod counts as taken); when the bind
+// gives up after one, a lock it may have taken is cleared.
+Status SchedulerService::AcquireNodeLock(const std::string& node, const std::string& ns,
+                                         const std::string& pod,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         const k8s::Object** cached, k8s::ObjectPtr* hold,
+                                         NodeLocker::Companion* companion) {
+  if (!EnterBindGate(node, deadline)) {
+    return Status(StatusCode::kUnavailable,
+                  "other binds to node " + node + " in this scheduler did not finish in time");
+  }
+  struct Leave {
+    SchedulerService* self;
+    const std::string& node;
+    ~Leave() { self->LeaveBindGate(node); }
+  } leave{this, node};
+  // Binds queued at the gate read the node afresh from the cache: the copy taken before may
+  // be many lock writes old, and a write on it could only conflict.
+  if ((*cached = CachedNode(node, hold)) == nullptr) {
+    return Status(StatusCode::kNotFound, "node " + node + " disappeared");
+  }
+  bool waited = false, lost = false;
+  for (;;) {
+    Status s = locker_.Acquire(node, ns, pod, *cached,
+                               companion != nullptr && !companion->sent ? companion : nullptr);
+    if (s.ok()) return s;
+    lost = lost || OutcomeUnknown(s);
+    // Contention, a node that kept changing under our writes (another scheduler's binds,
+    // kubelet's status), or a lost answer: wait and try again until the deadline.
+    bool retry = s.code() == StatusCode::kUnavailable || k8s::IsConflict(s) || OutcomeUnknown(s);
+    if (!retry || std::chrono::steady_clock::now() >= deadline) {
+      if (lost) (void)locker_.Release(node, ns, pod);  // best effort: only if ours
+      return s;
+    }
+    if (!waited) {
+      waited = true;
+      auto left =
+          std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+      HAMI_LOG(Info) << "pod " << ns << "/" << pod << ": waiting up to " << left.count()
+                     << " s for node " << node << ": " << s.message();
+      std::lock_guard<std::mutex> g(stats_mu_);
+      ++stats_.lock_waits;
+    }
+    // Wait for the node to change (its lock cleared), or poll every 100 ms.
+    std::string before = k8s::GetString(**cached, "/metadata/resourceVersion");
+    {
+      std::unique_lock<std::mutex> l(lock_wait_mu_);
+      lock_wait_cv_.wait_for(l, std::chrono::milliseconds(100), [&] {
+        k8s::ObjectPtr now = nodes_->Get(node);
+        return !started_.load() || !now || k8s::ResourceVersion(*now) != before;
+      });
+    }
+    if (!started_.load()) return Status(StatusCode::kCancelled, "scheduler stopping");
+    if ((*cached = CachedNode(node, hold)) == nullptr) {
+      return Status(StatusCode::kNotFound, "node " + node + " disappeared");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

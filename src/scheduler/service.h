@@ -90,6 +90,10 @@ struct SchedulerOptions {
   std::chrono::seconds register_interval{15};
   std::chrono::seconds handshake_grace{60};
   int64_t reservation_ttl_seconds = 300;
+  // A bind that gave up with its Binding's outcome unknown (the answer was lost: the pod may be
+  // bound) keeps the pod's devices reserved this long, or until the pod shows it bound or is
+  // deleted; its filters answer "waiting" meanwhile. Longer than any request can linger.
+  std::chrono::milliseconds bind_outcome_grace{30000};
   // How long a filter waits for the service to become ready before answering an error.
   std::chrono::milliseconds filter_ready_wait{25000};
   std::string version = "dev";  // hami_build_info
@@ -102,6 +106,9 @@ struct ServiceStats {
   uint64_t binds = 0, bind_errors = 0, lock_waits = 0;
   uint64_t stale_pod_events = 0;  // informer events older than our own write, ignored
   uint64_t locks_released = 0;
+  uint64_t bind_busy = 0;       // filters and binds refused: a bind of the pod was still running
+  uint64_t bind_unsettled = 0;  // binds that ended with the Binding's outcome unknown
+  uint64_t bind_recovered = 0;  // binds whose lost answer turned out to be a success
 };
 
 class SchedulerService {
@@ -196,6 +203,28 @@ class SchedulerService {
     std::string patch;  // merge patch: the annotations and the hami.io/vgpu-node label
   };
   std::unordered_map<std::string, PendingPlacement> pending_;  // guarded by mu_: by pod uid
+  // Pods with a bind running (uid -> node). kube-scheduler gives up on a bind after its extender
+  // timeout and filters the pod again while the first bind may still succeed: a second bind is
+  // refused and the filter leaves the reservation alone until the first ends.
+  std::unordered_map<std::string, std::string> binding_;  // guarded by mu_
+  // Pods whose bind ended with the Binding's outcome unknown (see bind_outcome_grace).
+  struct Unsettled {
+    std::string node, ns, name;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::unordered_map<std::string, Unsettled> unsettled_;  // guarded by mu_
+  // A filter's answer for a pod whose earlier bind is running or undecided (mu_ held), or ""
+  // when the pod may be placed.
+  std::string BindInFlightReason(const std::string& uid);
+  // Queues a check that clears `node`'s lock if `ns/pod` still holds it after the grace.
+  void QueueLockRelease(const std::string& node, const std::string& ns, const std::string& pod);
+  // The Binding, with lost answers resolved where possible (see service.cc).
+  Status PostBinding(const std::string& ns, const std::string& name, const std::string& uid,
+                     const std::string& node, const std::map<std::string, std::string>& stamp,
+                     bool* unknown);
+  Status AcquireNodeLock(const std::string& node, const std::string& ns, const std::string& pod,
+                         std::chrono::steady_clock::time_point deadline, const k8s::Object** cached,
+                         k8s::ObjectPtr* hold, NodeLocker::Companion* companion);
 
   std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
 
@@ -213,11 +242,13 @@ class SchedulerService {
   std::condition_variable lock_wait_cv_;
   // Binds to one node take its lock one at a time in this process (as upstream's in-process
   // per-node mutex): concurrent binds would all race for the annotation the moment it is
-  // released, and all but one lose a write and read again. Entries are never removed (one
-  // per node ever bound to).
+  // released, and all but one lose a write and read again. A bind waits at the gate within its
+  // own deadline.
   std::mutex bind_gates_mu_;
-  std::map<std::string, std::unique_ptr<std::mutex>> bind_gates_;  // guarded by bind_gates_mu_
-  std::mutex& BindGate(const std::string& node);
+  std::condition_variable bind_gates_cv_;
+  std::set<std::string> busy_nodes_;  // guarded by bind_gates_mu_: a bind is past the gate
+  bool EnterBindGate(const std::string& node, std::chrono::steady_clock::time_point deadline);
+  void LeaveBindGate(const std::string& node);
 
   std::atomic<bool> started_{false};
   std::atomic<bool> registered_once_{false};

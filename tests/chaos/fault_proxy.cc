@@ -43,7 +43,10 @@ void Reset(int fd) {
 
 }  // namespace
 
-FaultProxy::FaultProxy(Options options) : options_(options), rng_(options.seed) {}
+FaultProxy::FaultProxy(Options options) : options_(options), rng_(options.seed) {
+  unused_ = {Fate::kDelay, Fate::kReset, Fate::kBlackhole, Fate::kTrickle};
+  std::shuffle(unused_.begin(), unused_.end(), rng_);
+}
 
 FaultProxy::~FaultProxy() { Stop(); }
 
@@ -79,7 +82,6 @@ void FaultProxy::Stop() {
 
 void FaultProxy::SetFaulty(bool faulty) {
   faulty_ = faulty;
-  if (!faulty) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
 }
@@ -94,7 +96,7 @@ FaultProxy::Fate FaultProxy::Draw(uint64_t* limit, int* delay_ms, bool* faulty) 
   *faulty = faulty_;
   std::uniform_real_distribution<double> unit(0, 1);
   std::uniform_int_distribution<uint64_t> bytes(0, 4096);
-  std::uniform_int_distribution<uint64_t> lifetime(4096, 65536);
+  std::uniform_int_distribution<uint64_t> lifetime(2048, 16384);
   std::uniform_int_distribution<int> delay(1, std::max(1, options_.max_delay_ms));
   std::uniform_int_distribution<int> kind(0, 3);
   // Draw every value every time, so that the sequence depends on the seed alone.
@@ -109,6 +111,10 @@ FaultProxy::Fate FaultProxy::Draw(uint64_t* limit, int* delay_ms, bool* faulty) 
            : k == 1 ? Fate::kReset
            : k == 2 ? Fate::kBlackhole
                     : Fate::kTrickle;
+    if (!unused_.empty()) {  // every kind once first, in an order drawn from the seed
+      fate = unused_.back();
+      unused_.pop_back();
+    }
   }
   if (fate == Fate::kPass) *limit = life;
   static const char* const kNames[] = {"pass", "delay", "reset", "blackhole", "trickle"};

@@ -3,6 +3,8 @@
 // simulation path, and garbage request bodies.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "device/node_lock.h"
 #include "k8s/typed.h"
 #include "scheduler/node_locker.h"
@@ -336,6 +338,62 @@ TEST(ServiceTest, TheBindWritesTheFiltersPlacementWithTheLock) {
       << contended.dump();
   EXPECT_EQ(c.scheduler().LedgerDump().find(k8s::Uid(r)), std::string::npos);
   EXPECT_EQ(c.Annotation("default", "r", "hami.io/vgpu-node"), "");
+  EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
+// kube-scheduler gives up on a bind after its extender timeout and tries the pod again while
+// the first bind may still succeed: the retried filter and bind must not touch the first
+// bind's reservation, and once the first bind ends the pod is placed as usual.
+TEST(ServiceTest, ABindStillRunningKeepsItsReservationFromARetriedFilterAndBind) {
+  SimClusterOptions o;
+  o.device_plugin = false;  // p's lock on n1 stays held: r's bind waits for it
+  o.scheduler.node_lock_wait = std::chrono::seconds(3);
+  SimCluster c(o);
+  c.AddNode("n1", {Gpu("GPU-1", 0, 16384)});
+  auto create = [&](const std::string& name) {
+    Json pod = Pod(name, "1000", "", true);
+    pod["spec"]["schedulerName"] = "nobody";  // this test is kube-scheduler
+    return c.CreatePod("default", pod).value();
+  };
+  auto filter = [&](const Json& pod) {
+    Json args = {{"pod", pod}, {"nodenames", {"n1"}}};
+    return k8s::ParseJson(c.scheduler().Filter(args.dump())).value();
+  };
+  auto bind = [&](const Json& pod) {
+    Json args = {{"podName", k8s::Name(pod)},
+                 {"podNamespace", "default"},
+                 {"podUID", k8s::Uid(pod)},
+                 {"node", "n1"}};
+    return k8s::ParseJson(c.scheduler().Bind(args.dump())).value();
+  };
+  Json p = create("p");
+  ASSERT_EQ(filter(p)["nodenames"], Json::array({"n1"}));
+  ASSERT_FALSE(bind(p).contains("error"));
+
+  Json r = create("r");
+  ASSERT_EQ(filter(r)["nodenames"], Json::array({"n1"}));
+  const uint64_t waits = c.scheduler().stats().lock_waits;
+  Json first;
+  std::thread running([&] { first = bind(r); });
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().lock_waits > waits; }));
+
+  Json again = filter(r);
+  EXPECT_EQ(again["nodenames"], Json::array());
+  EXPECT_NE(again["failedNodes"]["n1"].get<std::string>().find("still running"), std::string::npos)
+      << again.dump();
+  EXPECT_NE(c.scheduler().LedgerDump().find(k8s::Uid(r)), std::string::npos)
+      << "the running bind's reservation was given back";
+  Json second = bind(r);
+  ASSERT_TRUE(second.contains("error"));
+  EXPECT_NE(second["error"].get<std::string>().find("still running"), std::string::npos)
+      << second.dump();
+
+  running.join();  // the lock never clears (no device plugin): the first bind gives up
+  ASSERT_TRUE(first.contains("error"));
+  EXPECT_EQ(c.scheduler().LedgerDump().find(k8s::Uid(r)), std::string::npos);
+  EXPECT_EQ(c.BoundNode("default", "r"), "");
+  // Once it ended, the pod is the filter's again.
+  EXPECT_EQ(filter(r)["nodenames"], Json::array({"n1"}));
   EXPECT_TRUE(c.scheduler().CheckLedger().ok());
 }
 
