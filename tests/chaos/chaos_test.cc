@@ -35,7 +35,7 @@ constexpr int kNodes = 12;
 constexpr int kGpusPerNode = 2;
 constexpr int kGpuMem = 16384;
 constexpr int kPodMem = 2048;  // eight per GPU: 192 fit, the rest wait
-constexpr int kPods = 240;
+constexpr int kPods = 300;
 
 Json MakePod(const std::string& name) {
   Json pod;
