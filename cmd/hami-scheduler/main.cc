@@ -233,6 +233,16 @@ int main(int argc, char** argv) {
     for (const std::string& w : device_config.warnings) {
       HAMI_LOG(Warning) << device_config_file << ": " << w;
     }
+    // Read and checked, not scheduled yet: say so rather than leave their pods pending unexplained.
+    std::vector<std::string> later;
+    for (const auto& [section, resources] : device_config.vendors) later.push_back(section);
+    if (device_config.ascend) later.push_back("ascend/vnpus");
+    if (device_config.iluvatars) later.push_back("iluvatars");
+    for (const std::string& section : later) {
+      HAMI_LOG(Warning) << device_config_file << ": " << section
+                        << ": valid, but this vendor is not scheduled by hami-cpp yet; pods "
+                           "asking for its resources are left to other schedulers";
+    }
   }
 
   if (kubeconfig.empty()) {

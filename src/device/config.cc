@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <exception>
@@ -167,7 +168,7 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
       HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->resource_priority_name));
     } else if (key == "overwriteEnv") {
       HAMI_RETURN_IF_ERROR(ReadBool(v, p, &c->overwrite_env));
-    } else if (key == "defaultMemory") {
+    } else if (key == "defaultMemory" || key == "defaultMem") {  // the latter: the user's docs
       HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, kI32, &c->default_memory_mib));
     } else if (key == "defaultCores") {
       HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, 100, &c->default_cores));
@@ -216,6 +217,338 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
   return ValidateNvidiaConfig(*c);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Other vendors' sections.
+
+struct FlatSectionSpec {
+  std::string_view name;
+  VendorResources defaults;
+  std::vector<std::string_view> extra_strings;  // section-specific resource-name keys
+  std::vector<std::string_view> extra_bools;
+};
+
+const std::vector<FlatSectionSpec>& FlatSections() {
+  static const std::vector<FlatSectionSpec>* specs = [] {
+    auto* v = new std::vector<FlatSectionSpec>();
+    auto add = [&](std::string_view name, std::string count, std::string memory, std::string core,
+                   int32_t factor, std::map<std::string, std::string> extra = {},
+                   std::vector<std::string_view> bools = {}) {
+      FlatSectionSpec s;
+      s.name = name;
+      s.defaults.count = std::move(count);
+      s.defaults.memory = std::move(memory);
+      s.defaults.core = std::move(core);
+      s.defaults.memory_factor = factor;
+      for (const auto& [k, val] : extra) s.extra_strings.push_back(k);
+      s.defaults.extra = std::move(extra);
+      s.extra_bools = std::move(bools);
+      for (std::string_view b : s.extra_bools) s.defaults.extra[std::string(b)] = "false";
+      v->push_back(std::move(s));
+    };
+    // Memory factors are the units these vendors' memory resources count in (MiB per unit).
+    add("cambricon", "cambricon.com/vmlu", "cambricon.com/mlu.smlu.vmemory",
+        "cambricon.com/mlu.smlu.vcore", 256);
+    add("hygon", "hygon.com/dcunum", "hygon.com/dcumem", "hygon.com/dcucores", 1);
+    add("metax", "metax-tech.com/gpu", "", "", 1024,
+        {{"resourceVCountName", "metax-tech.com/sgpu"},
+         {"resourceVMemoryName", "metax-tech.com/vmemory"},
+         {"resourceVCoreName", "metax-tech.com/vcore"}},
+        {"sgpuTopologyAware"});
+    add("enflame", "enflame.com/gcu", "enflame.com/gcu-memory", "enflame.com/gcu-core", 1,
+        {{"resourceNameGCU", "enflame.com/gcu"},
+         {"resourceNameDRSGCU", "enflame.com/drs-gcu"},
+         {"resourceNameGCUMemory", "enflame.com/gcu-memory"},
+         {"resourceNameGCUCore", "enflame.com/gcu-core"},
+         {"resourceNameVGCU", "enflame.com/vgcu"},
+         {"resourceNameVGCUPercentage", "enflame.com/vgcu-percentage"}});
+    add("mthreads", "mthreads.com/vgpu", "mthreads.com/sgpu-memory", "mthreads.com/sgpu-core", 512);
+    add("kunlun", "kunlunxin.com/xpu", "", "", 1,
+        {{"resourceVCountName", "kunlunxin.com/vxpu"},
+         {"resourceVMemoryName", "kunlunxin.com/vxpu-memory"}});
+    add("awsneuron", "aws.amazon.com/neuron", "", "aws.amazon.com/neuroncore", 1);
+    add("amd", "amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores", 1);
+    add("vastai", "vastaitech.com/va", "", "", 1);
+    add("biren", "birentech.com/gpu", "", "", 1);
+    return v;
+  }();
+  return *specs;
+}
+
+const FlatSectionSpec* FindFlatSection(std::string_view name) {
+  for (const FlatSectionSpec& s : FlatSections()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// Keys every flat section takes (the user's documents give them to all vendors).
+Status ReadCommonVendorKey(const std::string& key, const YAML::Node& v, const std::string& p,
+                           VendorResources* c, bool* matched) {
+  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
+  *matched = true;
+  if (key == "resourceCountName") return ReadString(v, p, &c->count);
+  if (key == "resourceMemoryName") return ReadString(v, p, &c->memory);
+  if (key == "resourceMemoryPercentageName") return ReadString(v, p, &c->memory_percentage);
+  if (key == "resourceCoreName") return ReadString(v, p, &c->core);
+  if (key == "memoryFactor") return ReadIntAs(v, p, 1, kI32, &c->memory_factor);
+  if (key == "defaultMem" || key == "defaultMemory") {
+    return ReadIntAs(v, p, 0, kI32, &c->default_memory_mib);
+  }
+  if (key == "defaultCores") return ReadIntAs(v, p, 0, 100, &c->default_cores);
+  if (key == "deviceSplitCount") return ReadIntAs(v, p, 1, kI32, &c->device_split_count);
+  *matched = false;
+  return OkStatus();
+}
+
+Status ParseFlatSection(const FlatSectionSpec& spec, std::string_view written_as,
+                        const YAML::Node& n, VendorResources* c,
+                        std::vector<std::string>* warnings) {
+  *c = spec.defaults;
+  const std::string section(written_as);
+  if (n.IsNull()) return OkStatus();
+  if (!n.IsMap()) return InvalidArgumentError(section + ": expected a map of settings");
+  std::set<std::string> seen;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (!it->first.IsScalar()) return InvalidArgumentError(section + ": keys must be plain names");
+    const std::string key = it->first.Scalar();
+    const YAML::Node v = it->second;
+    const std::string p = Path(section, key);
+    if (!seen.insert(key).second) return InvalidArgumentError(p + ": key given twice");
+    bool matched = false;
+    HAMI_RETURN_IF_ERROR(ReadCommonVendorKey(key, v, p, c, &matched));
+    if (matched) continue;
+    if (std::find(spec.extra_strings.begin(), spec.extra_strings.end(), key) !=
+        spec.extra_strings.end()) {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->extra[key]));
+    } else if (std::find(spec.extra_bools.begin(), spec.extra_bools.end(), key) !=
+               spec.extra_bools.end()) {
+      bool b = false;
+      HAMI_RETURN_IF_ERROR(ReadBool(v, p, &b));
+      c->extra[key] = b ? "true" : "false";
+    } else {
+      warnings->push_back(p + ": unknown key ignored");
+    }
+  }
+  return OkStatus();
+}
+
+AscendChipConfig AscendChip(std::string chip, std::string word, int64_t allocatable,
+                            int64_t capacity, int32_t ai_core, int32_t ai_cpu, bool super_pod,
+                            std::vector<AscendTemplate> templates) {
+  AscendChipConfig c;
+  c.chip_name = std::move(chip);
+  c.common_word = std::move(word);
+  c.resource_name = "huawei.com/" + c.common_word;
+  c.resource_memory_name = c.resource_name + "-memory";
+  c.resource_core_name = c.resource_name + "-core";
+  c.memory_allocatable = allocatable;
+  c.memory_capacity = capacity;
+  c.ai_core = ai_core;
+  c.ai_cpu = ai_cpu;
+  c.super_pod = super_pod;
+  c.templates = std::move(templates);
+  return c;
+}
+
+void SortTemplates(AscendChipConfig* c) {
+  std::stable_sort(
+      c->templates.begin(), c->templates.end(),
+      [](const AscendTemplate& a, const AscendTemplate& b) { return a.memory_mib < b.memory_mib; });
+}
+
+Status ParseAscendTemplates(const YAML::Node& n, const std::string& path,
+                            std::vector<AscendTemplate>* out) {
+  out->clear();
+  if (n.IsNull()) return OkStatus();
+  if (!n.IsSequence()) return InvalidArgumentError(path + ": expected a list");
+  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string ep = path + "[" + std::to_string(i) + "]";
+    const YAML::Node e = n[i];
+    if (!e.IsMap()) return InvalidArgumentError(ep + ": expected a map (name, memory, aiCore)");
+    AscendTemplate t;
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      const YAML::Node v = it->second;
+      if (key == "name") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, ep + ".name", &t.name));
+      } else if (key == "memory") {
+        HAMI_RETURN_IF_ERROR(ReadInt(v, ep + ".memory", 1, kI32, &t.memory_mib));
+      } else if (key == "aiCore") {
+        HAMI_RETURN_IF_ERROR(ReadIntAs(v, ep + ".aiCore", 0, kI32, &t.ai_core));
+      } else if (key == "aiCPU") {
+        HAMI_RETURN_IF_ERROR(ReadIntAs(v, ep + ".aiCPU", 0, kI32, &t.ai_cpu));
+      } else {
+        return InvalidArgumentError(ep + "." + key +
+                                    ": unknown key (want name, memory, aiCore, "
+                                    "aiCPU)");
+      }
+    }
+    if (t.name.empty()) return InvalidArgumentError(ep + ".name: missing");
+    if (t.memory_mib == 0) return InvalidArgumentError(ep + ".memory: missing");
+    out->push_back(std::move(t));
+  }
+  return OkStatus();
+}
+
+Status ParseAscendChip(const YAML::Node& e, const std::string& ep, AscendChipConfig* c,
+                       std::vector<std::string>* warnings) {
+  if (!e.IsMap()) return InvalidArgumentError(ep + ": expected a map of chip settings");
+  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const YAML::Node v = it->second;
+    const std::string p = ep + "." + key;
+    if (key == "chipName") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->chip_name));
+    } else if (key == "commonWord") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->common_word));
+    } else if (key == "resourceName") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->resource_name));
+    } else if (key == "resourceMemoryName") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->resource_memory_name));
+    } else if (key == "resourceCoreName") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->resource_core_name));
+    } else if (key == "memoryAllocatable") {
+      HAMI_RETURN_IF_ERROR(ReadInt(v, p, 0, kI32, &c->memory_allocatable));
+    } else if (key == "memoryCapacity") {
+      HAMI_RETURN_IF_ERROR(ReadInt(v, p, 0, kI32, &c->memory_capacity));
+    } else if (key == "memoryFactor") {
+      HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, kI32, &c->memory_factor));
+    } else if (key == "aiCore") {
+      HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, kI32, &c->ai_core));
+    } else if (key == "aiCPU") {
+      HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, kI32, &c->ai_cpu));
+    } else if (key == "runtimeClassName") {
+      HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->runtime_class_name));
+    } else if (key == "overwriteEnv") {
+      HAMI_RETURN_IF_ERROR(ReadBool(v, p, &c->overwrite_env));
+    } else if (key == "superPod") {
+      HAMI_RETURN_IF_ERROR(ReadBool(v, p, &c->super_pod));
+    } else if (key == "templates") {
+      HAMI_RETURN_IF_ERROR(ParseAscendTemplates(v, p, &c->templates));
+    } else {
+      warnings->push_back(p + ": unknown key ignored");
+    }
+  }
+  if (c->common_word.empty()) return InvalidArgumentError(ep + ".commonWord: missing");
+  if (c->resource_name.empty()) return InvalidArgumentError(ep + ".resourceName: missing");
+  if (c->memory_capacity < c->memory_allocatable) {
+    return InvalidArgumentError(ep + ".memoryCapacity: " + std::to_string(c->memory_capacity) +
+                                " is below memoryAllocatable " +
+                                std::to_string(c->memory_allocatable));
+  }
+  SortTemplates(c);
+  return OkStatus();
+}
+
+// `vnpus:` {hamiVnpuCore, configs: [...]}.
+Status ParseVnpus(const YAML::Node& n, AscendConfig* out, std::vector<std::string>* warnings) {
+  out->chips = DefaultAscendChips();
+  if (n.IsNull()) return OkStatus();
+  if (!n.IsMap()) return InvalidArgumentError("vnpus: expected a map (hamiVnpuCore, configs)");
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const YAML::Node v = it->second;
+    if (key == "hamiVnpuCore") {
+      HAMI_RETURN_IF_ERROR(ReadBool(v, "vnpus.hamiVnpuCore", &out->hami_vnpu_core));
+    } else if (key == "configs") {
+      if (!v.IsSequence()) return InvalidArgumentError("vnpus.configs: expected a list");
+      out->chips.clear();
+      std::set<std::string> words;
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string ep = "vnpus.configs[" + std::to_string(i) + "]";
+        AscendChipConfig c;
+        HAMI_RETURN_IF_ERROR(ParseAscendChip(v[i], ep, &c, warnings));
+        if (!words.insert(c.common_word).second) {
+          return InvalidArgumentError(ep + ".commonWord: " + text::Quote(c.common_word) +
+                                      " given twice");
+        }
+        out->chips.push_back(std::move(c));
+      }
+    } else {
+      warnings->push_back("vnpus." + key + ": unknown key ignored");
+    }
+  }
+  return OkStatus();
+}
+
+// The flat `ascend:` form: one chip named by its count resource (huawei.com/<commonWord>),
+// whose memory and templates are the chart's for that chip.
+Status ParseFlatAscend(const YAML::Node& n, AscendConfig* out, std::vector<std::string>* warnings) {
+  VendorResources r;
+  r.count = "huawei.com/Ascend910B3";
+  r.memory = "huawei.com/Ascend910B3-memory";
+  r.core = "huawei.com/Ascend910B3-core";
+  FlatSectionSpec spec{"ascend", r, {}, {"hamiVnpuCore"}};
+  spec.defaults.extra["hamiVnpuCore"] = "false";
+  HAMI_RETURN_IF_ERROR(ParseFlatSection(spec, "ascend", n, &r, warnings));
+  constexpr std::string_view kPrefix = "huawei.com/";
+  if (r.count.rfind(kPrefix, 0) != 0 || r.count.size() == kPrefix.size()) {
+    return InvalidArgumentError("ascend.resourceCountName: " + text::Quote(r.count) +
+                                " is not huawei.com/<chip>, e.g. huawei.com/Ascend910B3");
+  }
+  std::string word = r.count.substr(kPrefix.size());
+  for (AscendChipConfig& c : DefaultAscendChips()) {
+    if (c.common_word != word) continue;
+    c.resource_name = r.count;
+    if (!r.memory.empty()) c.resource_memory_name = r.memory;
+    if (!r.core.empty()) c.resource_core_name = r.core;
+    if (r.memory_factor > 1) c.memory_factor = r.memory_factor;
+    out->hami_vnpu_core = r.extra["hamiVnpuCore"] == "true";
+    out->chips = {std::move(c)};
+    return OkStatus();
+  }
+  std::string known;
+  for (const AscendChipConfig& c : DefaultAscendChips()) {
+    known += (known.empty() ? "" : ", ") + c.common_word;
+  }
+  return InvalidArgumentError("ascend.resourceCountName: no Ascend chip named " +
+                              text::Quote(word) + " (known: " + known +
+                              "); describe other chips under vnpus.configs");
+}
+
+Status ParseIluvatars(const YAML::Node& n, std::vector<IluvatarChipConfig>* out,
+                      std::vector<std::string>* warnings) {
+  *out = DefaultIluvatarChips();
+  if (n.IsNull()) return OkStatus();
+  if (!n.IsSequence()) return InvalidArgumentError("iluvatars: expected a list of chips");
+  out->clear();
+  std::set<std::string> words;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string ep = "iluvatars[" + std::to_string(i) + "]";
+    const YAML::Node e = n[i];
+    if (!e.IsMap()) return InvalidArgumentError(ep + ": expected a map of chip settings");
+    IluvatarChipConfig c;
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      const YAML::Node v = it->second;
+      const std::string p = ep + "." + key;
+      if (key == "chipName") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, p, &c.chip_name));
+      } else if (key == "commonWord") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, p, &c.common_word));
+      } else if (key == "resourceCountName") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, p, &c.count));
+      } else if (key == "resourceMemoryName") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, p, &c.memory));
+      } else if (key == "resourceCoreName") {
+        HAMI_RETURN_IF_ERROR(ReadString(v, p, &c.core));
+      } else {
+        warnings->push_back(p + ": unknown key ignored");
+      }
+    }
+    if (c.common_word.empty()) return InvalidArgumentError(ep + ".commonWord: missing");
+    if (c.count.empty()) return InvalidArgumentError(ep + ".resourceCountName: missing");
+    if (!words.insert(c.common_word).second) {
+      return InvalidArgumentError(ep + ".commonWord: " + text::Quote(c.common_word) +
+                                  " given twice");
+    }
+    out->push_back(std::move(c));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string_view GpuCorePolicyName(GpuCorePolicy p) {
@@ -244,6 +577,49 @@ std::vector<MigAllowlistEntry> DefaultMigProfileAllowlist() {
       {{"B200"}, {"1g.23gb", "2g.45gb", "3g.90gb", "7g.180gb"}},
       {{"RTX PRO 6000 Blackwell Server Edition"}, {"1g.24gb", "2g.48gb", "4g.96gb"}},
   };
+}
+
+std::optional<VendorResources> VendorSectionDefaults(std::string_view section) {
+  const FlatSectionSpec* spec = FindFlatSection(section);
+  if (spec == nullptr) return std::nullopt;
+  return spec->defaults;
+}
+
+std::vector<AscendChipConfig> DefaultAscendChips() {
+  std::vector<AscendChipConfig> chips = {
+      AscendChip("910A", "Ascend910A", 32768, 32768, 30, 0, false,
+                 {{"vir02", 2184, 2, 0},
+                  {"vir04", 4369, 4, 0},
+                  {"vir08", 8738, 8, 0},
+                  {"vir16", 17476, 16, 0}}),
+      AscendChip("910B2", "Ascend910B2", 65536, 65536, 24, 6, false,
+                 {{"vir03_1c_8g", 8192, 3, 1},
+                  {"vir06_1c_16g", 16384, 6, 1},
+                  {"vir12_3c_32g", 32768, 12, 3}}),
+      AscendChip("910B3", "Ascend910B3", 65536, 65536, 20, 7, false,
+                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
+      AscendChip("910B4-1", "Ascend910B4-1", 65536, 65536, 20, 7, false,
+                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
+      AscendChip("910B4", "Ascend910B4", 32768, 32768, 20, 7, false,
+                 {{"vir05_1c_8g", 8192, 5, 1}, {"vir10_3c_16g", 16384, 10, 3}}),
+      AscendChip("310P3", "Ascend310P", 21527, 24576, 8, 7, false,
+                 {{"vir01", 3072, 1, 1}, {"vir02", 6144, 2, 2}, {"vir04", 12288, 4, 4}}),
+      AscendChip("Ascend910", "Ascend910C", 65536, 65536, 20, 7, true,
+                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
+  };
+  for (AscendChipConfig& c : chips) SortTemplates(&c);
+  return chips;
+}
+
+std::vector<IluvatarChipConfig> DefaultIluvatarChips() {
+  std::vector<IluvatarChipConfig> chips;
+  for (const char* word : {"MR-V100", "MR-V50", "BI-V150", "BI-V100"}) {
+    std::string w = word;
+    chips.push_back(IluvatarChipConfig{w, w, "iluvatar.ai/" + w + "-vgpu",
+                                       "iluvatar.ai/" + w + ".vMem",
+                                       "iluvatar.ai/" + w + ".vCore"});
+  }
+  return chips;
 }
 
 DeviceConfig DefaultDeviceConfig() {
@@ -301,11 +677,29 @@ Result<DeviceConfig> ParseDeviceConfigYaml(std::string_view text) {
       }
       std::string key = it->first.Scalar();
       if (!seen.insert(key).second) return InvalidArgumentError(key + ": section given twice");
+      const std::string name = key == "kunlunxin" ? "kunlun" : key;  // the user's docs' name
       if (key == "nvidia") {
         NvidiaConfig nv;
         HAMI_RETURN_IF_ERROR(ParseNvidiaSection(it->second, &nv, &config.warnings));
         config.nvidia = std::move(nv);
+      } else if (const FlatSectionSpec* spec = FindFlatSection(name)) {
+        if (config.vendors.count(name) != 0) {
+          return InvalidArgumentError(key + ": the same section as kunlun/kunlunxin, given twice");
+        }
+        HAMI_RETURN_IF_ERROR(
+            ParseFlatSection(*spec, key, it->second, &config.vendors[name], &config.warnings));
+      } else if (key == "vnpus" || key == "ascend") {
+        if (config.ascend) return InvalidArgumentError(key + ": vnpus and ascend given together");
+        AscendConfig a;
+        HAMI_RETURN_IF_ERROR(key == "vnpus" ? ParseVnpus(it->second, &a, &config.warnings)
+                                            : ParseFlatAscend(it->second, &a, &config.warnings));
+        config.ascend = std::move(a);
+      } else if (key == "iluvatars") {
+        std::vector<IluvatarChipConfig> chips;
+        HAMI_RETURN_IF_ERROR(ParseIluvatars(it->second, &chips, &config.warnings));
+        config.iluvatars = std::move(chips);
       } else {
+        config.warnings.push_back(key + ": unknown vendor section ignored");
         YAML::Emitter out;
         out << it->second;
         if (!out.good()) return InvalidArgumentError(key + ": " + out.GetLastError());

@@ -2,11 +2,12 @@
 // (ConfigMap `<release>-device`).
 //
 // The `nvidia:` section is parsed into NvidiaConfig, every key of upstream's chart with the
-// chart's default; a key left out keeps its default (upstream would zero it). Keys are matched
-// exactly (case-sensitive), as upstream's YAML decoder does. Unknown keys are reported in
-// `warnings` and otherwise ignored. The other top-level sections (cambricon, hygon, metax,
-// enflame, mthreads, iluvatars, kunlun, awsneuron, amd, vastai, biren, vnpus, ...) are kept as
-// YAML text for their vendor modules to parse.
+// chart's default; a key left out keeps its default (upstream would zero it). The other vendors'
+// sections are parsed the same way: the flat ones (cambricon, hygon, metax, enflame, mthreads,
+// kunlun, awsneuron, amd, vastai, biren) into VendorResources, `vnpus`/`ascend` into
+// AscendConfig, `iluvatars` into its chip list. Keys are matched exactly (case-sensitive), as
+// upstream's YAML decoder does. Unknown keys are reported in `warnings` and otherwise ignored;
+// unknown sections are kept as YAML text in `vendor_sections`, with a warning.
 //
 // Errors name the key and the reason: `nvidia.defaultCores: 150 is out of range [0, 100]`.
 //
@@ -70,9 +71,86 @@ struct NvidiaConfig {
   int32_t EffectiveMemoryFactor() const { return memory_factor < 1 ? 1 : memory_factor; }
 };
 
+// A vendor section of the flat kind (`cambricon:`, `hygon:`, ...): the resource names its pods
+// use and the request defaults. Which keys a section takes, and their defaults, are the chart's
+// for that vendor (VendorSectionDefaults); the user's documents also give every section
+// `defaultMem`, `defaultCores` and `deviceSplitCount`, accepted everywhere.
+struct VendorResources {
+  std::string count;                 // resourceCountName
+  std::string memory;                // resourceMemoryName
+  std::string memory_percentage;     // resourceMemoryPercentageName
+  std::string core;                  // resourceCoreName
+  int32_t memory_factor = 1;         // memoryFactor: a memory quantity is this many MiB
+  int32_t default_memory_mib = 0;    // defaultMem
+  int32_t default_cores = 0;         // defaultCores: 0..100
+  uint32_t device_split_count = 10;  // deviceSplitCount
+  // Keys of this section that are not resource names above (metax's resourceVCountName,
+  // enflame's resourceNameDRSGCU, kunlun's resourceVMemoryName, ...): YAML key -> value.
+  std::map<std::string, std::string> extra;
+  friend bool operator==(const VendorResources&, const VendorResources&) = default;
+};
+
+// The chart's defaults of a flat section ("cambricon", "hygon", "metax", "enflame", "mthreads",
+// "kunlun", "awsneuron", "amd", "vastai", "biren"); nullopt for other names.
+std::optional<VendorResources> VendorSectionDefaults(std::string_view section);
+
+// One Ascend vNPU template: a card slice of `memory_mib` with its AI cores and CPUs.
+struct AscendTemplate {
+  std::string name;
+  int64_t memory_mib = 0;
+  int32_t ai_core = 0, ai_cpu = 0;
+  friend bool operator==(const AscendTemplate&, const AscendTemplate&) = default;
+};
+
+// One Ascend chip (`vnpus.configs[]`); its vendor key is `common_word` (e.g. Ascend910B3).
+struct AscendChipConfig {
+  std::string chip_name;                  // chipName
+  std::string common_word;                // commonWord
+  std::string resource_name;              // resourceName: huawei.com/<commonWord>
+  std::string resource_memory_name;       // resourceMemoryName: huawei.com/<commonWord>-memory
+  std::string resource_core_name;         // resourceCoreName: huawei.com/<commonWord>-core
+  int64_t memory_allocatable = 0;         // memoryAllocatable (MiB): a whole card's share
+  int64_t memory_capacity = 0;            // memoryCapacity (MiB)
+  int32_t memory_factor = 1;              // memoryFactor
+  int32_t ai_core = 0, ai_cpu = 0;        // aiCore, aiCPU
+  std::string runtime_class_name;         // runtimeClassName
+  bool overwrite_env = false;             // overwriteEnv
+  bool super_pod = false;                 // superPod
+  std::vector<AscendTemplate> templates;  // sorted by memory
+  friend bool operator==(const AscendChipConfig&, const AscendChipConfig&) = default;
+};
+
+struct AscendConfig {
+  bool hami_vnpu_core = false;  // hamiVnpuCore
+  std::vector<AscendChipConfig> chips;
+  friend bool operator==(const AscendConfig&, const AscendConfig&) = default;
+};
+
+// The chart's seven chips (910A, 910B2, 910B3, 910B4-1, 910B4, 310P3, 910C).
+std::vector<AscendChipConfig> DefaultAscendChips();
+
+// One Iluvatar chip (`iluvatars[]`).
+struct IluvatarChipConfig {
+  std::string chip_name, common_word;  // chipName, commonWord
+  std::string count, memory, core;     // resourceCountName, resourceMemoryName, resourceCoreName
+  friend bool operator==(const IluvatarChipConfig&, const IluvatarChipConfig&) = default;
+};
+
+// The chart's four chips (MR-V100, MR-V50, BI-V150, BI-V100).
+std::vector<IluvatarChipConfig> DefaultIluvatarChips();
+
 struct DeviceConfig {
   // Absent when the file has no `nvidia:` section (NVIDIA support off).
   std::optional<NvidiaConfig> nvidia;
+  // Flat vendor sections present in the file, by section name ("cambricon", "hygon", ...;
+  // `kunlunxin:` is read as `kunlun:`), each with the chart's defaults for keys left out.
+  std::map<std::string, VendorResources> vendors;
+  // `vnpus:` (upstream's form: chips with templates), or `ascend:` (the user's documents' flat
+  // form naming one chip by its count resource, e.g. huawei.com/Ascend910B3, whose templates
+  // come from the chart's chip of that name).
+  std::optional<AscendConfig> ascend;
+  // `iluvatars:`, a list of chips.
+  std::optional<std::vector<IluvatarChipConfig>> iluvatars;
   // Every other top-level section: key -> that section re-emitted as YAML.
   std::map<std::string, std::string> vendor_sections;
   // Ignored keys and similar non-fatal findings, for logging.

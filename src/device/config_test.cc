@@ -77,13 +77,166 @@ TEST(DeviceConfig, ParsesChartFile) {
   ASSERT_EQ(r->nvidia->mig_profile_allowlist.size(), 2u);
   EXPECT_EQ(r->nvidia->mig_profile_allowlist[1].models.size(), 3u);
   EXPECT_TRUE(r->warnings.empty());
-  ASSERT_EQ(r->vendor_sections.size(), 2u);
-  EXPECT_NE(r->vendor_sections.at("cambricon").find("cambricon.com/vmlu"), std::string::npos);
-  // A kept section is YAML that parses again.
-  Result<DeviceConfig> again =
-      ParseDeviceConfigYaml("iluvatars:\n" + r->vendor_sections.at("iluvatars"));
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_FALSE(again->nvidia.has_value());
+  EXPECT_TRUE(r->vendor_sections.empty());
+  ASSERT_EQ(r->vendors.count("cambricon"), 1u);
+  EXPECT_EQ(r->vendors.at("cambricon").count, "cambricon.com/vmlu");
+  ASSERT_TRUE(r->iluvatars.has_value());
+  ASSERT_EQ(r->iluvatars->size(), 1u);
+  EXPECT_EQ((*r->iluvatars)[0].common_word, "MR-V100");
+  EXPECT_EQ((*r->iluvatars)[0].count, "iluvatar.ai/MR-V100-vgpu");
+}
+
+// Seed 001, section 6.1.6, as the user wrote it (their key names, their `ascend:` form).
+constexpr char kUsersMixedConfig[] = R"(# NVIDIA GPU配置
+nvidia:
+  resourceCountName: "nvidia.com/gpu"
+  resourceMemoryName: "nvidia.com/gpumem"
+  resourceCoreName: "nvidia.com/gpucores"
+  deviceSplitCount: 10
+  defaultMem: 0
+  defaultCores: 0
+# 华为昇腾NPU配置
+ascend:
+  resourceCountName: "huawei.com/Ascend910B3"
+  resourceMemoryName: "huawei.com/Ascend910B3-memory"
+  deviceSplitCount: 8
+  defaultMem: 0
+  defaultCores: 0
+# 寒武纪MLU配置
+cambricon:
+  resourceCountName: "cambricon.com/vmlu"
+  resourceMemoryName: "cambricon.com/mlu.smlu.vmemory"
+  resourceCoreName: "cambricon.com/mlu.smlu.vcore"
+  deviceSplitCount: 10
+  defaultMem: 0
+  defaultCores: 0
+)";
+
+TEST(DeviceConfig, TheUsersMixedConfigLoadsAsWritten) {
+  Result<DeviceConfig> r = ParseDeviceConfigYaml(kUsersMixedConfig);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];
+  ASSERT_TRUE(r->nvidia.has_value());
+  EXPECT_EQ(r->nvidia->device_split_count, 10u);
+  ASSERT_TRUE(r->ascend.has_value());
+  ASSERT_EQ(r->ascend->chips.size(), 1u);
+  const AscendChipConfig& chip = r->ascend->chips[0];
+  EXPECT_EQ(chip.common_word, "Ascend910B3");
+  EXPECT_EQ(chip.resource_name, "huawei.com/Ascend910B3");
+  EXPECT_EQ(chip.resource_memory_name, "huawei.com/Ascend910B3-memory");
+  EXPECT_EQ(chip.memory_allocatable, 65536);
+  ASSERT_EQ(chip.templates.size(), 2u);  // the chart's, for that chip
+  EXPECT_EQ(chip.templates[0].name, "vir05_1c_16g");
+  EXPECT_EQ(chip.templates[0].memory_mib, 16384);
+  ASSERT_EQ(r->vendors.size(), 1u);
+  const VendorResources& mlu = r->vendors.at("cambricon");
+  EXPECT_EQ(mlu.count, "cambricon.com/vmlu");
+  EXPECT_EQ(mlu.memory, "cambricon.com/mlu.smlu.vmemory");
+  EXPECT_EQ(mlu.core, "cambricon.com/mlu.smlu.vcore");
+  EXPECT_EQ(mlu.device_split_count, 10u);
+}
+
+TEST(DeviceConfig, VendorSectionsTakeTheChartsDefaults) {
+  Result<DeviceConfig> r = ParseDeviceConfigYaml(
+      "hygon: {}\nmthreads:\nmetax:\n  sgpuTopologyAware: yes\nkunlunxin:\n"
+      "  resourceVCountName: kunlunxin.com/vxpu\nawsneuron: {}\namd: {}\nvastai: {}\n"
+      "biren: {}\nenflame:\n  resourceCountName: enflame.com/vgcu\n"
+      "  resourceMemoryPercentageName: enflame.com/vgcu-percentage\niluvatars:\nvnpus:\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];
+  EXPECT_FALSE(r->nvidia.has_value());
+  EXPECT_EQ(r->vendors.size(), 9u);
+  EXPECT_EQ(r->vendors.at("hygon"), *VendorSectionDefaults("hygon"));
+  EXPECT_EQ(r->vendors.at("hygon").count, "hygon.com/dcunum");
+  EXPECT_EQ(r->vendors.at("hygon").memory, "hygon.com/dcumem");
+  EXPECT_EQ(r->vendors.at("hygon").core, "hygon.com/dcucores");
+  EXPECT_EQ(r->vendors.at("mthreads").memory_factor, 512);
+  EXPECT_EQ(r->vendors.at("metax").extra.at("sgpuTopologyAware"), "true");
+  EXPECT_EQ(r->vendors.at("metax").extra.at("resourceVCountName"), "metax-tech.com/sgpu");
+  EXPECT_EQ(r->vendors.at("kunlun").count, "kunlunxin.com/xpu");  // kunlunxin: read as kunlun
+  EXPECT_EQ(r->vendors.at("enflame").memory_percentage, "enflame.com/vgcu-percentage");
+  EXPECT_EQ(r->vendors.at("awsneuron").core, "aws.amazon.com/neuroncore");
+  EXPECT_EQ(r->vendors.at("amd").memory, "amd.com/gpumem");
+  EXPECT_EQ(r->vendors.at("vastai").count, "vastaitech.com/va");
+  EXPECT_EQ(r->vendors.at("biren").count, "birentech.com/gpu");
+  EXPECT_EQ(*r->iluvatars, DefaultIluvatarChips());
+  ASSERT_TRUE(r->ascend.has_value());
+  EXPECT_EQ(r->ascend->chips, DefaultAscendChips());
+  EXPECT_FALSE(VendorSectionDefaults("nvidia").has_value());
+  // The chart's chips: templates sorted by memory, 910C a super pod, 310P's capacity above its
+  // allocatable memory.
+  std::vector<AscendChipConfig> chips = DefaultAscendChips();
+  ASSERT_EQ(chips.size(), 7u);
+  for (const AscendChipConfig& c : chips) {
+    EXPECT_EQ(c.resource_memory_name, c.resource_name + "-memory") << c.common_word;
+    for (size_t i = 1; i < c.templates.size(); ++i) {
+      EXPECT_LE(c.templates[i - 1].memory_mib, c.templates[i].memory_mib) << c.common_word;
+    }
+  }
+  EXPECT_TRUE(chips[6].super_pod);
+  EXPECT_EQ(chips[5].memory_allocatable, 21527);
+  EXPECT_EQ(chips[5].memory_capacity, 24576);
+}
+
+TEST(DeviceConfig, VnpusChipsOfTheirOwn) {
+  Result<DeviceConfig> r = ParseDeviceConfigYaml(R"(vnpus:
+  hamiVnpuCore: true
+  configs:
+  - chipName: 910B3
+    commonWord: Ascend910B3
+    resourceName: huawei.com/Ascend910B3
+    resourceMemoryName: huawei.com/Ascend910B3-memory
+    memoryAllocatable: 65536
+    memoryCapacity: 65536
+    aiCore: 20
+    templates:
+    - {name: big, memory: 32768, aiCore: 10}
+    - {name: small, memory: 16384, aiCore: 5}
+    futureKey: 1
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_EQ(r->warnings[0], "vnpus.configs[0].futureKey: unknown key ignored");
+  EXPECT_TRUE(r->ascend->hami_vnpu_core);
+  ASSERT_EQ(r->ascend->chips.size(), 1u);
+  EXPECT_EQ(r->ascend->chips[0].templates[0].name, "small");  // sorted by memory
+}
+
+TEST(DeviceConfig, VendorSectionErrorsNameTheKey) {
+  auto error = [](const std::string& yaml) {
+    Result<DeviceConfig> r = ParseDeviceConfigYaml(yaml);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(error("hygon:\n  memoryFactor: 0\n"),
+            "hygon.memoryFactor: 0 is out of range [1, 2147483647]");
+  EXPECT_EQ(error("cambricon:\n  defaultCores: 150\n"),
+            "cambricon.defaultCores: 150 is out of range [0, 100]");
+  EXPECT_EQ(error("metax:\n  sgpuTopologyAware: maybe\n"),
+            "metax.sgpuTopologyAware: \"maybe\" is not true or false");
+  EXPECT_NE(error("ascend:\n  resourceCountName: huawei.com/Ascend999\n")
+                .find("ascend.resourceCountName: no Ascend chip named \"Ascend999\""),
+            std::string::npos);
+  EXPECT_NE(
+      error("ascend:\n  resourceCountName: example.com/npu\n").find("is not huawei.com/<chip>"),
+      std::string::npos);
+  EXPECT_EQ(error("vnpus:\n  configs:\n  - commonWord: A\n    resourceName: r\n"
+                  "    templates:\n    - {name: t}\n"),
+            "vnpus.configs[0].templates[0].memory: missing");
+  EXPECT_EQ(error("vnpus:\n  configs:\n  - {commonWord: A, resourceName: r, "
+                  "memoryAllocatable: 10, memoryCapacity: 5}\n"),
+            "vnpus.configs[0].memoryCapacity: 5 is below memoryAllocatable 10");
+  EXPECT_EQ(error("iluvatars:\n- {commonWord: X, resourceCountName: a}\n"
+                  "- {commonWord: X, resourceCountName: b}\n"),
+            "iluvatars[1].commonWord: \"X\" given twice");
+  EXPECT_EQ(error("vnpus:\nascend:\n"), "ascend: vnpus and ascend given together");
+  EXPECT_EQ(error("kunlun:\nkunlunxin:\n"),
+            "kunlunxin: the same section as kunlun/kunlunxin, given twice");
+  Result<DeviceConfig> warned = ParseDeviceConfigYaml("cambricon:\n  colour: red\nfoo: {}\n");
+  ASSERT_TRUE(warned.ok());
+  ASSERT_EQ(warned->warnings.size(), 2u);
+  EXPECT_EQ(warned->warnings[0], "cambricon.colour: unknown key ignored");
+  EXPECT_EQ(warned->warnings[1], "foo: unknown vendor section ignored");
+  EXPECT_EQ(warned->vendor_sections.count("foo"), 1u);
 }
 
 TEST(DeviceConfig, OverridesAndMissingKeysKeepDefaults) {
