@@ -33,6 +33,7 @@
 #include "common/go_flags.h"
 #include "common/log.h"
 #include "device/config.h"
+#include "device/vendor.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
@@ -234,11 +235,7 @@ int main(int argc, char** argv) {
       HAMI_LOG(Warning) << device_config_file << ": " << w;
     }
     // Read and checked, not scheduled yet: say so rather than leave their pods pending unexplained.
-    std::vector<std::string> later;
-    for (const auto& [section, resources] : device_config.vendors) later.push_back(section);
-    if (device_config.ascend) later.push_back("ascend/vnpus");
-    if (device_config.iluvatars) later.push_back("iluvatars");
-    for (const std::string& section : later) {
+    for (const std::string& section : hami::device::UnscheduledVendorSections(device_config)) {
       HAMI_LOG(Warning) << device_config_file << ": " << section
                         << ": valid, but this vendor is not scheduled by hami-cpp yet; pods "
                            "asking for its resources are left to other schedulers";

@@ -269,6 +269,13 @@ const std::vector<FlatSectionSpec>& FlatSections() {
     add("amd", "amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores", 1);
     add("vastai", "vastaitech.com/va", "", "", 1);
     add("biren", "birentech.com/gpu", "", "", 1);
+    // A count alone asks for whole cards on these vendors (their chart default cores are 100).
+    for (FlatSectionSpec& spec : *v) {
+      if (spec.name == "cambricon" || spec.name == "hygon" || spec.name == "metax" ||
+          spec.name == "amd") {
+        spec.defaults.default_cores = 100;
+      }
+    }
     return v;
   }();
   return *specs;

@@ -6,6 +6,7 @@
 #include "device/nvidia/nvidia_vendor.h"
 #include "device/pod_devices.h"
 #include "device/text_util.h"
+#include "device/vendors/annotated_vendor.h"
 
 namespace hami::device {
 
@@ -46,7 +47,20 @@ Result<VendorRegistry> VendorRegistry::FromConfig(const DeviceConfig& config) {
     HAMI_RETURN_IF_ERROR(ValidateNvidiaConfig(*config.nvidia));
     HAMI_RETURN_IF_ERROR(reg.Add(std::make_unique<NvidiaVendor>(*config.nvidia)));
   }
+  if (auto it = config.vendors.find("hygon"); it != config.vendors.end()) {
+    HAMI_RETURN_IF_ERROR(reg.Add(MakeHygonDcuVendor(it->second)));
+  }
   return reg;
+}
+
+std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config) {
+  std::vector<std::string> out;
+  for (const auto& [section, resources] : config.vendors) {
+    if (section != "hygon") out.push_back(section);
+  }
+  if (config.ascend) out.push_back("ascend/vnpus");
+  if (config.iluvatars) out.push_back("iluvatars");
+  return out;
 }
 
 Status VendorRegistry::Add(std::unique_ptr<Vendor> vendor) {

@@ -97,7 +97,8 @@ class VendorRegistry {
   VendorRegistry(const VendorRegistry&) = delete;
   VendorRegistry& operator=(const VendorRegistry&) = delete;
 
-  // Vendors enabled by `config` (today: NVIDIA when it has an `nvidia:` section).
+  // Vendors enabled by `config`: NVIDIA when it has an `nvidia:` section, Hygon DCU when it has
+  // a `hygon:` section.
   static Result<VendorRegistry> FromConfig(const DeviceConfig& config);
 
   // AlreadyExists when a vendor with the same key is registered.
@@ -109,6 +110,9 @@ class VendorRegistry {
  private:
   std::vector<std::unique_ptr<Vendor>> vendors_;
 };
+
+// The vendor sections of `config` that are read and checked but not scheduled yet.
+std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config);
 
 // Requests of a whole pod: one entry per container, init containers first (spec order); each
 // entry lists the vendors that container asks for, in vendor-key order.

@@ -10,6 +10,7 @@
 #include "common/base64.h"
 #include "device/config.h"
 #include "device/node_registration.h"
+#include "device/vendor.h"
 #include "k8s/informer.h"
 #include "k8s/typed.h"
 #include "net/tls.h"
@@ -36,6 +37,19 @@ class SimCluster::Driver {
                                                        "  retryPeriod: 200ms\n";
     std::string yaml = KubeSchedulerConfigYaml(url, election);
     sim::KubeSchedulerConfig cfg = sim::ParseKubeSchedulerConfig(yaml).value();
+    // Every scheduled vendor's resources reach the extender (the chart lists the enabled ones).
+    if (o.device_config) {
+      device::VendorRegistry vendors = device::VendorRegistry::FromConfig(*o.device_config).value();
+      std::vector<sim::ManagedResource>& managed = cfg.extenders.at(0).managed_resources;
+      for (const auto& v : vendors.vendors()) {
+        const device::ResourceNames& n = v->resource_names();
+        for (const std::string& name : {n.count, n.memory, n.memory_percentage, n.core}) {
+          bool listed = name.empty();
+          for (const sim::ManagedResource& m : managed) listed = listed || m.name == name;
+          if (!listed) managed.push_back(sim::ManagedResource{name, true});
+        }
+      }
+    }
     sim::KubeSchedulerOptions opts;
     opts.workers = o.driver_workers;
     opts.initial_backoff = o.driver_initial_backoff;
@@ -108,7 +122,8 @@ void SimCluster::StartScheduler() {
     api = scheduler_client_.get();
   }
   service_ =
-      scheduler::SchedulerService::Create(*api, device::DefaultDeviceConfig(), options_.scheduler)
+      scheduler::SchedulerService::Create(
+          *api, options_.device_config.value_or(device::DefaultDeviceConfig()), options_.scheduler)
           .value();
   net::HttpServerOptions http;
   http.port = port_;
@@ -152,6 +167,26 @@ void SimCluster::AddNode(const std::string& name, const std::vector<device::Devi
   if (!r.ok()) throw std::runtime_error(r.status().ToString());
   // Registered once the scheduler's ledger lists the node's first device.
   std::string probe = gpus.empty() ? name : gpus.front().id;
+  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+}
+
+void SimCluster::AddVendorNode(const std::string& name,
+                               const std::map<std::string, std::string>& annotations,
+                               const std::map<std::string, std::string>& allocatable,
+                               const std::string& probe) {
+  Json node;
+  node["apiVersion"] = "v1";
+  node["kind"] = "Node";
+  node["metadata"]["name"] = name;
+  node["metadata"]["labels"]["kubernetes.io/hostname"] = name;
+  for (const auto& [k, v] : annotations) node["metadata"]["annotations"][k] = v;
+  for (const auto& [k, v] : allocatable) {
+    node["status"]["capacity"][k] = v;
+    node["status"]["allocatable"][k] = v;
+  }
+  node["status"]["allocatable"]["pods"] = "110";
+  Result<k8s::Object> r = client_->Create(k8s::kNodes, "", node);
+  if (!r.ok()) throw std::runtime_error(r.status().ToString());
   WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
 }
 

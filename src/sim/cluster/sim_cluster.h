@@ -14,10 +14,13 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "device/config.h"
 #include "device/device.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
@@ -44,6 +47,8 @@ struct SimClusterOptions {
   // out after `scheduler_api_timeout`; everything else keeps the direct connection.
   std::function<std::string(const std::string& apiserver_url)> scheduler_api;
   std::chrono::milliseconds scheduler_api_timeout{5000};
+  // hami-scheduler's device-config.yaml; unset: the chart's (NVIDIA only).
+  std::optional<device::DeviceConfig> device_config;
 };
 
 class SimCluster {
@@ -61,6 +66,12 @@ class SimCluster {
   // Registers a node as a device plugin would (annotation + allocatable) and waits until the
   // scheduler has it.
   void AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus);
+  // A node as another vendor's device plugin leaves it: `annotations` (its registration and
+  // handshake) and `allocatable` resources; waits until the scheduler's ledger lists `probe`
+  // (one of its device ids).
+  void AddVendorNode(const std::string& name, const std::map<std::string, std::string>& annotations,
+                     const std::map<std::string, std::string>& allocatable,
+                     const std::string& probe);
   // Creates every document of a multi-document YAML file (pods) in `ns`.
   std::vector<std::string> ApplyYamlFile(const std::string& path, const std::string& ns);
   Result<k8s::Object> CreatePod(const std::string& ns, const k8s::Object& pod);
