@@ -363,100 +363,106 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
   const std::string name = k8s::Name(node);
   device::Annotations annos = AnnotationsOf(node);
   const int64_t now = clock_.NowUnixSeconds();
-  bool healthy_any = false;
-  bool remove = false;
-  std::string why;
-  std::optional<std::string> handshake_patch;
   // Only the background thread writes node_state_ (OnNode erases deleted nodes): read it once,
-  // write it back once. Today every vendor registers through annotations with the NVIDIA-style
-  // handshake, and one state per node suffices (NVIDIA is the only vendor).
+  // write it back once.
   NodeState state;
   {
     std::lock_guard<std::mutex> l(bg_mu_);
     state = node_state_[name];
   }
-  const bool was_in = state.in_ledger;
+  // Each vendor of the node is judged on its own (registration, handshake, allocatable): one
+  // whose device plugin is gone leaves the ledger, the node's other vendors stay.
+  NodeObject obj = NodeObjectOf(node);
+  k8s::AnnotationChanges node_writes;  // handshakes to request, or to clear
+  bool healthy_any = false;
+  std::string why;
   for (const auto& vendor : vendors_.vendors()) {
     const device::VendorAnnotationKeys& keys = vendor->annotation_keys();
-    if (annos.count(keys.node_register) == 0) continue;
+    const std::string key(vendor->Key());
+    if (annos.count(keys.node_register) == 0) {
+      state.vendors.erase(key);
+      continue;
+    }
+    VendorNodeState& vs = state.vendors[key];
     const std::string& count_res = vendor->resource_names().count;
     int64_t alloc = NodeAllocatable(node, count_res);
     std::string hs_value;
     if (auto h = annos.find(keys.node_handshake); h != annos.end()) hs_value = h->second;
-    // Generic handshake judgement.
     bool healthy = true;
+    std::string vendor_why;
     device::Handshake hs = device::DecodeHandshake(hs_value);
     if (hs.state == device::HandshakeState::kRequesting) {
       int64_t age = 0;
       if (hs.time) age = now - device::CivilToUnix(*hs.time, LocalOffsetSeconds(now));
       if (age > options_.handshake_grace.count() && alloc <= 0) {
         healthy = false;
-        why = "handshake " + hs_value + " unanswered for " + std::to_string(age) +
-              " s and allocatable " + count_res + " is 0";
+        vendor_why = "handshake " + hs_value + " unanswered for " + std::to_string(age) +
+                     " s and allocatable " + count_res + " is 0";
       }
     } else {
-      handshake_patch =
+      node_writes[keys.node_handshake] =
           device::EncodeHandshakeRequesting(device::UnixToCivil(now, LocalOffsetSeconds(now)));
     }
     // Allocatable tracking: a device plugin that went away zeroes the count.
-    bool lost = alloc <= 0 && (state.allocatable > 0 || state.plugin_lost);
+    bool lost = alloc <= 0 && (vs.allocatable > 0 || vs.plugin_lost);
     if (lost) {
       healthy = false;
-      why = "allocatable " + count_res + " dropped to 0 (device plugin gone?)";
-      handshake_patch.reset();
+      vendor_why = "allocatable " + count_res + " dropped to 0 (device plugin gone?)";
     }
-    state.allocatable = alloc;
-    state.plugin_lost = lost;
+    vs.allocatable = alloc;
+    vs.plugin_lost = lost;
     if (healthy) {
       healthy_any = true;
-    } else {
-      remove = true;
+      continue;
     }
+    why = vendor_why;
+    obj.annotations.erase(keys.node_register);  // its devices leave the ledger
+    node_writes.erase(keys.node_handshake);
+    if (vs.in_ledger) {
+      HAMI_LOG(Warning) << "node " << name << ": " << key
+                        << " devices removed from scheduling: " << vendor_why;
+      node_writes[keys.node_handshake] = std::nullopt;  // ask its device plugin to register again
+    }
+    vs.in_ledger = false;
   }
-  if (healthy_any && !remove) {
+  if (healthy_any) {
     Status s;
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
-      s = ledger_.UpsertNode(NodeObjectOf(node));
+      s = ledger_.UpsertNode(obj);
       ++generation_;
     }
     if (!s.ok()) {
       HAMI_LOG(Warning) << "node " << name << ": registration not usable: " << s.message();
-    } else if (!was_in) {
+    } else if (!state.in_ledger) {
       HAMI_LOG(Info) << "node " << name << ": registered for scheduling";
     }
     state.in_ledger = s.ok();
-  } else if (was_in || remove) {
+    for (auto& [key, vs] : state.vendors) {
+      vs.in_ledger =
+          s.ok() && obj.annotations.count(vendors_.Find(key)->annotation_keys().node_register) > 0;
+    }
+  } else if (state.in_ledger || !why.empty()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
       ledger_.RemoveNode(name);
       ++generation_;
     }
-    if (was_in) {
+    if (state.in_ledger) {
       HAMI_LOG(Warning) << "node " << name << ": removed from scheduling: "
                         << (why.empty() ? "no device registration" : why);
-      // Ask the device plugin to register again.
-      k8s::AnnotationChanges ch;
-      for (const auto& vendor : vendors_.vendors()) {
-        ch[vendor->annotation_keys().node_handshake] = std::nullopt;
+      for (const auto& vendor : vendors_.vendors()) {  // ask the device plugins to register again
+        node_writes[vendor->annotation_keys().node_handshake] = std::nullopt;
       }
-      Result<k8s::WriteAck> r = k8s::PatchNodeAnnotations(client_, name, ch);
-      if (!r.ok()) HAMI_LOG(Warning) << "node " << name << ": " << r.status().ToString();
     }
     state.in_ledger = false;
-    handshake_patch.reset();
   }
   {
     std::lock_guard<std::mutex> l(bg_mu_);
     node_state_[name] = state;
   }
-  if (handshake_patch) {
-    k8s::AnnotationChanges ch;
-    for (const auto& vendor : vendors_.vendors()) {
-      if (annos.count(vendor->annotation_keys().node_register) == 0) continue;
-      ch[vendor->annotation_keys().node_handshake] = *handshake_patch;
-    }
-    Result<k8s::WriteAck> r = k8s::PatchNodeAnnotations(client_, name, ch);
+  if (!node_writes.empty()) {
+    Result<k8s::WriteAck> r = k8s::PatchNodeAnnotations(client_, name, node_writes);
     if (!r.ok()) {
       HAMI_LOG(Warning) << "node " << name << ": handshake not written: " << r.status().ToString();
     }

@@ -151,11 +151,16 @@ class SchedulerService {
   const device::VendorRegistry& vendors() const { return vendors_; }
 
  private:
-  struct NodeState {
+  // What the registration pass knows of one vendor on one node.
+  struct VendorNodeState {
     int64_t allocatable = -1;  // -1: never seen
     // Allocatable dropped to 0 after being positive: out until the count comes back (upstream
     // re-admits such a node on the next pass and drops it again a minute later).
     bool plugin_lost = false;
+    bool in_ledger = false;  // its devices are scheduled
+  };
+  struct NodeState {
+    std::map<std::string, VendorNodeState> vendors;  // by vendor key
     bool in_ledger = false;
   };
   struct LockRelease {

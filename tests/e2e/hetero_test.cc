@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/config.h"
+#include "device/node_registration.h"
 #include "k8s/typed.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
@@ -78,6 +79,46 @@ TEST(HeteroE2E, EachVendorsPodLandsOnItsVendorsNode) {
   EXPECT_NE(why.find("CardInsufficientMemory"), std::string::npos) << why;
   EXPECT_EQ(c.BoundNode("default", "too-big"), "");
   EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
+// One node with both vendors' devices: a container asking for an NVIDIA GPU and a DCU gets one
+// of each, with one annotation per vendor; when the DCU plugin goes away (its allocatable drops
+// to 0), only the DCU devices leave scheduling.
+TEST(HeteroE2E, APodAskingForTwoVendorsGetsBothAndEachVendorLeavesAlone) {
+  SimClusterOptions o;
+  o.device_config = device::ParseDeviceConfigYaml("nvidia: {}\nhygon: {}\n").value();
+  SimCluster c(o);
+  c.AddVendorNode(
+      "mixed",
+      {{"hami.io/node-nvidia-register",
+        device::EncodeNodeDevicesJson({scheduler::testing::Gpu("GPU-m0", 0, 32768)})},
+       {"hami.io/node-dcu-register", "DCU-m0,10,16368,100,DCU-Z100,0,true,0,hami-core:"}},
+      {{"nvidia.com/gpu", "10"}, {"hygon.com/dcunum", "10"}}, "DCU-m0");
+  ASSERT_NE(c.scheduler().LedgerDump().find("GPU-m0"), std::string::npos);
+
+  ASSERT_TRUE(c.CreatePod("default", Pod("both", {{"nvidia.com/gpu", "1"},
+                                                  {"nvidia.com/gpumem", "2000"},
+                                                  {"hygon.com/dcunum", "1"},
+                                                  {"hygon.com/dcumem", "3000"},
+                                                  {"hygon.com/dcucores", "30"}}))
+                  .ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.BoundNode("default", "both") == "mixed"; }));
+  EXPECT_EQ(c.Annotation("default", "both", "hami.io/dcu-devices-allocated"),
+            "DCU-m0,DCU,3000,30:;");
+  EXPECT_EQ(c.Annotation("default", "both", "hami.io/vgpu-devices-allocated"),
+            "GPU-m0,NVIDIA,2000,0:;");
+
+  // The DCU plugin goes away: allocatable hygon.com/dcunum drops to 0.
+  Result<k8s::Object> node = k8s::GetNode(c.client(), "mixed");
+  ASSERT_TRUE(node.ok());
+  (*node)["status"]["allocatable"]["hygon.com/dcunum"] = "0";
+  ASSERT_TRUE(c.client().Update(k8s::kNodes, "", *node, "status").ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    std::string dump = c.scheduler().LedgerDump();
+    return dump.find("dev DCU-m0") == std::string::npos;
+  })) << c.scheduler().LedgerDump();
+  EXPECT_NE(c.scheduler().LedgerDump().find("dev GPU-m0"), std::string::npos)
+      << "the node's NVIDIA devices left with the DCU plugin";
 }
 
 }  // namespace
