@@ -270,14 +270,14 @@ TEST_P(MisbehavingServerTest, AReadIsRepeatedAfterAResetAndAnAnswerThatNeverCame
         return w.Reply(200, kPod);
     }
   });
-  auto client = Client(server.url(), milliseconds(300));
+  auto client = Client(server.url(), milliseconds(1000));
   Result<Object> pod = client->Get(kPods, "ns", "p");
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
   EXPECT_EQ(server.seen().size(), 3u);
 
   // The same silence for a write: DeadlineExceeded (outcome unknown), sent once.
   ScriptedServer silent([](const Request&, Wire& w) { w.Silence(); });
-  auto writer = Client(silent.url(), milliseconds(300));
+  auto writer = Client(silent.url(), milliseconds(1000));
   Status s = writer->PatchAck(kPods, "ns", "p", PatchType::kMerge, "{}").status();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_EQ(silent.seen().size(), 1u);
