@@ -9,6 +9,7 @@
 // much of the fake device plugin's work and of the scheduler's events was left at the end.
 //
 //   extender_bench --nodes 5000 --pods 3000 --clients 4 --policy spread [--scheduler-bin PATH]
+//                  [--all-vendors on]
 //
 // Everything runs on this machine: the API server's work (patches, bindings, watch fan-out) and
 // the client's share the CPUs with the scheduler. The device plugins' and kubelets' requests are
@@ -54,6 +55,9 @@ struct Args {
   int clients = 4;
   int warmup = 50;
   std::string policy = "spread";
+  // "on": every vendor module hami-cpp schedules is enabled (a device config with all their
+  // sections, --enable-ascend, --enable-iluvatar); the nodes and pods stay NVIDIA's.
+  std::string all_vendors = "off";
   // Node names per filter call; 0 = all. kube-scheduler's default percentageOfNodesToScore offers
   // the extender max(100, N * (50 - N/125) %) feasible nodes, e.g. 500 of 5,000, rotating.
   int offer = 0;
@@ -93,6 +97,15 @@ double Pct(std::vector<double> v, double p) {
 
 }  // namespace
 
+// The scheduler's flags for --all-vendors on: a device config enabling every scheduled vendor.
+std::string VendorFlags(const Args& a, const std::string& dir) {
+  if (a.all_vendors != "on") return "";
+  std::string path = dir + "/device-config.yaml";
+  std::ofstream(path) << "nvidia: {}\nhygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\n"
+                         "mthreads: {}\nbiren: {}\nvastai: {}\nmetax: {}\nvnpus: {}\niluvatars: ~\n";
+  return " --device-config-file=" + path + " --enable-ascend=true --enable-iluvatar=true";
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // The simulated world (API server, plugins, clients) runs in this process. Its store copies an
@@ -116,6 +129,7 @@ int main(int argc, char** argv) {
     if (k == "--plugin-api") a.plugin_api = v;
     if (k == "--client") a.client = v;
     if (k == "--scheduler-bin") a.scheduler_bin = v;
+    if (k == "--all-vendors") a.all_vendors = v;
   }
   if (a.plugin_api != "inprocess" && a.plugin_api != "http") {
     std::fprintf(stderr, "--plugin-api must be inprocess or http, not %s\n", a.plugin_api.c_str());
@@ -193,8 +207,8 @@ int main(int argc, char** argv) {
   // The scheduler logs one line per decision: to a file, so a full pipe never stalls it.
   std::string cmd = "exec " + a.scheduler_bin + " --kubeconfig=" + kubeconfig +
                     " --http_bind=127.0.0.1:0 --metrics-bind-address=127.0.0.1:0" +
-                    " --node-scheduler-policy=" + a.policy + " --kube-qps=0 2>" + dir +
-                    "/scheduler.log";
+                    " --node-scheduler-policy=" + a.policy + " --kube-qps=0" + VendorFlags(a, dir) +
+                    " 2>" + dir + "/scheduler.log";
   hami::Subprocess sched({"/bin/sh", "-c", cmd}, {"PATH=/usr/bin:/bin"});
   std::string out = sched.ReadUntil("\n");
   size_t colon = out.rfind(':', out.find(" (metrics"));

@@ -104,8 +104,11 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "kubeconfig context");
   app.add_option("--debug", debug, "verbose logging (-v=4)");
   app.add_option("--profiling", profiling, "accepted for compatibility; no pprof in this build");
-  app.add_option("--enable-ascend", enable_ascend, "accepted; Ascend is not supported yet");
-  app.add_option("--enable-iluvatar", enable_iluvatar, "accepted; Iluvatar is not supported yet");
+  app.add_option("--enable-ascend", enable_ascend,
+                 "schedule the Ascend chips of the device config's vnpus section (the flat "
+                 "ascend: section needs no flag)");
+  app.add_option("--enable-iluvatar", enable_iluvatar,
+                 "schedule the Iluvatar chips of the device config's iluvatars section");
   hami::net::ServerLimitFlags limits;
   hami::net::AddServerLimitFlags(app, &limits);
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
@@ -137,9 +140,6 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(debug ? std::max(verbosity, 4) : verbosity);
   if (profiling) HAMI_LOG(Warning) << "--profiling: no profiling endpoints in this build";
-  if (enable_ascend || enable_iluvatar) {
-    HAMI_LOG(Warning) << "--enable-ascend/--enable-iluvatar: vendor not supported yet, ignored";
-  }
 
   auto die = [](const std::string& what) {
     HAMI_LOG(Error) << what;
@@ -160,6 +160,8 @@ int main(int argc, char** argv) {
   opts.force_overwrite_default_scheduler = force_overwrite;
   opts.node_label_selector = node_label_selector;
   opts.legacy_metrics = legacy_metrics;
+  opts.vendors.enable_ascend = enable_ascend;
+  opts.vendors.enable_iluvatar = enable_iluvatar;
   opts.leader_elect = leader_elect;
   opts.lease_name = lease_name;
   const char* pod_ns = std::getenv("POD_NAMESPACE");
@@ -235,10 +237,10 @@ int main(int argc, char** argv) {
       HAMI_LOG(Warning) << device_config_file << ": " << w;
     }
     // Read and checked, not scheduled yet: say so rather than leave their pods pending unexplained.
-    for (const std::string& section : hami::device::UnscheduledVendorSections(device_config)) {
+    for (const std::string& section :
+         hami::device::UnscheduledVendorSections(device_config, {enable_ascend, enable_iluvatar})) {
       HAMI_LOG(Warning) << device_config_file << ": " << section
-                        << ": valid, but this vendor is not scheduled by hami-cpp yet; pods "
-                           "asking for its resources are left to other schedulers";
+                        << "; pods asking for its resources are left to other schedulers";
     }
   }
 

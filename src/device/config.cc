@@ -503,6 +503,7 @@ Status ParseFlatAscend(const YAML::Node& n, AscendConfig* out, std::vector<std::
     if (!r.core.empty()) c.resource_core_name = r.core;
     if (r.memory_factor > 1) c.memory_factor = r.memory_factor;
     out->hami_vnpu_core = r.extra["hamiVnpuCore"] == "true";
+    out->flat_form = true;
     out->chips = {std::move(c)};
     return OkStatus();
   }

@@ -87,6 +87,11 @@ struct VendorResources {
   // Keys of this section that are not resource names above (metax's resourceVCountName,
   // enflame's resourceNameDRSGCU, kunlun's resourceVMemoryName, ...): YAML key -> value.
   std::map<std::string, std::string> extra;
+  // extra[key], or `fallback` when absent or empty.
+  std::string Extra(const std::string& key, std::string_view fallback) const {
+    auto it = extra.find(key);
+    return it != extra.end() && !it->second.empty() ? it->second : std::string(fallback);
+  }
   friend bool operator==(const VendorResources&, const VendorResources&) = default;
 };
 
@@ -122,6 +127,8 @@ struct AscendChipConfig {
 
 struct AscendConfig {
   bool hami_vnpu_core = false;  // hamiVnpuCore
+  // Written in the user's flat `ascend:` form (an explicit choice of one chip), not `vnpus`.
+  bool flat_form = false;
   std::vector<AscendChipConfig> chips;
   friend bool operator==(const AscendConfig&, const AscendConfig&) = default;
 };

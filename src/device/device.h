@@ -157,6 +157,17 @@ using PodDevices = std::map<std::string, PodSingleDevice>;
 // Kubernetes object annotations (or labels): key -> value.
 using Annotations = std::map<std::string, std::string, std::less<>>;
 
+// A node's integer status.capacity entries (extended resources), resource name -> amount. Vendors
+// whose device plugins register no annotation (Cambricon, Metax GPU, ...) are read from these.
+using NodeCapacity = std::map<std::string, int64_t, std::less<>>;
+
+// A node as the vendor modules read it. A view: the referenced maps must outlive it.
+struct NodeView {
+  std::string_view name;
+  const Annotations& annotations;
+  const NodeCapacity& capacity;
+};
+
 // The minimal container representation request parsing needs: resource name -> quantity text
 // exactly as written in the pod spec (e.g. "1", "4096", "500m", "2Ki").
 struct ContainerResources {

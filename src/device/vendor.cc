@@ -1,19 +1,23 @@
 #include "device/vendor.h"
 
 #include <algorithm>
+#include <map>
 
 #include "device/node_registration.h"
 #include "device/nvidia/nvidia_vendor.h"
 #include "device/pod_devices.h"
 #include "device/text_util.h"
 #include "device/vendors/annotated_vendor.h"
+#include "device/vendors/ascend_vendor.h"
+#include "device/vendors/capacity_vendor.h"
+#include "device/vendors/metax_vendor.h"
 
 namespace hami::device {
 
-Result<std::vector<DeviceInfo>> Vendor::DecodeNodeDevices(const Annotations& node) const {
+Result<std::vector<DeviceInfo>> Vendor::DecodeNodeDevices(const NodeView& node) const {
   const std::string& key = annotation_keys().node_register;
-  auto it = node.find(key);
-  if (it == node.end()) return NotFoundError("node has no " + key + " annotation");
+  auto it = node.annotations.find(key);
+  if (it == node.annotations.end()) return NotFoundError("node has no " + key + " annotation");
   Result<std::vector<DeviceInfo>> devices = device::DecodeNodeDevices(it->second);
   if (!devices.ok()) return devices.status().WithContext(key);
   for (DeviceInfo& d : *devices) d.vendor = std::string(Key());
@@ -24,10 +28,35 @@ void Vendor::EncodeNodeDevices(const std::vector<DeviceInfo>& devices, Annotatio
   (*node)[annotation_keys().node_register] = EncodeNodeDevicesJson(devices);
 }
 
+Result<ContainerMutation> Vendor::MutateContainer(const ContainerResources& c,
+                                                  const Annotations& /*pod*/) const {
+  ContainerMutation m;
+  HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, ParseRequest(c));
+  m.found = r.has_value();
+  return m;
+}
+
+void Vendor::EncodePodExtras(const PodSingleDevice& /*devices*/, const PodWriteContext& /*ctx*/,
+                             Annotations* /*pod*/) const {}
+
+Result<std::vector<DeviceInfo>> DecodeAnnotatedNode(const Vendor& vendor, const Annotations& node) {
+  static const NodeCapacity kNone;
+  return vendor.DecodeNodeDevices(NodeView{"", node, kNone});
+}
+
+bool VendorPresentOn(const Vendor& vendor, const NodeView& node) {
+  if (std::string_view res = vendor.registration_capacity(); !res.empty()) {
+    auto it = node.capacity.find(res);
+    return it != node.capacity.end() && it->second > 0;
+  }
+  return node.annotations.count(vendor.annotation_keys().node_register) > 0;
+}
+
 Result<std::optional<PodSingleDevice>> Vendor::DecodePodDevices(const Annotations& pod,
                                                                 PodDeviceList which) const {
   const std::string& key = which == PodDeviceList::kAllocated ? annotation_keys().allocated
                                                               : annotation_keys().to_allocate;
+  if (key.empty()) return std::optional<PodSingleDevice>();  // the vendor writes no such list
   auto it = pod.find(key);
   if (it == pod.end()) return std::optional<PodSingleDevice>();
   Result<PodSingleDevice> list = DecodePodSingleDevice(it->second);
@@ -37,29 +66,80 @@ Result<std::optional<PodSingleDevice>> Vendor::DecodePodDevices(const Annotation
 
 void Vendor::EncodePodDevices(const PodSingleDevice& devices, Annotations* pod) const {
   std::string value = EncodePodSingleDevice(devices);
-  (*pod)[annotation_keys().to_allocate] = value;
+  if (!annotation_keys().to_allocate.empty()) (*pod)[annotation_keys().to_allocate] = value;
   (*pod)[annotation_keys().allocated] = std::move(value);
 }
 
-Result<VendorRegistry> VendorRegistry::FromConfig(const DeviceConfig& config) {
+namespace {
+
+using VendorFactory = std::unique_ptr<Vendor> (*)(const VendorResources&);
+
+// The modules each flat section turns on.
+const std::map<std::string_view, std::vector<VendorFactory>>& FlatSectionModules() {
+  static const auto* m = new std::map<std::string_view, std::vector<VendorFactory>>{
+      {"biren", {&MakeBirenVendor}},
+      {"cambricon", {&MakeCambriconMluVendor}},
+      {"enflame", {&MakeEnflameGcuVendor}},
+      {"hygon", {&MakeHygonDcuVendor}},
+      {"kunlun", {&MakeKunlunVendor, &MakeKunlunVxpuVendor}},
+      {"metax", {&MakeMetaxGpuVendor, &MakeMetaxSgpuVendor}},
+      {"mthreads", {&MakeMthreadsVendor}},
+      {"vastai", {&MakeVastaiVendor}},
+  };
+  return *m;
+}
+
+bool AscendEnabled(const DeviceConfig& c, const VendorRegistry::Options& o) {
+  return c.ascend && (o.enable_ascend || c.ascend->flat_form);
+}
+
+}  // namespace
+
+Result<VendorRegistry> VendorRegistry::FromConfig(const DeviceConfig& config,
+                                                  const Options& options) {
   VendorRegistry reg;
   if (config.nvidia) {
     HAMI_RETURN_IF_ERROR(ValidateNvidiaConfig(*config.nvidia));
     HAMI_RETURN_IF_ERROR(reg.Add(std::make_unique<NvidiaVendor>(*config.nvidia)));
   }
-  if (auto it = config.vendors.find("hygon"); it != config.vendors.end()) {
-    HAMI_RETURN_IF_ERROR(reg.Add(MakeHygonDcuVendor(it->second)));
+  for (const auto& [section, resources] : config.vendors) {
+    auto it = FlatSectionModules().find(section);
+    if (it == FlatSectionModules().end()) continue;
+    for (VendorFactory make : it->second) {
+      std::unique_ptr<Vendor> v = make(resources);
+      if (v) HAMI_RETURN_IF_ERROR(reg.Add(std::move(v)).WithContext(section));
+    }
+  }
+  if (AscendEnabled(config, options)) {
+    for (const AscendChipConfig& chip : config.ascend->chips) {
+      HAMI_RETURN_IF_ERROR(reg.Add(std::make_unique<AscendVendor>(chip)).WithContext("vnpus"));
+    }
+  }
+  if (config.iluvatars && options.enable_iluvatar) {
+    for (const IluvatarChipConfig& chip : *config.iluvatars) {
+      HAMI_RETURN_IF_ERROR(reg.Add(MakeIluvatarVendor(chip)).WithContext("iluvatars"));
+    }
   }
   return reg;
 }
 
-std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config) {
+std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config,
+                                                   const VendorRegistry::Options& options) {
   std::vector<std::string> out;
   for (const auto& [section, resources] : config.vendors) {
-    if (section != "hygon") out.push_back(section);
+    if (FlatSectionModules().count(section) == 0) {
+      out.push_back(section + ": not scheduled by hami-cpp yet");
+    }
   }
-  if (config.ascend) out.push_back("ascend/vnpus");
-  if (config.iluvatars) out.push_back("iluvatars");
+  if (config.vendors.count("enflame") > 0) {
+    out.push_back("enflame: shared (DRS) GCUs are not scheduled by hami-cpp yet; whole GCUs are");
+  }
+  if (config.ascend && !AscendEnabled(config, options)) {
+    out.push_back("vnpus: Ascend is scheduled only with --enable-ascend");
+  }
+  if (config.iluvatars && !options.enable_iluvatar) {
+    out.push_back("iluvatars: Iluvatar is scheduled only with --enable-iluvatar");
+  }
   return out;
 }
 
@@ -110,7 +190,7 @@ Result<PodDevices> DecodePodDevices(const VendorRegistry& vendors, const Annotat
 }
 
 Status EncodePodDevices(const VendorRegistry& vendors, const PodDevices& devices,
-                        size_t container_count, Annotations* pod) {
+                        size_t container_count, Annotations* pod, const PodWriteContext& ctx) {
   for (const auto& [key, list] : devices) {
     const Vendor* v = vendors.Find(key);
     if (v == nullptr) return FailedPreconditionError("unknown vendor " + text::Quote(key));
@@ -123,7 +203,9 @@ Status EncodePodDevices(const VendorRegistry& vendors, const PodDevices& devices
   for (const auto& [key, list] : devices) {
     PodSingleDevice padded = list;
     PadToContainers(&padded, container_count);
-    vendors.Find(key)->EncodePodDevices(padded, pod);
+    const Vendor* v = vendors.Find(key);
+    v->EncodePodDevices(padded, pod);
+    v->EncodePodExtras(padded, ctx, pod);
   }
   return OkStatus();
 }

@@ -15,6 +15,7 @@
 // concurrently. VendorRegistry is built once, then read-only (concurrent reads are safe).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,23 @@ struct VendorAnnotationKeys {
 // Which of a pod's two device lists.
 enum class PodDeviceList { kToAllocate, kAllocated };
 
+// What the admission webhook does to one container for a vendor. The webhook owns the pod's
+// JSON and applies the edits; vendors only say what they are.
+struct ContainerMutation {
+  bool found = false;  // the container asks for this vendor's devices (after the edits)
+  std::map<std::string, std::string> set_limits;    // resource -> quantity text
+  std::map<std::string, std::string> set_requests;  // resource -> quantity text
+  std::map<std::string, std::string> default_env;   // set when the container has no such name
+  std::string runtime_class;                        // set on the pod when it names none
+  std::map<std::string, std::string> set_pod_annotations;  // key -> value, set on the pod
+};
+
+// What a vendor may put into the annotations it writes next to its device list.
+struct PodWriteContext {
+  std::string_view node;     // the chosen node
+  int64_t unix_seconds = 0;  // the decision's time
+};
+
 class Vendor {
  public:
   virtual ~Vendor() = default;
@@ -70,9 +88,21 @@ class Vendor {
   virtual Result<std::optional<ContainerRequest>> ParseRequest(
       const ContainerResources& c) const = 0;
 
-  // Devices the node registered (JSON or legacy text), each with `vendor` set to Key().
-  // NotFound when the node has no registration annotation.
-  virtual Result<std::vector<DeviceInfo>> DecodeNodeDevices(const Annotations& node) const;
+  // Devices the node offers, each with `vendor` set to Key(): by default its registration
+  // annotation (JSON or legacy text); capacity vendors synthesise them from node capacity.
+  // NotFound when the node shows none of this vendor's devices.
+  virtual Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const;
+  // The node capacity resource whose presence means this vendor is on the node (vendors that
+  // register no annotation); empty for vendors that register with annotation_keys().node_register.
+  virtual std::string_view registration_capacity() const { return {}; }
+  // The admission webhook's rules for one container. Default: no edits; found when ParseRequest
+  // finds a request. Errors refuse the pod with their message.
+  virtual Result<ContainerMutation> MutateContainer(const ContainerResources& c,
+                                                    const Annotations& pod) const;
+  // Vendor-specific pod annotations written with the device lists (Ascend's template list,
+  // Cambricon's profile, ...); `devices` is this vendor's index-aligned list. Default: none.
+  virtual void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
+                               Annotations* pod) const;
   // Writes the JSON registration annotation.
   virtual void EncodeNodeDevices(const std::vector<DeviceInfo>& devices, Annotations* node) const;
 
@@ -97,9 +127,20 @@ class VendorRegistry {
   VendorRegistry(const VendorRegistry&) = delete;
   VendorRegistry& operator=(const VendorRegistry&) = delete;
 
-  // Vendors enabled by `config`: NVIDIA when it has an `nvidia:` section, Hygon DCU when it has
-  // a `hygon:` section.
-  static Result<VendorRegistry> FromConfig(const DeviceConfig& config);
+  // Vendors enabled by `config`, one or more per section (VendorSectionModules): NVIDIA by
+  // `nvidia:`, Hygon DCU by `hygon:`, Cambricon MLU by `cambricon:`, Enflame GCU by `enflame:`,
+  // Kunlunxin whole cards and vXPU by `kunlun:`, MetaX whole cards and sGPU by `metax:`, Moore
+  // Threads by `mthreads:`, Biren and Vastai by theirs; Ascend chips by `ascend:` (the flat form), or by `vnpus` with options.enable_ascend
+  // (upstream's chart always ships `vnpus`, its flag turns it on); Iluvatar chips by
+  // `iluvatars` with options.enable_iluvatar.
+  struct Options {
+    bool enable_ascend = false;
+    bool enable_iluvatar = false;
+  };
+  static Result<VendorRegistry> FromConfig(const DeviceConfig& config, const Options& options);
+  static Result<VendorRegistry> FromConfig(const DeviceConfig& config) {
+    return FromConfig(config, Options{});
+  }
 
   // AlreadyExists when a vendor with the same key is registered.
   Status Add(std::unique_ptr<Vendor> vendor);
@@ -111,8 +152,10 @@ class VendorRegistry {
   std::vector<std::unique_ptr<Vendor>> vendors_;
 };
 
-// The vendor sections of `config` that are read and checked but not scheduled yet.
-std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config);
+// The vendor sections of `config` that are read and checked but not scheduled, each with the
+// reason ("metax: not scheduled by hami-cpp yet", "vnpus: needs --enable-ascend").
+std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config,
+                                                   const VendorRegistry::Options& options = {});
 
 // Requests of a whole pod: one entry per container, init containers first (spec order); each
 // entry lists the vendors that container asks for, in vendor-key order.
@@ -135,10 +178,19 @@ Result<PodRequests> ParsePodRequests(const VendorRegistry& vendors, const PodRes
 Result<PodDevices> DecodePodDevices(const VendorRegistry& vendors, const Annotations& pod,
                                     PodDeviceList which);
 
-// Writes every vendor's annotations for `devices`, each list padded to `container_count`
-// entries so index k is container k for every vendor (our fix of upstream's padding).
-// FailedPrecondition when a vendor is unknown or a list is longer than the pod.
+// Writes every vendor's annotations for `devices` (device lists and the vendor's extras), each
+// list padded to `container_count` entries so index k is container k for every vendor (our fix of
+// upstream's padding). FailedPrecondition when a vendor is unknown or a list is longer than the
+// pod.
 Status EncodePodDevices(const VendorRegistry& vendors, const PodDevices& devices,
-                        size_t container_count, Annotations* pod);
+                        size_t container_count, Annotations* pod, const PodWriteContext& ctx = {});
+
+// `vendor`'s devices on a node known only by its annotations (no name, no capacity): for tools
+// and tests of annotation-registered vendors.
+Result<std::vector<DeviceInfo>> DecodeAnnotatedNode(const Vendor& vendor, const Annotations& node);
+
+// Whether `node` shows `vendor`'s devices at all (its registration annotation, or its
+// registration capacity above 0).
+bool VendorPresentOn(const Vendor& vendor, const NodeView& node);
 
 }  // namespace hami::device

@@ -102,7 +102,7 @@ TEST(VendorRegistry, NodeRegistrationFromAnnotations) {
                        "GPU-03f69c50-207a-2038-9b45-23cac89cb67d,10,46068,100,NVIDIA-NVIDIA A40,0,"
                        "true:GPU-1afede84-4e70-2174-49af-f07ebb94d1ae,10,46068,100,NVIDIA-NVIDIA "
                        "A40,0,true:"}};
-  Result<std::vector<DeviceInfo>> devs = nv->DecodeNodeDevices(node);
+  Result<std::vector<DeviceInfo>> devs = DecodeAnnotatedNode(*nv, node);
   ASSERT_TRUE(devs.ok()) << devs.status().ToString();
   ASSERT_EQ(devs->size(), 2u);
   EXPECT_EQ((*devs)[0].vendor, "NVIDIA");
@@ -110,11 +110,11 @@ TEST(VendorRegistry, NodeRegistrationFromAnnotations) {
   Annotations rewritten;
   nv->EncodeNodeDevices(*devs, &rewritten);
   EXPECT_EQ(rewritten.at("hami.io/node-nvidia-register").front(), '[');
-  EXPECT_EQ(*nv->DecodeNodeDevices(rewritten), *devs);
+  EXPECT_EQ(*DecodeAnnotatedNode(*nv, rewritten), *devs);
 
-  EXPECT_EQ(nv->DecodeNodeDevices({}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(DecodeAnnotatedNode(*nv, {}).status().code(), StatusCode::kNotFound);
   Result<std::vector<DeviceInfo>> bad =
-      nv->DecodeNodeDevices({{"hami.io/node-nvidia-register", "garbage"}});
+      DecodeAnnotatedNode(*nv, {{"hami.io/node-nvidia-register", "garbage"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hami.io/node-nvidia-register: "), std::string::npos);
 }

@@ -196,6 +196,19 @@ NodeObject NodeObjectOf(const k8s::Object& node) {
   NodeObject n;
   n.name = k8s::Name(node);
   n.annotations = AnnotationsOf(node);
+  if (node.is_object() && node.contains("status") && node["status"].is_object()) {
+    auto cap = node["status"].find("capacity");
+    if (cap != node["status"].end() && cap->is_object()) {
+      for (auto it = cap->begin(); it != cap->end(); ++it) {
+        // Vendors' resources are the extended ones (a domain/name); cpu, memory, pods are not.
+        if (it.key().find('/') == std::string::npos) continue;
+        std::string text;
+        if (!QuantityText(it.value(), &text)) continue;
+        Result<int64_t> v = device::ParseIntegerQuantity(text);
+        if (v.ok()) n.capacity[it.key()] = *v;  // cpu "500m" and the like are not devices
+      }
+    }
+  }
   return n;
 }
 

@@ -133,22 +133,24 @@ const LedgerPod* Ledger::FindPod(std::string_view uid) const {
   return it == pod_by_uid_.end() ? nullptr : &pods_[it->second];
 }
 
-Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node) {
+Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undecodable) {
+  *undecodable = false;
   node.devices.clear();
   node.mig.reset();
   node.pair_scores.clear();
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;
-  Status note;
+  Status note, broken;
   const auto& vendor_list = vendors_.vendors();
   for (size_t vi = 0; vi < vendor_list.size(); ++vi) {
-    Result<std::vector<device::DeviceInfo>> infos =
-        vendor_list[vi]->DecodeNodeDevices(obj.annotations);
+    Result<std::vector<device::DeviceInfo>> infos = vendor_list[vi]->DecodeNodeDevices(
+        device::NodeView{obj.name, obj.annotations, obj.capacity});
     if (!infos.ok()) {
       if (infos.status().code() == StatusCode::kNotFound) continue;
-      node.devices.clear();
-      node.mig.reset();
-      return infos.status().WithContext("node " + obj.name);
+      // One vendor's broken registration leaves its devices out; the node's other vendors stay.
+      if (broken.ok()) broken = infos.status().WithContext("node " + obj.name);
+      *undecodable = true;
+      continue;
     }
     for (device::DeviceInfo& info : *infos) {
       LedgerDevice d;
@@ -235,7 +237,7 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node) {
       }
     }
   }
-  return note;
+  return broken.ok() ? note : broken;
 }
 
 Status Ledger::UpsertNode(const NodeObject& obj) {
@@ -246,6 +248,10 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
     h = Fnv(Lookup(obj.annotations, key), h);
   };
   for (const auto& v : vendors_.vendors()) mix_key(v->annotation_keys().node_register);
+  for (const auto& [res, amount] : obj.capacity) {
+    h = Fnv(res, h);
+    h = Fnv(std::to_string(amount), h);
+  }
   mix_key(device::kDeviceCordonAnnotation);
   mix_key(device::kNvidiaPairScoreAnnotation);
   mix_key(kNodeSchedulerPolicyAnnotation);
@@ -257,11 +263,12 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
   if (node.registration_hash == h) return OkStatus();
   node.registration_hash = h;
   node.version = NextNodeVersion();
-  Status s = BuildDevices(obj, node);
+  bool undecodable = false;
+  Status s = BuildDevices(obj, node, &undecodable);
   // Devices start empty: re-apply every pod held on this node.
   for (uint32_t p : node.pods) ApplyPod(p, +1);
   // A registration that did not decode is retried (and reported) on the next update.
-  if (!s.ok() && !node.registered) node.registration_hash = 0;
+  if (undecodable) node.registration_hash = 0;
   return s;
 }
 

@@ -189,8 +189,9 @@ class Ledger {
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
 
-  // Replaces what the ledger knows of the node. A registration that does not decode leaves the
-  // node without devices (error returned, naming the annotation); pods on it stay recorded.
+  // Replaces what the ledger knows of the node. A vendor's registration that does not decode
+  // leaves that vendor's devices out (error returned, naming the annotation; the node's other
+  // vendors stay); pods on it stay recorded.
   Status UpsertNode(const NodeObject& node);
   void RemoveNode(std::string_view name);
 
@@ -242,7 +243,8 @@ class Ledger {
                   std::string_view node, const device::PodDevices& devices, size_t init_count,
                   bool init_done, const std::vector<device::MigAllocation>& mig, PodState state,
                   int64_t expires_at);
-  Status BuildDevices(const NodeObject& obj, LedgerNode& node);
+  // `undecodable`: some vendor's registration did not decode (retried on the next update).
+  Status BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undecodable);
 
   const device::VendorRegistry& vendors_;
   const Clock& clock_;

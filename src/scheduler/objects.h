@@ -20,6 +20,8 @@ struct NodeObject {
   // Registration (`hami.io/node-<vendor>-register`), `hami.io/device-cordon`,
   // `hami.io/node-nvidia-score`, and the policy annotations.
   device::Annotations annotations;
+  // Integer status.capacity entries: the devices of vendors that register no annotation.
+  device::NodeCapacity capacity;
 };
 
 enum class PodPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kUnknown };

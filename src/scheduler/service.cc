@@ -90,7 +90,8 @@ class LedgerQuotaChecker final : public QuotaChecker {
 Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(
     k8s::RestClient& client, const device::DeviceConfig& config, SchedulerOptions options,
     const Clock* clock) {
-  HAMI_ASSIGN_OR_RETURN(device::VendorRegistry vendors, device::VendorRegistry::FromConfig(config));
+  HAMI_ASSIGN_OR_RETURN(device::VendorRegistry vendors,
+                        device::VendorRegistry::FromConfig(config, options.vendors));
   if (vendors.vendors().empty()) {
     return InvalidArgumentError("device config enables no vendor (no nvidia: section)");
   }
@@ -379,19 +380,23 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
   for (const auto& vendor : vendors_.vendors()) {
     const device::VendorAnnotationKeys& keys = vendor->annotation_keys();
     const std::string key(vendor->Key());
-    if (annos.count(keys.node_register) == 0) {
+    if (!device::VendorPresentOn(*vendor, device::NodeView{name, annos, obj.capacity})) {
       state.vendors.erase(key);
       continue;
     }
     VendorNodeState& vs = state.vendors[key];
-    const std::string& count_res = vendor->resource_names().count;
+    const std::string count_res(vendor->registration_capacity().empty()
+                                    ? std::string_view(vendor->resource_names().count)
+                                    : vendor->registration_capacity());
     int64_t alloc = NodeAllocatable(node, count_res);
     std::string hs_value;
     if (auto h = annos.find(keys.node_handshake); h != annos.end()) hs_value = h->second;
     bool healthy = true;
     std::string vendor_why;
     device::Handshake hs = device::DecodeHandshake(hs_value);
-    if (hs.state == device::HandshakeState::kRequesting) {
+    if (keys.node_handshake.empty()) {
+      // No handshake protocol (capacity vendors): allocatable alone tells.
+    } else if (hs.state == device::HandshakeState::kRequesting) {
       int64_t age = 0;
       if (hs.time) age = now - device::CivilToUnix(*hs.time, LocalOffsetSeconds(now));
       if (age > options_.handshake_grace.count() && alloc <= 0) {
@@ -416,31 +421,42 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       continue;
     }
     why = vendor_why;
-    obj.annotations.erase(keys.node_register);  // its devices leave the ledger
+    // Its devices leave the ledger.
+    if (std::string_view res = vendor->registration_capacity(); !res.empty()) {
+      obj.capacity.erase(std::string(res));
+    } else {
+      obj.annotations.erase(keys.node_register);
+    }
     node_writes.erase(keys.node_handshake);
     if (vs.in_ledger) {
       HAMI_LOG(Warning) << "node " << name << ": " << key
                         << " devices removed from scheduling: " << vendor_why;
-      node_writes[keys.node_handshake] = std::nullopt;  // ask its device plugin to register again
+      // Ask its device plugin to register again.
+      if (!keys.node_handshake.empty()) node_writes[keys.node_handshake] = std::nullopt;
     }
     vs.in_ledger = false;
   }
   if (healthy_any) {
     Status s;
+    bool registered;  // some vendor's devices are in (a broken one leaves only its own out)
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
       s = ledger_.UpsertNode(obj);
+      int32_t slot = ledger_.FindNode(name);
+      registered = slot >= 0 && ledger_.nodes()[slot].registered;
       ++generation_;
     }
     if (!s.ok()) {
       HAMI_LOG(Warning) << "node " << name << ": registration not usable: " << s.message();
-    } else if (!state.in_ledger) {
+    }
+    if (registered && !state.in_ledger) {
       HAMI_LOG(Info) << "node " << name << ": registered for scheduling";
     }
-    state.in_ledger = s.ok();
+    state.in_ledger = registered;
     for (auto& [key, vs] : state.vendors) {
-      vs.in_ledger =
-          s.ok() && obj.annotations.count(vendors_.Find(key)->annotation_keys().node_register) > 0;
+      vs.in_ledger = registered &&
+                     device::VendorPresentOn(*vendors_.Find(key),
+                                             device::NodeView{name, obj.annotations, obj.capacity});
     }
   } else if (state.in_ledger || !why.empty()) {
     {
@@ -452,7 +468,8 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
       HAMI_LOG(Warning) << "node " << name << ": removed from scheduling: "
                         << (why.empty() ? "no device registration" : why);
       for (const auto& vendor : vendors_.vendors()) {  // ask the device plugins to register again
-        node_writes[vendor->annotation_keys().node_handshake] = std::nullopt;
+        const std::string& hs_key = vendor->annotation_keys().node_handshake;
+        if (!hs_key.empty()) node_writes[hs_key] = std::nullopt;
       }
     }
     state.in_ledger = false;
@@ -820,7 +837,9 @@ std::string SchedulerService::Filter(std::string_view body) {
   // The placement goes onto the pod (the source of truth from then on) in the bind, in one
   // round trip with the node lock; until then the reservation holds the devices.
   device::Annotations annos;
-  Status enc = device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos);
+  const int64_t decided_at = clock_.NowUnixSeconds();
+  Status enc = device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos,
+                                        device::PodWriteContext{d.node, decided_at});
   if (!enc.ok()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
@@ -836,7 +855,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   k8s::AnnotationChanges changes;
   for (auto& [k, v] : annos) changes[k] = v;
   changes[std::string(kAssignedNodeAnnotation)] = d.node;
-  changes[std::string(kAssignedTimeAnnotation)] = std::to_string(clock_.NowUnixSeconds());
+  changes[std::string(kAssignedTimeAnnotation)] = std::to_string(decided_at);
   if (!d.mig.empty()) {
     changes[std::string(device::kMigAllocationsAnnotation)] = device::EncodeMigAllocations(d.mig);
   }

@@ -97,6 +97,8 @@ struct SchedulerOptions {
   // How long a filter waits for the service to become ready before answering an error.
   std::chrono::milliseconds filter_ready_wait{25000};
   std::string version = "dev";  // hami_build_info
+  // --enable-ascend / --enable-iluvatar: schedule the vnpus / iluvatars config sections.
+  device::VendorRegistry::Options vendors;
 };
 
 // Counters for logs, metrics and tests.

@@ -73,7 +73,8 @@ inline PodObject AnnotatedPod(const device::VendorRegistry& vendors, const PodSp
   o.init_container_count = d.init_container_count;
   o.annotations[std::string(kAssignedNodeAnnotation)] = d.node;
   o.annotations[std::string(kAssignedTimeAnnotation)] = std::to_string(now);
-  Status s = device::EncodePodDevices(vendors, d.devices, d.container_count, &o.annotations);
+  Status s = device::EncodePodDevices(vendors, d.devices, d.container_count, &o.annotations,
+                                      device::PodWriteContext{d.node, now});
   (void)s;
   if (!d.mig.empty()) {
     o.annotations[std::string(device::kMigAllocationsAnnotation)] =
@@ -89,9 +90,10 @@ inline PodObject AnnotatedPod(const device::VendorRegistry& vendors, const PodSp
 class SchedulerWorld {
  public:
   explicit SchedulerWorld(EngineOptions options = {},
-                          device::DeviceConfig config = device::DefaultDeviceConfig())
+                          device::DeviceConfig config = device::DefaultDeviceConfig(),
+                          device::VendorRegistry::Options vendor_options = {})
       : config_(std::move(config)),
-        vendors_(std::move(device::VendorRegistry::FromConfig(config_)).value()),
+        vendors_(std::move(device::VendorRegistry::FromConfig(config_, vendor_options)).value()),
         ledger_(std::make_unique<Ledger>(vendors_, clock_)),
         engine_(std::move(options)) {}
   SchedulerWorld(const SchedulerWorld&) = delete;
@@ -105,8 +107,9 @@ class SchedulerWorld {
   void SetEngine(EngineOptions o) { engine_ = PlacementEngine(std::move(o)); }
 
   Status AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus,
-                 device::Annotations extra = {}) {
+                 device::Annotations extra = {}, device::NodeCapacity capacity = {}) {
     NodeObject n = MakeNode(name, gpus, std::move(extra));
+    n.capacity = std::move(capacity);
     if (nodes_.find(name) == nodes_.end()) order_.push_back(name);
     nodes_[name] = n;
     return ledger_->UpsertNode(n);

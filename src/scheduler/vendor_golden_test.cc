@@ -6,6 +6,7 @@
 #include "device/config.h"
 #include "device/vendor.h"
 #include "device/vendors/annotated_vendor.h"
+#include "device/vendors/ascend_vendor.h"
 #include "scheduler/test_util.h"
 
 namespace hami::scheduler {
@@ -36,7 +37,7 @@ TEST(HygonDcu, RegistrationDecodesBothTextForms) {
   ASSERT_NE(dcu, nullptr);
   EXPECT_EQ(reg.Find("NVIDIA"), nullptr);
   Result<std::vector<DeviceInfo>> devs =
-      dcu->DecodeNodeDevices({{"hami.io/node-dcu-register", kDcuRegistration}});
+      device::DecodeAnnotatedNode(*dcu, {{"hami.io/node-dcu-register", kDcuRegistration}});
   ASSERT_TRUE(devs.ok()) << devs.status().ToString();
   ASSERT_EQ(devs->size(), 2u);
   const DeviceInfo& a = (*devs)[0];
@@ -53,9 +54,9 @@ TEST(HygonDcu, RegistrationDecodesBothTextForms) {
   EXPECT_EQ(b.index, 0u);
   EXPECT_EQ(b.mode, "hami-core");
   // No registration: not this vendor's node. A broken one: the key is named.
-  EXPECT_EQ(dcu->DecodeNodeDevices({}).status().code(), StatusCode::kNotFound);
-  Result<std::vector<DeviceInfo>> bad =
-      dcu->DecodeNodeDevices({{"hami.io/node-dcu-register", "DCU-a,ten,1,1,DCU,0,true:"}});
+  EXPECT_EQ(device::DecodeAnnotatedNode(*dcu, {}).status().code(), StatusCode::kNotFound);
+  Result<std::vector<DeviceInfo>> bad = device::DecodeAnnotatedNode(
+      *dcu, {{"hami.io/node-dcu-register", "DCU-a,ten,1,1,DCU,0,true:"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hami.io/node-dcu-register"), std::string::npos);
   EXPECT_EQ(dcu->annotation_keys().node_handshake, "hami.io/node-handshake-dcu");
@@ -155,6 +156,442 @@ TEST(HygonDcu, PlacementWritesTheDcuAnnotationsAndExplainsMisses) {
 
   // A rebuilt ledger (a restarted scheduler) reads the DCU pods back from their annotations.
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+TEST(HygonDcu, ABrokenDcuRegistrationLeavesTheNodesGpusInService) {
+  SchedulerWorld w({}, Config("nvidia: {}\nhygon: {}\n"));
+  Status s = w.AddNode("mixed", {testing::Gpu("GPU-1", 0, 32768)},
+                       {{"hami.io/node-dcu-register", "DCU-a,ten,1,1,DCU,0,true:"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("hami.io/node-dcu-register"), std::string::npos) << s.message();
+  Result<Decision> d = w.Place(w.Pod("gpu", {Limits({{"nvidia.com/gpu", "1"}})}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->fit()) << d->FailedMessage();
+  // Fixed by the plugin: the DCU joins (the broken registration was not remembered as seen).
+  ASSERT_TRUE(w.AddNode("mixed", {testing::Gpu("GPU-1", 0, 32768)},
+                        {{"hami.io/node-dcu-register", kDcuRegistration}})
+                  .ok());
+  d = w.Place(w.Pod("dcu", {Limits({{"hygon.com/dcunum", "1"}})}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->fit()) << d->FailedMessage();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Huawei Ascend.
+
+// The user's flat section (seed 001, 6.1.2), as written.
+constexpr char kAscendSection[] =
+    "ascend:\n"
+    "  resourceCountName: \"huawei.com/Ascend910B3\"\n"
+    "  resourceMemoryName: \"huawei.com/Ascend910B3-memory\"\n"
+    "  defaultMem: 0\n"
+    "  defaultCores: 0\n"
+    "  deviceSplitCount: 10\n";
+
+// Two 910B3 NPUs as Huawei's HAMi-mode plugin registers them (JSON).
+constexpr char kAscendRegistration[] =
+    R"([{"id":"NPU-0","index":0,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",)"
+    R"("numa":0,"mode":"hami-core","health":true},)"
+    R"({"id":"NPU-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",)"
+    R"("numa":0,"mode":"hami-core","health":true}])";
+
+// A container after the webhook's edits (limits only, as the seed's pod has).
+device::ContainerResources Mutated(const device::Vendor& v, device::ContainerResources c,
+                                   const Annotations& pod = {}) {
+  Result<device::ContainerMutation> m = v.MutateContainer(c, pod);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return c;
+  for (const auto& [k, q] : m->set_limits) c.limits[k] = q;
+  for (const auto& [k, q] : m->set_requests) c.requests[k] = q;
+  return c;
+}
+
+TEST(Ascend, TheUsersSectionRegistrationAndExamplePod) {
+  VendorRegistry reg =
+      VendorRegistry::FromConfig(Config(std::string("nvidia: {}\n") + kAscendSection)).value();
+  const device::Vendor* npu = reg.Find("Ascend910B3");
+  ASSERT_NE(npu, nullptr);
+  EXPECT_EQ(npu->annotation_keys().node_register, "hami.io/node-register-Ascend910B3");
+  EXPECT_EQ(npu->annotation_keys().node_handshake, "hami.io/node-handshake-Ascend910B3");
+  EXPECT_EQ(npu->annotation_keys().allocated, "hami.io/Ascend910B3-devices-allocated");
+  Result<std::vector<DeviceInfo>> devs = device::DecodeAnnotatedNode(
+      *npu, {{"hami.io/node-register-Ascend910B3", kAscendRegistration}});
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  ASSERT_EQ(devs->size(), 2u);
+  EXPECT_EQ((*devs)[1].id, "NPU-1");
+  EXPECT_EQ((*devs)[1].devmem, 65536);
+  EXPECT_EQ((*devs)[1].vendor, "Ascend910B3");
+
+  // ascend-test: 16000 MiB is rounded up to the vir05_1c_16g template (16384 MiB), written back.
+  device::ContainerResources c =
+      Limits({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-memory", "16000"}}, "app");
+  Result<device::ContainerMutation> m = npu->MutateContainer(c, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->found);
+  EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910B3-memory"), "16384");
+  Result<std::optional<ContainerRequest>> r = npu->ParseRequest(Mutated(*npu, c));
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->count, 1);
+  EXPECT_EQ((*r)->mem_mib, 16384);
+  // No memory: a whole card's memoryAllocatable.
+  m = npu->MutateContainer(Limits({{"huawei.com/Ascend910B3", "2"}}), {});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910B3-memory"), "65536");
+  // Refusals name the resource: more than a card, a slice of several NPUs, -core outside
+  // hami-core mode.
+  auto refused = [&](device::ContainerResources rc, const Annotations& pod, const char* what) {
+    Result<device::ContainerMutation> bad = npu->MutateContainer(rc, pod);
+    ASSERT_FALSE(bad.ok()) << what;
+    EXPECT_NE(bad.status().message().find(what), std::string::npos) << bad.status().message();
+  };
+  refused(Limits({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-memory", "70000"}}), {},
+          "huawei.com/Ascend910B3-memory=70000");
+  refused(Limits({{"huawei.com/Ascend910B3", "2"}, {"huawei.com/Ascend910B3-memory", "8000"}}), {},
+          "vNPU slice");
+  refused(Limits({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-core", "5"}}), {},
+          "hami-core");
+  // In hami-core mode the memory is kept as asked and -core is allowed.
+  Annotations core_mode = {{"huawei.com/vnpu-mode", "hami-core"}};
+  m = npu->MutateContainer(Limits({{"huawei.com/Ascend910B3", "1"},
+                                   {"huawei.com/Ascend910B3-memory", "16000"},
+                                   {"huawei.com/Ascend910B3-core", "5"}}),
+                           core_mode);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910B3-memory"), "16000");
+}
+
+TEST(Ascend, SuperPodChipsComeInModulesOfTwo) {
+  device::DeviceConfig cfg = Config("vnpus: {}\n");
+  VendorRegistry off = VendorRegistry::FromConfig(cfg).value();
+  EXPECT_EQ(off.Find("Ascend910C"), nullptr) << "vnpus needs --enable-ascend";
+  EXPECT_EQ(device::UnscheduledVendorSections(cfg).at(0),
+            "vnpus: Ascend is scheduled only with --enable-ascend");
+  VendorRegistry reg = VendorRegistry::FromConfig(cfg, {.enable_ascend = true}).value();
+  EXPECT_EQ(reg.vendors().size(), 7u);
+  const device::Vendor* c = reg.Find("Ascend910C");
+  ASSERT_NE(c, nullptr);
+  Result<device::ContainerMutation> m = c->MutateContainer(
+      Limits({{"huawei.com/Ascend910C", "1"}, {"huawei.com/Ascend910C-memory", "16384"}}), {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910C"), "2");
+  Result<device::ContainerMutation> odd =
+      c->MutateContainer(Limits({{"huawei.com/Ascend910C", "3"}}), {});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("modules of 2"), std::string::npos);
+}
+
+TEST(Ascend, PlacementWritesTheTemplateListForHuaweisPlugin) {
+  SchedulerWorld w({}, Config(std::string("nvidia: {}\n") + kAscendSection));
+  ASSERT_TRUE(w.AddNode("gpu-node", {testing::Gpu("GPU-1", 0, 32768)}).ok());
+  ASSERT_TRUE(
+      w.AddNode("npu-node", {}, {{"hami.io/node-register-Ascend910B3", kAscendRegistration}}).ok());
+  const device::Vendor& npu = *w.vendors().Find("Ascend910B3");
+  PodSpec pod =
+      w.Pod("ascend-test", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"},
+                                                 {"huawei.com/Ascend910B3-memory", "16000"}},
+                                                "app"))});
+  Result<Decision> d = w.Schedule(pod);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE(d->fit()) << d->FailedMessage();
+  EXPECT_EQ(d->node, "npu-node");
+  const PodObject& written = w.pod_objects().at("uid-ascend-test");
+  std::string allocated = written.annotations.at("hami.io/Ascend910B3-devices-allocated");
+  std::string uuid = allocated.substr(0, allocated.find(','));
+  EXPECT_EQ(allocated, uuid + ",Ascend910B3,16384,0:;");
+  EXPECT_EQ(written.annotations.at("hami.io/Ascend910B3-devices-to-allocate"), allocated);
+  EXPECT_EQ(written.annotations.at("huawei.com/Ascend910B3"),
+            R"([{"UUID":")" + uuid + R"(","temp":"vir05_1c_16g"}])");
+  EXPECT_EQ(written.annotations.at("predicate-time"), std::to_string(w.clock().NowUnixSeconds()));
+
+  // A whole card: no template named. Then no card has 65536 MiB free any more.
+  PodSpec whole = w.Pod("whole", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"}}))});
+  Result<Decision> dw = w.Schedule(whole);
+  ASSERT_TRUE(dw.ok() && dw->fit()) << dw->FailedMessage();
+  std::string wuuid = dw->devices.at("Ascend910B3")[0][0].uuid;
+  EXPECT_EQ(w.pod_objects().at("uid-whole").annotations.at("huawei.com/Ascend910B3"),
+            R"([{"UUID":")" + wuuid + R"("}])");
+  Result<Decision> more =
+      w.Place(w.Pod("more", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"}}))}));
+  ASSERT_TRUE(more.ok());
+  ASSERT_FALSE(more->fit());
+  std::map<std::string, std::string> reasons;
+  for (const auto& [node, reason] : more->FailedNodes()) reasons[std::string(node)] = reason;
+  EXPECT_EQ(reasons["npu-node"], "2/2 CardInsufficientMemory") << more->FailedMessage();
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cambricon MLU: devices from node capacity.
+
+TEST(CambriconMlu, DevicesFromCapacityAndTheUsersExamplePod) {
+  VendorRegistry reg = VendorRegistry::FromConfig(Config("cambricon: {}\n")).value();
+  const device::Vendor* mlu = reg.Find("MLU");
+  ASSERT_NE(mlu, nullptr);
+  EXPECT_EQ(mlu->registration_capacity(), "cambricon.com/mlu.smlu.vcore");
+  // Four MLU370-X8 cards (48 GiB each): 400 vcore, 4 x 192 units of 256 MiB.
+  Annotations none;
+  device::NodeCapacity cap = {{"cambricon.com/mlu.smlu.vcore", 400},
+                              {"cambricon.com/mlu.smlu.vmemory", 768},
+                              {"cambricon.com/vmlu", 400}};
+  Result<std::vector<DeviceInfo>> devs = mlu->DecodeNodeDevices({"mlu-node", none, cap});
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  ASSERT_EQ(devs->size(), 4u);
+  EXPECT_EQ((*devs)[3].id, "mlu-node-cambricon-mlu-3");
+  EXPECT_EQ((*devs)[3].index, 3u);
+  EXPECT_EQ((*devs)[3].devmem, 49152);
+  EXPECT_EQ((*devs)[3].devcore, 100);
+  EXPECT_EQ((*devs)[3].count, 100);
+  EXPECT_EQ((*devs)[3].type, "MLU");
+  EXPECT_TRUE((*devs)[3].health);
+  device::NodeCapacity empty;
+  EXPECT_EQ(mlu->DecodeNodeDevices({"x", none, empty}).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(device::VendorPresentOn(*mlu, {"mlu-node", none, cap}));
+  EXPECT_FALSE(device::VendorPresentOn(*mlu, {"x", none, empty}));
+
+  // mlu-test as written: vmemory 8000 counts 256 MiB units (2,000 GiB), so it fits nowhere;
+  // "8GB" holds for a plugin counting MiB (memoryFactor: 1).
+  device::ContainerResources c = Limits({{"cambricon.com/vmlu", "1"},
+                                         {"cambricon.com/mlu.smlu.vmemory", "8000"},
+                                         {"cambricon.com/mlu.smlu.vcore", "50"}},
+                                        "app");
+  Result<std::optional<ContainerRequest>> r = mlu->ParseRequest(c);
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->mem_mib, 8000 * 256);
+  EXPECT_EQ((*r)->cores, 50);
+  VendorRegistry mib =
+      VendorRegistry::FromConfig(Config("cambricon:\n  memoryFactor: 1\n")).value();
+  r = mib.Find("MLU")->ParseRequest(c);
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->mem_mib, 8000);
+  // A count alone: a whole card (cores 100, all its memory).
+  r = mlu->ParseRequest(Limits({{"cambricon.com/vmlu", "1"}}));
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->cores, 100);
+  EXPECT_EQ((*r)->mem_percent, 100);
+}
+
+TEST(CambriconMlu, PlacementWritesTheProfileForCambriconsPlugin) {
+  SchedulerWorld w({}, Config("nvidia: {}\ncambricon: {}\n"));
+  ASSERT_TRUE(w.AddNode("gpu-node", {testing::Gpu("GPU-1", 0, 32768)}).ok());
+  ASSERT_TRUE(
+      w.AddNode("mlu-node", {}, {},
+                {{"cambricon.com/mlu.smlu.vcore", 200}, {"cambricon.com/mlu.smlu.vmemory", 384}})
+          .ok());
+  PodSpec pod = w.Pod("mlu-small", {Limits({{"cambricon.com/vmlu", "1"},
+                                            {"cambricon.com/mlu.smlu.vmemory", "20"},
+                                            {"cambricon.com/mlu.smlu.vcore", "10"}})});
+  Result<Decision> d = w.Schedule(pod);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE(d->fit()) << d->FailedMessage();
+  EXPECT_EQ(d->node, "mlu-node");
+  const device::ContainerDevice& got = d->devices.at("MLU")[0][0];
+  const PodObject& written = w.pod_objects().at("uid-mlu-small");
+  EXPECT_EQ(written.annotations.at("hami.io/cambricon-mlu-devices-allocated"),
+            got.uuid + ",MLU,5120,10:;");
+  EXPECT_EQ(written.annotations.at("hami.io/cambricon-mlu-devices-to-allocate"),
+            got.uuid + ",MLU,5120,10:;");
+  EXPECT_EQ(written.annotations.at("CAMBRICON_DSMLU_ASSIGNED"), "false");
+  EXPECT_EQ(written.annotations.at("CAMBRICON_DSMLU_PROFILE"),
+            std::to_string(got.index) + "_10_20");
+  // The user's mlu-test (8000 units = 2,000 GiB) is pending with the memory reason.
+  Result<Decision> big =
+      w.Place(w.Pod("mlu-test", {Limits({{"cambricon.com/vmlu", "1"},
+                                         {"cambricon.com/mlu.smlu.vmemory", "8000"},
+                                         {"cambricon.com/mlu.smlu.vcore", "50"}})}));
+  ASSERT_TRUE(big.ok());
+  ASSERT_FALSE(big->fit());
+  std::map<std::string, std::string> reasons;
+  for (const auto& [node, reason] : big->FailedNodes()) reasons[std::string(node)] = reason;
+  EXPECT_EQ(reasons["mlu-node"], "2/2 CardInsufficientMemory") << big->FailedMessage();
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other vendors: registrations, requests, annotations.
+
+TEST(OtherVendors, IluvatarBirenVastaiKunlunEnflameMthreads) {
+  device::DeviceConfig cfg =
+      Config("iluvatars: ~\nbiren: {}\nvastai: {}\nkunlun: {}\nenflame: {}\nmthreads: {}\n");
+  EXPECT_EQ(VendorRegistry::FromConfig(cfg).value().Find("BI-V150"), nullptr)
+      << "iluvatars needs --enable-iluvatar";
+  SchedulerWorld w({}, cfg, {.enable_iluvatar = true});
+  const VendorRegistry& reg = w.vendors();
+  for (const char* key :
+       {"BI-V150", "MR-V100", "Biren", "Vastai", "kunlun", "XPU", "GCU", "Mthreads"}) {
+    EXPECT_NE(reg.Find(key), nullptr) << key;
+  }
+
+  // Iluvatar: legacy text registration, vMem in 256 MiB units, the webhook's rules.
+  const device::Vendor& bi = *reg.Find("BI-V150");
+  EXPECT_EQ(bi.annotation_keys().node_register, "hami.io/node-BI-V150-register");
+  ASSERT_TRUE(w.AddNode("ilu-node", {},
+                        {{"hami.io/node-BI-V150-register",
+                          "ILU-0,4,32768,100,BI-V150,0,true:ILU-1,4,32768,100,BI-V150,0,true:"}})
+                  .ok());
+  device::ContainerResources ic = Limits({{"iluvatar.ai/BI-V150-vgpu", "1"},
+                                          {"iluvatar.ai/BI-V150.vMem", "64"},
+                                          {"iluvatar.ai/BI-V150.vCore", "50"}},
+                                         "app");
+  Result<device::ContainerMutation> im = bi.MutateContainer(ic, {});
+  ASSERT_TRUE(im.ok());
+  EXPECT_EQ(im->default_env.at("SOL_CONTINER_NAME"), "app");
+  Result<Decision> d = w.Schedule(w.Pod("ilu", {ic}));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : d.status().ToString());
+  EXPECT_EQ(d->node, "ilu-node");
+  std::string ilu =
+      w.pod_objects().at("uid-ilu").annotations.at("hami.io/BI-V150-devices-allocated");
+  EXPECT_NE(ilu.find(",BI-V150,16384,50:;"), std::string::npos) << ilu;
+  im = bi.MutateContainer(Limits({{"iluvatar.ai/BI-V150-vgpu", "2"}}), {});
+  ASSERT_TRUE(im.ok());
+  EXPECT_EQ(im->set_limits.at("iluvatar.ai/BI-V150.vCore"), "200");
+  Result<std::optional<ContainerRequest>> ir = bi.ParseRequest(
+      Limits({{"iluvatar.ai/BI-V150-vgpu", "2"}, {"iluvatar.ai/BI-V150.vCore", "200"}}));
+  ASSERT_TRUE(ir.ok() && ir->has_value());
+  EXPECT_EQ((*ir)->cores, 100);
+
+  // Biren and Vastai: a count only; cards are shared by their slots.
+  ASSERT_TRUE(w.AddNode("biren-node", {},
+                        {{"hami.io/node-biren-register",
+                          R"([{"id":"BR-0","count":2,"devmem":65536,"devcore":100,)"
+                          R"("type":"Biren-106C","health":true}])"}})
+                  .ok());
+  for (const char* n : {"b1", "b2"}) {
+    Result<Decision> b = w.Schedule(w.Pod(n, {Limits({{"birentech.com/gpu", "1"}})}));
+    ASSERT_TRUE(b.ok() && b->fit()) << n;
+    EXPECT_EQ(w.pod_objects()
+                  .at(std::string("uid-") + n)
+                  .annotations.at("hami.io/Biren-devices-allocated"),
+              "BR-0,Biren,0,0:;");
+  }
+  Result<Decision> b3 = w.Place(w.Pod("b3", {Limits({{"birentech.com/gpu", "1"}})}));
+  ASSERT_TRUE(b3.ok());
+  EXPECT_FALSE(b3->fit());
+  EXPECT_EQ(reg.Find("Vastai")->annotation_keys().to_allocate,
+            "hami.io/Vastai-devices-to-allocate");
+  EXPECT_EQ(reg.Find("Vastai")->annotation_keys().node_register, "hami.io/node-va-register");
+
+  // Kunlunxin: whole cards from capacity (allocated list and card indices only); vXPU memory
+  // rounded up to a partition.
+  ASSERT_TRUE(w.AddNode("xpu-node", {}, {}, {{"kunlunxin.com/xpu", 8}}).ok());
+  Result<Decision> k = w.Schedule(w.Pod("xpu", {Limits({{"kunlunxin.com/xpu", "2"}})}));
+  ASSERT_TRUE(k.ok() && k->fit()) << (k.ok() ? k->FailedMessage() : "");
+  const Annotations& ka = w.pod_objects().at("uid-xpu").annotations;
+  EXPECT_EQ(ka.count("hami.io/kunlun-devices-to-allocate"), 0u);
+  EXPECT_NE(ka.at("hami.io/kunlun-allocated").find("xpu-node-kunlun-"), std::string::npos);
+  EXPECT_EQ(ka.count("BAIDU_COM_DEVICE_IDX"), 1u);
+  const device::Vendor& vxpu = *reg.Find("XPU");
+  Result<device::ContainerMutation> xm = vxpu.MutateContainer(
+      Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", "20000"}}), {});
+  ASSERT_TRUE(xm.ok());
+  EXPECT_EQ(xm->set_limits.at("kunlunxin.com/vxpu-memory"), "24576");
+  Result<std::optional<ContainerRequest>> xr = vxpu.ParseRequest(
+      Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", "40000"}}));
+  ASSERT_TRUE(xr.ok() && xr->has_value());
+  EXPECT_EQ((*xr)->mem_mib, 49152);
+  EXPECT_EQ((*xr)->cores, 50);
+  EXPECT_FALSE(vxpu.ParseRequest(Limits({{"kunlunxin.com/vxpu", "1"},
+                                         {"kunlunxin.com/vxpu-memory", "100000"}}))
+                   .ok());
+
+  // Enflame GCU whole cards from capacity: one task per card.
+  ASSERT_TRUE(w.AddNode("gcu-node", {}, {}, {{"enflame.com/gcu", 1}}).ok());
+  Result<Decision> g = w.Schedule(w.Pod("gcu", {Limits({{"enflame.com/gcu", "1"}})}));
+  ASSERT_TRUE(g.ok() && g->fit());
+  EXPECT_EQ(w.pod_objects().at("uid-gcu").annotations.at("hami.io/enflame-gcu-devices-allocated"),
+            "gcu-node-GCU-0,GCU,100,100:;");
+  Result<Decision> g2 = w.Place(w.Pod("gcu2", {Limits({{"enflame.com/gcu", "1"}})}));
+  ASSERT_TRUE(g2.ok());
+  EXPECT_FALSE(g2->fit());
+
+  // Moore Threads: 16 cores and 96 x 512 MiB per GPU; a container's amounts cover all its GPUs.
+  ASSERT_TRUE(w.AddNode("mt-node", {}, {},
+                        {{"mthreads.com/sgpu-core", 32}, {"mthreads.com/sgpu-memory", 192}})
+                  .ok());
+  const device::Vendor& mt = *reg.Find("Mthreads");
+  device::ContainerResources mc = Limits({{"mthreads.com/vgpu", "1"},
+                                          {"mthreads.com/sgpu-memory", "32"},
+                                          {"mthreads.com/sgpu-core", "8"}});
+  ASSERT_TRUE(mt.MutateContainer(mc, {}).ok());
+  EXPECT_FALSE(mt.MutateContainer(
+                     Limits({{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "5"}}), {})
+                   .ok());
+  Result<Decision> t = w.Schedule(w.Pod("mt", {mc}));
+  ASSERT_TRUE(t.ok() && t->fit()) << (t.ok() ? t->FailedMessage() : "");
+  const Annotations& ta = w.pod_objects().at("uid-mt").annotations;
+  EXPECT_NE(ta.at("hami.io/mthreads-vgpu-devices-allocated").find(",Mthreads,16384,8:;"),
+            std::string::npos);
+  EXPECT_EQ(ta.at("mthreads.com/predicate-node"), "mt-node");
+  Result<std::optional<ContainerRequest>> tr =
+      mt.ParseRequest(Limits({{"mthreads.com/vgpu", "2"},
+                              {"mthreads.com/sgpu-memory", "192"},
+                              {"mthreads.com/sgpu-core", "32"}}));
+  ASSERT_TRUE(tr.ok() && tr->has_value());
+  EXPECT_EQ((*tr)->mem_mib, 49152);
+  EXPECT_EQ((*tr)->cores, 16);
+
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+TEST(Metax, WholeCardsFromCapacityAndSharedGpusFromTheirAnnotation) {
+  // Upstream's chart names: both modules.
+  SchedulerWorld w({}, Config("metax: {}\n"));
+  ASSERT_NE(w.vendors().Find("Metax-GPU"), nullptr);
+  const device::Vendor& sg = *w.vendors().Find("Metax-SGPU");
+  EXPECT_EQ(sg.resource_names().count, "metax-tech.com/sgpu");
+  ASSERT_TRUE(w.AddNode("metax-node", {}, {}, {{"metax-tech.com/gpu", 2}}).ok());
+  Result<Decision> g = w.Schedule(w.Pod("whole", {Limits({{"metax-tech.com/gpu", "1"}})}));
+  ASSERT_TRUE(g.ok() && g->fit()) << (g.ok() ? g->FailedMessage() : "");
+  EXPECT_NE(w.pod_objects()
+                .at("uid-whole")
+                .annotations.at("hami.io/metax-gpu-devices-allocated")
+                .find("metax-node-metax-"),
+            std::string::npos);
+
+  ASSERT_TRUE(w.AddNode("sgpu-node", {},
+                        {{"metax-tech.com/node-gpu-devices",
+                          R"([{"uuid":"GPU-m1","model":"MXC500","totalDevCount":16,)"
+                          R"("totalCompute":100,"totalVRam":65536,"numa":0,"healthy":true}])"}})
+                  .ok());
+  // default_use: 1 sGPU, 60 % compute, vmemory 4 (GiB); 2048Mi is bytes.
+  device::ContainerResources c = Limits({{"metax-tech.com/sgpu", "1"},
+                                         {"metax-tech.com/vcore", "60"},
+                                         {"metax-tech.com/vmemory", "4"}},
+                                        "app");
+  Result<std::optional<ContainerRequest>> r = sg.ParseRequest(c);
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status().ToString();
+  EXPECT_EQ((*r)->mem_mib, 4096);
+  EXPECT_EQ((*r)->cores, 60);
+  r = sg.ParseRequest(Limits({{"metax-tech.com/sgpu", "1"}, {"metax-tech.com/vmemory", "2048Mi"}}));
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->mem_mib, 2048);
+  EXPECT_EQ((*r)->cores, 100);
+  // The webhook: best-effort by default; bad classes and policies refused.
+  Result<device::ContainerMutation> m = sg.MutateContainer(c, {});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->set_pod_annotations.at("metax-tech.com/sgpu-qos-policy"), "best-effort");
+  EXPECT_TRUE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-app-class", "online"}})
+                  ->set_pod_annotations.empty());
+  EXPECT_FALSE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-app-class", "batch"}}).ok());
+  EXPECT_FALSE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-qos-policy", "fast"}}).ok());
+
+  Result<Decision> d = w.Schedule(w.Pod("sgpu", {c}));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
+  EXPECT_EQ(d->node, "sgpu-node");
+  const Annotations& a = w.pod_objects().at("uid-sgpu").annotations;
+  EXPECT_EQ(a.at("hami.io/metax-sgpu-devices-allocated"), "GPU-m1,Metax-SGPU,4096,60:;");
+  EXPECT_EQ(a.at("metax-tech.com/gpu-devices-allocated"),
+            R"([[{"uuid":"GPU-m1","compute":60,"vRam":4096}]])");
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+
+  // The user's documents' form: the sGPU names in the flat keys, no whole-card module.
+  VendorRegistry users =
+      VendorRegistry::FromConfig(Config("metax:\n  resourceCountName: metax-tech.com/sgpu\n"
+                                        "  resourceMemoryName: metax-tech.com/vmemory\n"
+                                        "  resourceCoreName: metax-tech.com/vcore\n"))
+          .value();
+  EXPECT_EQ(users.Find("Metax-GPU"), nullptr);
+  ASSERT_NE(users.Find("Metax-SGPU"), nullptr);
+  EXPECT_EQ(users.Find("Metax-SGPU")->resource_names().memory, "metax-tech.com/vmemory");
 }
 
 }  // namespace

@@ -153,7 +153,8 @@ def case_helm_values(ctx):
         },
         "devicePlugin": {"deviceSplitCount": 4, "deviceMemoryScaling": 1.5,
                          "nodeConfiguration": {"externalConfigName": "my-node-config"}},
-        "devices": {"nvidia": {"gpuCorePolicy": "force"}},
+        "devices": {"nvidia": {"gpuCorePolicy": "force"}, "ascend": {"enabled": True},
+                    "hygon": {"enabled": True, "customresources": ["hygon.com/dcunum", "hygon.com/dcumem"]}},
         "legacyMetrics": True,
     }
     objs = ctx.helm(values)
@@ -164,7 +165,8 @@ def case_helm_values(ctx):
     for want in ["--http_bind=0.0.0.0:9443", "--cert_file=/tls/tls.crt", "--key_file=/tls/tls.key",
                  "--scheduler-name=gpu-scheduler", "--node-scheduler-policy=spread",
                  "--gpu-scheduler-policy=binpack", "--kube-qps=200", "--kube-burst=400", "--kube-timeout=20s",
-                 "--node-lock-retry-timeout=10s", "--node-label-selector=gpu=on,zone=a", "--legacy-metrics=true"]:
+                 "--node-lock-retry-timeout=10s", "--node-label-selector=gpu=on,zone=a", "--legacy-metrics=true",
+                 "--enable-ascend=true"]:
         assert want in cmd, f"{want} not in {cmd}"
     assert not any(a.startswith("--webhook-cert-secret") for a in cmd), cmd
     assert sched["spec"]["replicas"] == 2
@@ -175,6 +177,11 @@ def case_helm_values(ctx):
     cfg = find(objs, "ConfigMap", "hami-scheduler")["data"]["config.yaml"]
     assert "urlPrefix: https://127.0.0.1:9443" in cfg and "schedulerName: gpu-scheduler" in cfg, cfg
     assert "- name: example.com/gpumem" in cfg, cfg
+    for want in ["- name: huawei.com/Ascend910B3-memory", "- name: huawei.com/Ascend310P",
+                 "- name: hygon.com/dcumem"]:
+        assert want in cfg, f"{want} not in {cfg}"
+    assert "iluvatar.ai" not in cfg, cfg
+    assert not any(a.startswith("--enable-iluvatar") for a in cmd), cmd
     dev = find(objs, "ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
     for want in ["resourceMemoryName: example.com/gpumem", "deviceSplitCount: 4",
                  "deviceMemoryScaling: 1.5", "gpuCorePolicy: force"]:
@@ -208,7 +215,9 @@ def case_helm_schema(ctx):
     refused = [
         ({"scheduler": {"certManager": {"enabled": True}}}, "scheduler.certManager.enabled"),
         ({"devicePlugin": {"migStrategy": "mixed"}}, "devicePlugin.migStrategy"),
-        ({"devices": {"ascend": {"enabled": True}}}, "devices.ascend.enabled"),
+        ({"devices": {"ascend": {"enabled": "yes"}}}, "devices.ascend.enabled"),
+        ({"devices": {"hygon": {"customresources": "hygon.com/dcunum"}}},
+         "devices.hygon.customresources"),
         ({"mockDevicePlugin": {"enabled": True}}, "mockDevicePlugin.enabled"),
         ({"scheduler": {"defaultSchedulerPolicy": {"nodeSchedulerPolicy": "fastest"}}},
          "scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy"),

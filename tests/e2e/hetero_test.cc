@@ -121,5 +121,154 @@ TEST(HeteroE2E, APodAskingForTwoVendorsGetsBothAndEachVendorLeavesAlone) {
       << "the node's NVIDIA devices left with the DCU plugin";
 }
 
+// The seed's mixed device-config.yaml (section 6.1.6) with a Hygon section added, and the
+// Cambricon unit set to MiB (memoryFactor: 1): the seed's mlu-test comments its 8000 as "8GB",
+// which holds for a Cambricon plugin counting MiB; at the default 256 MiB unit (Cambricon's
+// default, upstream's factor) it asks for 2,000 GiB and stays pending (vendor_golden_test.cc).
+constexpr char kMixedConfig[] = R"(# NVIDIA GPU
+nvidia:
+  resourceCountName: "nvidia.com/gpu"
+  resourceMemoryName: "nvidia.com/gpumem"
+  resourceCoreName: "nvidia.com/gpucores"
+  deviceSplitCount: 10
+  defaultMem: 0
+  defaultCores: 0
+# Huawei Ascend
+ascend:
+  resourceCountName: "huawei.com/Ascend910B3"
+  resourceMemoryName: "huawei.com/Ascend910B3-memory"
+  deviceSplitCount: 8
+  defaultMem: 0
+  defaultCores: 0
+# Cambricon MLU
+cambricon:
+  resourceCountName: "cambricon.com/vmlu"
+  resourceMemoryName: "cambricon.com/mlu.smlu.vmemory"
+  resourceCoreName: "cambricon.com/mlu.smlu.vcore"
+  deviceSplitCount: 10
+  defaultMem: 0
+  defaultCores: 0
+  memoryFactor: 1
+hygon:
+  resourceCountName: "hygon.com/dcunum"
+  resourceMemoryName: "hygon.com/dcumem"
+  resourceCoreName: "hygon.com/dcucores"
+)";
+
+std::string AscendRegistration(const std::string& prefix, int n) {
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) out += ",";
+    out += R"({"id":")" + prefix + std::to_string(i) + R"(","index":)" + std::to_string(i) +
+           R"(,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","numa":0,)"
+           R"("mode":"hami-core","health":true})";
+  }
+  return out + "]";
+}
+
+TEST(HeteroE2E, TheSeedsExamplePodsOnNvidiaAscendCambriconAndHygonNodes) {
+  SimClusterOptions o;
+  Result<device::DeviceConfig> cfg = device::ParseDeviceConfigYaml(kMixedConfig);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_TRUE(cfg->warnings.empty()) << cfg->warnings.front();
+  o.device_config = *cfg;
+  SimCluster c(o);
+  c.AddNode("gpu-node", {scheduler::testing::Gpu("GPU-1", 0, 32768)});
+  c.AddVendorNode("npu-node",
+                  {{"hami.io/node-register-Ascend910B3", AscendRegistration("NPU-", 2)}},
+                  {{"huawei.com/Ascend910B3", "2"}}, "NPU-0");
+  // Four MLU370-X8 cards as Cambricon's plugin shows them: 100 vcore and 48 GiB each.
+  c.AddVendorNode("mlu-node", {},
+                  {{"cambricon.com/vmlu", "400"},
+                   {"cambricon.com/mlu.smlu.vcore", "400"},
+                   {"cambricon.com/mlu.smlu.vmemory", "196608"}},
+                  "mlu-node-cambricon-mlu-3");
+  c.AddVendorNode(
+      "dcu-node",
+      {{"hami.io/node-dcu-register", "DCU-a,10,16368,100,DCU-Z100,0,true,0,hami-core:"}},
+      {{"hygon.com/dcunum", "10"}}, "DCU-a");
+  // One node with an NVIDIA GPU and an Ascend NPU, for the pod that asks for both.
+  c.AddVendorNode("gpu-npu-node",
+                  {{"hami.io/node-nvidia-register",
+                    device::EncodeNodeDevicesJson({scheduler::testing::Gpu("GPU-x", 0, 81920)})},
+                   {"hami.io/node-register-Ascend910B3", AscendRegistration("NPU-x", 1)}},
+                  {{"nvidia.com/gpu", "10"}, {"huawei.com/Ascend910B3", "1"}}, "NPU-x0");
+
+  // The seed's example pods as written (no schedulerName: the webhook sets it).
+  ASSERT_TRUE(
+      c.CreatePod("default", Pod("ascend-test", {{"huawei.com/Ascend910B3", "1"},
+                                                 {"huawei.com/Ascend910B3-memory", "16000"}}))
+          .ok());
+  ASSERT_TRUE(c.CreatePod("default", Pod("mlu-test", {{"cambricon.com/vmlu", "1"},
+                                                      {"cambricon.com/mlu.smlu.vmemory", "8000"},
+                                                      {"cambricon.com/mlu.smlu.vcore", "50"}}))
+                  .ok());
+  ASSERT_TRUE(c.CreatePod("default", Pod("dcu-test", {{"hygon.com/dcunum", "1"},
+                                                      {"hygon.com/dcumem", "16000"},
+                                                      {"hygon.com/dcucores", "80"}}))
+                  .ok());
+  // A GPU pod, and a pod asking for NVIDIA and Ascend together (40000 MiB: only the 80 GiB GPU).
+  ASSERT_TRUE(c.CreatePod("default",
+                          Pod("gpu-test", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}))
+                  .ok());
+  ASSERT_TRUE(
+      c.CreatePod("default", Pod("gpu-and-npu", {{"nvidia.com/gpu", "1"},
+                                                 {"nvidia.com/gpumem", "40000"},
+                                                 {"huawei.com/Ascend910B3", "1"},
+                                                 {"huawei.com/Ascend910B3-memory", "30000"}}))
+          .ok());
+  const std::vector<std::string> pods = {"ascend-test", "mlu-test", "dcu-test", "gpu-test",
+                                         "gpu-and-npu"};
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    for (const std::string& p : pods) {
+      if (c.BoundNode("default", p).empty()) return false;
+    }
+    return true;
+  })) << c.scheduler().LedgerDump();
+  // Either node with 910B3s may take it (both have room; the policy picks).
+  EXPECT_TRUE(c.BoundNode("default", "ascend-test") == "npu-node" ||
+              c.BoundNode("default", "ascend-test") == "gpu-npu-node")
+      << c.BoundNode("default", "ascend-test");
+  EXPECT_EQ(c.BoundNode("default", "mlu-test"), "mlu-node");
+  EXPECT_EQ(c.BoundNode("default", "dcu-test"), "dcu-node");
+  EXPECT_EQ(c.BoundNode("default", "gpu-and-npu"), "gpu-npu-node");
+
+  // Ascend: the webhook rounded 16000 MiB up to the vir05_1c_16g template; Huawei's plugin reads
+  // the template list.
+  std::string npu = c.Annotation("default", "ascend-test", "hami.io/Ascend910B3-devices-allocated");
+  ASSERT_FALSE(npu.empty());
+  std::string npu_uuid = npu.substr(0, npu.find(','));
+  EXPECT_EQ(npu, npu_uuid + ",Ascend910B3,16384,0:;");
+  EXPECT_EQ(c.Annotation("default", "ascend-test", "huawei.com/Ascend910B3"),
+            R"([{"UUID":")" + npu_uuid + R"(","temp":"vir05_1c_16g"}])");
+  Result<k8s::Object> ascend_pod = k8s::GetPod(c.client(), "default", "ascend-test");
+  ASSERT_TRUE(ascend_pod.ok());
+  // (Quantities come back as strings or, from this simulated API server, numbers.)
+  const Json& q = (*ascend_pod)["spec"]["containers"][0]["resources"]["limits"]
+                               ["huawei.com/Ascend910B3-memory"];
+  EXPECT_EQ(q.is_string() ? q.get<std::string>() : q.dump(), "16384");
+
+  // Cambricon: the card, its share and the profile for Cambricon's plugin.
+  std::string mlu = c.Annotation("default", "mlu-test", "hami.io/cambricon-mlu-devices-allocated");
+  EXPECT_NE(mlu.find("mlu-node-cambricon-mlu-"), std::string::npos) << mlu;
+  EXPECT_NE(mlu.find(",MLU,8000,50:;"), std::string::npos) << mlu;
+  EXPECT_EQ(c.Annotation("default", "mlu-test", "CAMBRICON_DSMLU_ASSIGNED"), "false");
+  EXPECT_NE(c.Annotation("default", "mlu-test", "CAMBRICON_DSMLU_PROFILE").find("_50_8000"),
+            std::string::npos);
+
+  EXPECT_EQ(c.Annotation("default", "dcu-test", "hami.io/dcu-devices-allocated"),
+            "DCU-a,DCU,16000,80:;");
+  EXPECT_NE(c.Annotation("default", "gpu-test", "hami.io/vgpu-devices-allocated"), "");
+
+  // Both vendors on one pod: one annotation each, on the one node that has both.
+  EXPECT_EQ(c.Annotation("default", "gpu-and-npu", "hami.io/vgpu-devices-allocated"),
+            "GPU-x,NVIDIA,40000,0:;");
+  EXPECT_EQ(c.Annotation("default", "gpu-and-npu", "hami.io/Ascend910B3-devices-allocated"),
+            "NPU-x0,Ascend910B3,32768,0:;");
+  EXPECT_EQ(c.Annotation("default", "gpu-and-npu", "huawei.com/Ascend910B3"),
+            R"([{"UUID":"NPU-x0","temp":"vir10_3c_32g"}])");
+  EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
 }  // namespace
 }  // namespace hami::e2e

@@ -158,13 +158,69 @@ void SetEnv(Json& container, std::string_view name, std::string_view value) {
   env.push_back(Json{{"name", name}, {"value", value}});
 }
 
-void SetLimit(Container& c, const std::string& resource, std::string value) {
+// Sets resources.<field>[resource] ("limits" or "requests") in the JSON and the parsed copy.
+void SetQuantity(Container& c, const char* field, const std::string& resource, std::string value) {
   Json& resources = (*c.json)["resources"];
   if (!resources.is_object()) resources = Json::object();
-  Json& limits = resources["limits"];
-  if (!limits.is_object()) limits = Json::object();
-  limits[resource] = value;
-  c.resources.limits[resource] = std::move(value);
+  Json& list = resources[field];
+  if (!list.is_object()) list = Json::object();
+  list[resource] = value;
+  auto& parsed = std::string_view(field) == "limits" ? c.resources.limits : c.resources.requests;
+  parsed[resource] = std::move(value);
+}
+
+void SetLimit(Container& c, const std::string& resource, std::string value) {
+  SetQuantity(c, "limits", resource, std::move(value));
+}
+
+// Adds `name=value` unless the container already sets `name`.
+void DefaultEnv(Json& container, const std::string& name, const std::string& value) {
+  Json& env = container["env"];
+  if (!env.is_array()) env = Json::array();
+  for (const Json& e : env) {
+    if (e.is_object() && StringMember(e, "name") == name) return;
+  }
+  env.push_back(Json{{"name", name}, {"value", value}});
+}
+
+// The pod's metadata.annotations (string values only).
+device::Annotations PodAnnotations(const Json& pod) {
+  device::Annotations out;
+  auto md = pod.find("metadata");
+  if (md == pod.end() || !md->is_object()) return out;
+  auto an = md->find("annotations");
+  if (an == md->end() || !an->is_object()) return out;
+  for (auto it = an->begin(); it != an->end(); ++it) {
+    if (it->is_string()) out.emplace(it.key(), it->get<std::string>());
+  }
+  return out;
+}
+
+// Every vendor's own admission rules (device/vendor.h MutateContainer) applied to `c`. Returns
+// whether the container asks for any vendor's devices afterwards.
+Result<bool> MutateVendorContainer(const device::VendorRegistry& vendors,
+                                   const device::Annotations& pod_annotations, Container& c,
+                                   Json& pod, Json& spec) {
+  bool found = false;
+  for (const auto& vendor : vendors.vendors()) {
+    Result<device::ContainerMutation> m = vendor->MutateContainer(c.resources, pod_annotations);
+    if (!m.ok()) return m.status().WithContext("container " + c.resources.name);
+    for (const auto& [res, q] : m->set_limits) SetLimit(c, res, q);
+    for (const auto& [res, q] : m->set_requests) SetQuantity(c, "requests", res, q);
+    for (const auto& [name, value] : m->default_env) DefaultEnv(*c.json, name, value);
+    if (!m->runtime_class.empty() && StringMember(spec, "runtimeClassName").empty()) {
+      spec["runtimeClassName"] = m->runtime_class;
+    }
+    for (const auto& [key, value] : m->set_pod_annotations) {
+      Json& md = pod["metadata"];
+      if (!md.is_object()) md = Json::object();
+      Json& annos = md["annotations"];
+      if (!annos.is_object()) annos = Json::object();
+      annos[key] = value;
+    }
+    found |= m->found;
+  }
+  return found;
 }
 
 bool Present(const device::ContainerResources& r, const std::string& resource) {
@@ -296,6 +352,12 @@ AdmissionDecision Review(const Json& pod, std::string_view request_ns,
   bool has_devices = false;
   if (config.nvidia) {
     for (Container& c : containers) has_devices |= MutateNvidiaContainer(*config.nvidia, c, spec);
+  }
+  const device::Annotations pod_annotations = PodAnnotations(pod);
+  for (Container& c : containers) {
+    Result<bool> found = MutateVendorContainer(vendors, pod_annotations, c, mutated, spec);
+    if (!found.ok()) return refuse(kBadRequest, found.status().message());
+    has_devices |= *found;
   }
   Result<device::PodRequests> requests =
       device::ParsePodRequests(vendors, ResourcesOf(containers, init_count));

@@ -39,7 +39,8 @@ class SimCluster::Driver {
     sim::KubeSchedulerConfig cfg = sim::ParseKubeSchedulerConfig(yaml).value();
     // Every scheduled vendor's resources reach the extender (the chart lists the enabled ones).
     if (o.device_config) {
-      device::VendorRegistry vendors = device::VendorRegistry::FromConfig(*o.device_config).value();
+      device::VendorRegistry vendors =
+          device::VendorRegistry::FromConfig(*o.device_config, o.scheduler.vendors).value();
       std::vector<sim::ManagedResource>& managed = cfg.extenders.at(0).managed_resources;
       for (const auto& v : vendors.vendors()) {
         const device::ResourceNames& n = v->resource_names();

@@ -1,0 +1,288 @@
+#include "device/vendors/capacity_vendor.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "device/request.h"
+#include "device/resource_quantity.h"
+#include "device/text_util.h"
+#include "device/vendors/annotated_vendor.h"
+#include "device/vendors/metax_vendor.h"
+
+namespace hami::device {
+namespace {
+
+constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
+
+int64_t CapacityOf(const NodeView& node, std::string_view resource) {
+  auto it = node.capacity.find(resource);
+  return it == node.capacity.end() ? 0 : it->second;
+}
+
+int32_t Clamp32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, kMax32)); }
+
+// How a vendor's cards are made out of capacity.
+struct Synthesis {
+  std::string id_infix;  // "<node>-<infix>-<i>"
+  std::string type;      // device type (the vendor key for these vendors)
+  std::string units;     // capacity resource counting compute (or cards)
+  int64_t units_per_card = 1;
+  std::string memory;  // capacity resource counting memory units; "" = fixed memory
+  int64_t memory_unit_mib = 1;
+  int64_t fixed_memory_mib = 0;
+  int32_t slots = 1;  // tasks per card
+  int32_t devcore = 100;
+  bool upper_half_numa1 = false;
+};
+
+// A vendor whose devices come from capacity; requests and webhook as AnnotatedVendor.
+class CapacityVendor : public AnnotatedVendor {
+ public:
+  CapacityVendor(AnnotatedVendorSpec spec, Synthesis syn)
+      : AnnotatedVendor(std::move(spec)), syn_(std::move(syn)) {}
+
+  std::string_view registration_capacity() const override { return syn_.units; }
+
+  Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
+    int64_t units = CapacityOf(node, syn_.units);
+    if (units <= 0) return NotFoundError("node has no " + syn_.units + " capacity");
+    int64_t cards = (units + syn_.units_per_card - 1) / syn_.units_per_card;
+    if (cards > 4096) {
+      return InvalidArgumentError(syn_.units + "=" + std::to_string(units) + " makes " +
+                                  std::to_string(cards) + " devices; refusing more than 4096");
+    }
+    int64_t mem = syn_.fixed_memory_mib;
+    if (!syn_.memory.empty()) {
+      // Memory of the node's cards split evenly (upstream: total x unit x per-card / units).
+      long double total = static_cast<long double>(CapacityOf(node, syn_.memory)) *
+                          syn_.memory_unit_mib * syn_.units_per_card / units;
+      mem = static_cast<int64_t>(std::min<long double>(total, kMax32));
+    }
+    std::vector<DeviceInfo> out;
+    out.reserve(static_cast<size_t>(cards));
+    for (int64_t i = 0; i < cards; ++i) {
+      DeviceInfo d;
+      d.id = std::string(node.name) + "-" + syn_.id_infix + "-" + std::to_string(i);
+      d.index = static_cast<uint32_t>(i);
+      d.count = syn_.slots;
+      d.devmem = Clamp32(mem);
+      d.devcore = syn_.devcore;
+      d.type = syn_.type;
+      d.numa = syn_.upper_half_numa1 && i >= cards / 2 ? 1 : 0;
+      d.health = true;
+      d.vendor = std::string(Key());
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+ protected:
+  const Synthesis& synthesis() const { return syn_; }
+
+ private:
+  Synthesis syn_;
+};
+
+// The first card of the first container that has one.
+const ContainerDevice* FirstDevice(const PodSingleDevice& devices) {
+  for (const ContainerDevices& c : devices) {
+    if (!c.empty()) return &c.front();
+  }
+  return nullptr;
+}
+
+std::string IndexList(const PodSingleDevice& devices) {
+  // The last container with devices, as upstream writes it (one container per pod is the norm).
+  std::string out;
+  for (const ContainerDevices& c : devices) {
+    if (c.empty()) continue;
+    out.clear();
+    for (const ContainerDevice& d : c) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(d.index);
+    }
+  }
+  return out;
+}
+
+class CambriconVendor final : public CapacityVendor {
+ public:
+  using CapacityVendor::CapacityVendor;
+  void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& /*ctx*/,
+                       Annotations* pod) const override {
+    const ContainerDevice* d = FirstDevice(devices);
+    if (d == nullptr) return;
+    (*pod)["CAMBRICON_DSMLU_ASSIGNED"] = "false";
+    (*pod)["CAMBRICON_DSMLU_PROFILE"] = std::to_string(d->index) + "_" + std::to_string(d->cores) +
+                                        "_" +
+                                        std::to_string(d->mem_mib / resource_names().memory_factor);
+  }
+};
+
+class KunlunVendor final : public CapacityVendor {
+ public:
+  using CapacityVendor::CapacityVendor;
+  void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& /*ctx*/,
+                       Annotations* pod) const override {
+    std::string idx = IndexList(devices);
+    if (!idx.empty()) (*pod)["BAIDU_COM_DEVICE_IDX"] = idx;
+  }
+};
+
+// Moore Threads: a container's memory and cores are its GPUs' total.
+class MthreadsVendor final : public CapacityVendor {
+ public:
+  using CapacityVendor::CapacityVendor;
+
+  Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override {
+    HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, CapacityVendor::ParseRequest(c));
+    if (!r || r->count <= 1) return r;
+    if (r->mem_mib > 0) r->mem_mib /= r->count;
+    r->cores /= r->count;
+    return r;
+  }
+
+  Result<ContainerMutation> MutateContainer(const ContainerResources& c,
+                                            const Annotations& pod) const override {
+    HAMI_ASSIGN_OR_RETURN(ContainerMutation m, CapacityVendor::MutateContainer(c, pod));
+    if (!m.found) return m;
+    const ResourceNames& n = resource_names();
+    Result<std::optional<int64_t>> count = ReadIntegerResource(c, n.count, 0, kMax32);
+    int64_t k = count.ok() && *count ? **count : 1;
+    std::optional<std::string_view> mem = FindQuantity(c, n.memory);
+    if (k > 1) {  // several GPUs are taken whole
+      m.set_limits[n.core] = std::to_string(16 * k);
+      m.set_limits[n.memory] = std::to_string(96 * k);
+      m.set_pod_annotations["mthreads.com/request-gpu-num"] = std::to_string(k);
+    } else if (!mem) {
+      m.set_limits[n.core] = "16";
+      m.set_limits[n.memory] = "96";
+    } else {
+      static const int64_t kAllowed[] = {2, 4, 8, 16, 32, 64, 96};
+      Result<int64_t> v = ParseIntegerQuantity(*mem);
+      if (!v.ok() ||
+          std::find(std::begin(kAllowed), std::end(kAllowed), *v) == std::end(kAllowed)) {
+        return InvalidArgumentError("container " + text::Quote(c.name) + ": " + n.memory + "=" +
+                                    std::string(*mem) +
+                                    ": sGPU memory (512 MiB units) must be one of 2, 4, 8, 16, "
+                                    "32, 64, 96");
+      }
+    }
+    return m;
+  }
+
+  void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
+                       Annotations* pod) const override {
+    std::string idx = IndexList(devices);
+    if (idx.empty()) return;
+    (*pod)["mthreads.com/gpu-index"] = idx;
+    (*pod)["mthreads.com/predicate-node"] = std::string(ctx.node);
+    (*pod)["mthreads.com/predicate-time"] = std::to_string(ctx.unix_seconds * 1000000000LL);
+  }
+};
+
+AnnotatedVendorSpec BaseSpec(std::string key, const VendorResources& config) {
+  AnnotatedVendorSpec s;
+  s.key = std::move(key);
+  s.names.count = config.count;
+  s.names.memory = config.memory;
+  s.names.core = config.core;
+  s.names.memory_factor = config.memory_factor;
+  s.default_memory_mib = config.default_memory_mib;
+  s.default_cores = config.default_cores;
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s = BaseSpec("MLU", config);
+  s.keys.to_allocate = "hami.io/cambricon-mlu-devices-to-allocate";
+  s.keys.allocated = "hami.io/cambricon-mlu-devices-allocated";
+  s.keys.use_uuid = "cambricon.com/use-gpuuuid";
+  s.keys.nouse_uuid = "cambricon.com/nouse-gpuuuid";
+  Synthesis syn;
+  syn.id_infix = "cambricon-mlu";
+  syn.type = "MLU";
+  syn.units = config.core;
+  syn.units_per_card = 100;
+  syn.memory = config.memory;
+  syn.memory_unit_mib = config.memory_factor < 1 ? 1 : config.memory_factor;
+  syn.slots = 100;
+  return std::make_unique<CambriconVendor>(std::move(s), std::move(syn));
+}
+
+std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config) {
+  VendorResources whole = config;
+  whole.count = config.Extra("resourceNameGCU", config.count);
+  AnnotatedVendorSpec s = BaseSpec("GCU", whole);
+  s.names.memory.clear();  // whole cards: a count only
+  s.names.core.clear();
+  s.default_cores = 100;
+  s.default_memory_mib = 0;
+  s.keys.to_allocate = "hami.io/enflame-gcu-devices-to-allocate";
+  s.keys.allocated = "hami.io/enflame-gcu-devices-allocated";
+  Synthesis syn;
+  syn.id_infix = "GCU";
+  syn.type = "GCU";
+  syn.units = whole.count;
+  syn.fixed_memory_mib = 100;  // upstream's placeholder: GCUs are handed out whole
+  return std::make_unique<CapacityVendor>(std::move(s), std::move(syn));
+}
+
+std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s = BaseSpec("kunlun", config);
+  s.names.memory.clear();
+  s.names.core.clear();
+  s.default_memory_mib = 0;
+  s.default_cores = 0;
+  s.keys.allocated = "hami.io/kunlun-allocated";
+  s.keys.use_uuid = "hami.io/use-xpu-uuid";
+  s.keys.nouse_uuid = "hami.io/no-use-xpu-uuid";
+  Synthesis syn;
+  syn.id_infix = "kunlun";
+  syn.type = "kunlun";
+  syn.units = config.count;
+  syn.fixed_memory_mib = kKunlunCardMemoryMiB;
+  syn.slots = 100;
+  syn.upper_half_numa1 = true;
+  return std::make_unique<KunlunVendor>(std::move(s), std::move(syn));
+}
+
+std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
+  auto it = config.extra.find("resourceVCountName");
+  if (it != config.extra.end() && it->second == config.count) return nullptr;  // sGPU only
+  AnnotatedVendorSpec s = BaseSpec("Metax-GPU", config);
+  s.names.memory.clear();  // whole cards: a count only
+  s.names.core.clear();
+  s.default_memory_mib = 0;
+  s.default_cores = 100;
+  s.keys.to_allocate = "hami.io/metax-gpu-devices-to-allocate";
+  s.keys.allocated = "hami.io/metax-gpu-devices-allocated";
+  Synthesis syn;
+  syn.id_infix = "metax";
+  syn.type = "Metax-GPU";
+  syn.units = config.count;
+  syn.fixed_memory_mib = 65536;  // upstream's figure: capacity does not carry the card's memory
+  return std::make_unique<CapacityVendor>(std::move(s), std::move(syn));
+}
+
+std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s = BaseSpec("Mthreads", config);
+  s.cores_scale_with_count = true;  // the webhook writes 16 x count for several GPUs
+  s.keys.allocated = "hami.io/mthreads-vgpu-devices-allocated";
+  s.keys.use_uuid = "mthreads.ai/use-gpuuuid";
+  s.keys.nouse_uuid = "mthreads.ai/nouse-gpuuuid";
+  Synthesis syn;
+  syn.id_infix = "mthreads";
+  syn.type = "Mthreads";
+  syn.units = config.core;
+  syn.units_per_card = 16;
+  syn.memory = config.memory;
+  syn.memory_unit_mib = config.memory_factor < 1 ? 1 : config.memory_factor;
+  syn.slots = 100;
+  syn.devcore = 16;
+  return std::make_unique<MthreadsVendor>(std::move(s), std::move(syn));
+}
+
+}  // namespace hami::device

@@ -1,0 +1,35 @@
+// Vendors whose device plugins register no HAMi annotation: the scheduler synthesises their
+// devices from node status.capacity, as upstream does, and their presence on a node is that
+// capacity being above zero (no handshake).
+//
+//  - Cambricon MLU ("MLU"): capacity `cambricon.com/mlu.smlu.vcore` (100 per card) and
+//    `...vmemory` (memoryFactor MiB units, 256 by default as Cambricon's plugin counts); cards
+//    `<node>-cambricon-mlu-<i>`, 100 slots each, memory split evenly. Pods also get
+//    `CAMBRICON_DSMLU_ASSIGNED=false` and `CAMBRICON_DSMLU_PROFILE=<index>_<cores>_<memory
+//    units>` (the pod's first card) for Cambricon's plugin.
+//  - Enflame GCU whole cards ("GCU"): capacity `enflame.com/gcu`, cards `<node>-GCU-<i>`, one task
+//    each.
+//  - Kunlunxin whole cards ("kunlun"): capacity `kunlunxin.com/xpu`, cards `<node>-kunlun-<i>`
+//    (96 GiB, the upper half on NUMA 1); pods get `hami.io/kunlun-allocated` and
+//    `BAIDU_COM_DEVICE_IDX` (the card indices).
+//  - Moore Threads ("Mthreads"): capacity `mthreads.com/sgpu-core` (16 per GPU) and
+//    `mthreads.com/sgpu-memory` (512 MiB units); a container's memory and cores are for all its
+//    GPUs together and split evenly; pods get `hami.io/mthreads-vgpu-devices-allocated`,
+//    `mthreads.com/gpu-index`, `mthreads.com/predicate-node` and `mthreads.com/predicate-time`.
+//
+// Thread safety: immutable after construction.
+#pragma once
+
+#include <memory>
+
+#include "device/config.h"
+#include "device/vendor.h"
+
+namespace hami::device {
+
+std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config);
+std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config);
+std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config);
+std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config);
+
+}  // namespace hami::device

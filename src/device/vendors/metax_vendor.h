@@ -1,0 +1,33 @@
+// MetaX GPUs, both modules of the `metax:` section:
+//  - whole cards ("Metax-GPU"): node capacity `metax-tech.com/gpu`, cards `<node>-metax-<i>`
+//    (64 GiB, one task each); pods get `hami.io/metax-gpu-devices-to-allocate` / `-allocated`.
+//    Off when the section's resourceCountName is the sGPU count (the user's documents describe
+//    the sGPU resources in the flat keys).
+//  - shared sGPUs ("Metax-SGPU"): the node annotation `metax-tech.com/node-gpu-devices` (JSON
+//    list of {uuid, model, totalDevCount, totalCompute, totalVRam (MiB), numa, healthy, ...}
+//    written by MetaX's plugin); requests `metax-tech.com/sgpu`, `vcore` (percent, default
+//    100), `vmemory` (a bare number is GiB, a number with a unit is bytes: `4` = `4Gi` = 4096
+//    MiB); pods get `hami.io/metax-sgpu-devices-to-allocate` / `-allocated`,
+//    `metax-tech.com/gpu-devices-allocated` (JSON: per container, [{uuid, compute, vRam}]) and
+//    `metax-tech.com/predicate-time`; the webhook sets `metax-tech.com/sgpu-qos-policy:
+//    best-effort` when a pod names none (not for `metax-tech.com/sgpu-app-class: online`) and
+//    refuses unknown policies and app classes, and app-class pods of more than one sGPU.
+//    `metax-tech.com/use-gpuuuid` / `nouse-gpuuuid` narrow by UUID.
+//
+// Thread safety: immutable after construction.
+#pragma once
+
+#include <memory>
+
+#include "device/config.h"
+#include "device/vendor.h"
+
+namespace hami::device {
+
+inline constexpr std::string_view kMetaxDevicesAnnotation = "metax-tech.com/node-gpu-devices";
+
+// nullptr when the section's count resource is the sGPU count (no whole-card module).
+std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config);
+std::unique_ptr<Vendor> MakeMetaxSgpuVendor(const VendorResources& config);
+
+}  // namespace hami::device

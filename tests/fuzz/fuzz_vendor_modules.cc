@@ -1,0 +1,141 @@
+// Fuzzes every vendor module beyond NVIDIA with what a cluster hands it: node registrations and
+// node capacities (what device plugins write), container quantities and pod annotations (what
+// users write). Errors, never crashes. Invariants: decoded devices carry their vendor's key and
+// non-negative amounts, capacity never makes more than 4096 devices, a parsed request asks for
+// at least one device with memory and cores in range, the webhook's edits parse again and are
+// stable (mutating the edited container asks for no different values), and writing a pod's
+// annotations for the devices decoded never fails.
+//
+// Input: lines. Line 1 picks the vendor (by index); line 2 is the registration annotation's
+// value; line 3 two capacity numbers; then `resource=quantity` lines for the container and
+// `@key=value` lines for pod annotations.
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "device/config.h"
+#include "device/resource_quantity.h"
+#include "device/vendor.h"
+
+using namespace hami::device;
+
+namespace {
+
+const VendorRegistry& Registry() {
+  static const VendorRegistry* reg = [] {
+    DeviceConfig cfg =
+        ParseDeviceConfigYaml(
+            "hygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\nmthreads: {}\nbiren: {}\n"
+            "vastai: {}\nmetax: {}\nvnpus: {}\niluvatars: ~\n")
+            .value();
+    return new VendorRegistry(
+        VendorRegistry::FromConfig(cfg, {.enable_ascend = true, .enable_iluvatar = true}).value());
+  }();
+  return *reg;
+}
+
+std::vector<std::string_view> Lines(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty()) {
+    size_t nl = s.find('\n');
+    out.push_back(s.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    s.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+int64_t Number(std::string_view s) {
+  hami::Result<int64_t> v = ParseIntegerQuantity(s);
+  return v.ok() ? *v : 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > 8192) return 0;
+  std::vector<std::string_view> lines =
+      Lines(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (lines.size() < 3) return 0;
+  const auto& vendors = Registry().vendors();
+  const Vendor& v = *vendors[static_cast<size_t>(Number(lines[0]) & 0xffff) % vendors.size()];
+
+  // The node as its device plugin shows it.
+  Annotations node_annos;
+  if (!v.annotation_keys().node_register.empty()) {
+    node_annos[v.annotation_keys().node_register] = std::string(lines[1]);
+  }
+  NodeCapacity capacity;
+  std::string_view caps = lines[2];
+  size_t sp = caps.find(' ');
+  const ResourceNames& n = v.resource_names();
+  if (!v.registration_capacity().empty()) {
+    capacity[std::string(v.registration_capacity())] = Number(caps.substr(0, sp));
+  }
+  if (!n.memory.empty() && sp != std::string_view::npos) {
+    capacity[n.memory] = Number(caps.substr(sp + 1));
+  }
+  hami::Result<std::vector<DeviceInfo>> devices =
+      v.DecodeNodeDevices(NodeView{"fuzz-node", node_annos, capacity});
+  if (devices.ok()) {
+    if (devices->size() > 4096 && !v.registration_capacity().empty()) __builtin_trap();
+    for (const DeviceInfo& d : *devices) {
+      if (d.vendor != v.Key()) __builtin_trap();
+      if (!v.registration_capacity().empty() && (d.devmem < 0 || d.count < 1)) __builtin_trap();
+    }
+  }
+
+  // The container and pod as a user writes them.
+  ContainerResources c;
+  c.name = "app";
+  Annotations pod;
+  for (size_t i = 3; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    size_t eq = l.find('=');
+    if (eq == std::string_view::npos) continue;
+    if (!l.empty() && l[0] == '@') {
+      pod[std::string(l.substr(1, eq - 1))] = std::string(l.substr(eq + 1));
+    } else {
+      c.limits[std::string(l.substr(0, eq))] = std::string(l.substr(eq + 1));
+    }
+  }
+  hami::Result<std::optional<ContainerRequest>> r = v.ParseRequest(c);
+  if (r.ok() && r->has_value()) {
+    const ContainerRequest& q = **r;
+    if (q.vendor != v.Key() || q.count < 1 || q.mem_mib < 0 || q.cores < 0 || q.cores > 100) {
+      __builtin_trap();
+    }
+  }
+  hami::Result<ContainerMutation> m = v.MutateContainer(c, pod);
+  if (m.ok() && m->found) {
+    ContainerResources edited = c;
+    for (const auto& [k, q] : m->set_limits) edited.limits[k] = q;
+    for (const auto& [k, q] : m->set_requests) edited.requests[k] = q;
+    if (!v.ParseRequest(edited).ok()) __builtin_trap();
+    hami::Result<ContainerMutation> again = v.MutateContainer(edited, pod);
+    if (!again.ok()) __builtin_trap();
+    for (const auto& [k, q] : again->set_limits) {
+      if (edited.limits.at(k) != q) __builtin_trap();  // a second pass changes nothing
+    }
+  }
+
+  // The pod's annotations for one device of each decoded kind.
+  if (devices.ok() && !devices->empty() && r.ok() && r->has_value()) {
+    PodDevices pd;
+    ContainerDevice cd;
+    cd.uuid = (*devices)[0].id;
+    cd.type = std::string(v.Key());
+    cd.mem_mib = (**r).mem_mib;
+    cd.cores = (**r).cores;
+    cd.index = static_cast<int32_t>((*devices)[0].index);
+    pd[std::string(v.Key())] = {{cd}};
+    Annotations out;
+    if (!EncodePodDevices(Registry(), pd, 1, &out, PodWriteContext{"fuzz-node", 1}).ok()) {
+      __builtin_trap();
+    }
+  }
+  return 0;
+}
