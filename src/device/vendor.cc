@@ -77,6 +77,7 @@ using VendorFactory = std::unique_ptr<Vendor> (*)(const VendorResources&);
 // The modules each flat section turns on.
 const std::map<std::string_view, std::vector<VendorFactory>>& FlatSectionModules() {
   static const auto* m = new std::map<std::string_view, std::vector<VendorFactory>>{
+      {"amd", {&MakeAmdVendor}},
       {"biren", {&MakeBirenVendor}},
       {"cambricon", {&MakeCambriconMluVendor}},
       {"enflame", {&MakeEnflameGcuVendor}},

@@ -95,6 +95,14 @@ class Vendor {
   // The node capacity resource whose presence means this vendor is on the node (vendors that
   // register no annotation); empty for vendors that register with annotation_keys().node_register.
   virtual std::string_view registration_capacity() const { return {}; }
+  // Whether a registration's devcore counts the device's own compute units (AMD: CUs) rather
+  // than percent: a request's cores (percent of a device) then take floor(devcore x cores / 100)
+  // units of each device, at least 1 (0 % takes all of a device whose whole memory it takes,
+  // else none), and device lists record those units.
+  virtual bool cores_in_device_units() const { return false; }
+  // Whether pod device lists carry each device's registered type (AMD: the product name)
+  // instead of the vendor key.
+  virtual bool lists_device_type() const { return false; }
   // The admission webhook's rules for one container. Default: no edits; found when ParseRequest
   // finds a request. Errors refuse the pod with their message.
   virtual Result<ContainerMutation> MutateContainer(const ContainerResources& c,
@@ -130,9 +138,9 @@ class VendorRegistry {
   // Vendors enabled by `config`, one or more per section (VendorSectionModules): NVIDIA by
   // `nvidia:`, Hygon DCU by `hygon:`, Cambricon MLU by `cambricon:`, Enflame GCU by `enflame:`,
   // Kunlunxin whole cards and vXPU by `kunlun:`, MetaX whole cards and sGPU by `metax:`, Moore
-  // Threads by `mthreads:`, Biren and Vastai by theirs; Ascend chips by `ascend:` (the flat form), or by `vnpus` with options.enable_ascend
-  // (upstream's chart always ships `vnpus`, its flag turns it on); Iluvatar chips by
-  // `iluvatars` with options.enable_iluvatar.
+  // Threads by `mthreads:`, Biren and Vastai by theirs; Ascend chips by `ascend:` (the flat form),
+  // or by `vnpus` with options.enable_ascend (upstream's chart always ships `vnpus`, its flag turns
+  // it on); Iluvatar chips by `iluvatars` with options.enable_iluvatar.
   struct Options {
     bool enable_ascend = false;
     bool enable_iluvatar = false;

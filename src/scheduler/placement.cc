@@ -39,7 +39,9 @@ struct VendorFilter {
   bool has_mode = false;
   std::string mode_value;
   bool numa_bind = false;
-  bool mig_allowed = true;  // vgpu-mode absent or mentions mig
+  bool mig_allowed = true;           // vgpu-mode absent or mentions mig
+  bool cores_in_units = false;       // the vendor's devcore counts its own units (AMD CUs)
+  bool device_type_in_list = false;  // device lists name the device's type (AMD)
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -114,6 +116,7 @@ struct Cand {
   int32_t numa;
   uint32_t index;
   int64_t memreq;
+  int64_t cores;  // the request's cores on this device, in the device's units
   int64_t free_after;
   double score;
 };
@@ -204,6 +207,14 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
     }
   }
   return CardReason::kCount;
+}
+
+// A request of `pct` percent on a device whose devcore counts its own units (AMD CUs): at least
+// one unit; 0 % takes every unit of a device whose whole memory it takes, else none.
+int64_t UnitCores(const LedgerDevice& d, int64_t pct, int64_t memreq) {
+  if (d.devcore <= 0) return 0;
+  if (pct <= 0) return memreq >= d.devmem ? d.devcore : 0;
+  return std::clamp<int64_t>(int64_t{d.devcore} * pct / 100, 1, d.devcore);
 }
 
 bool Before(const GpuPolicy& p, const Cand& a, const Cand& b) {
@@ -373,8 +384,11 @@ class NodeEvaluator {
       if (d.vendor != req.vendor) continue;
       const Work& u = s_.work[i];
       int64_t memreq = r.MemOn(d.devmem);
-      CardReason why = CheckDevice(strs, node, i, d, u, f, policy, memreq, cores, s_);
-      double score = DeviceScore(d, u, memreq, cores, ctx_.w);
+      int64_t dcores = f.cores_in_units ? UnitCores(d, cores, memreq) : cores;
+      CardReason why = d.devcore <= 0 && f.cores_in_units
+                           ? CardReason::kCardInsufficientCore
+                           : CheckDevice(strs, node, i, d, u, f, policy, memreq, dcores, s_);
+      double score = DeviceScore(d, u, memreq, dcores, ctx_.w);
       if (s_.decision != nullptr) {
         s_.decision->device_verdicts.push_back(
             DeviceVerdict{s_.verdict, i, static_cast<int16_t>(container), false,
@@ -385,7 +399,7 @@ class NodeEvaluator {
         continue;
       }
       s_.cands.push_back(
-          Cand{i, u.slots == 0, d.numa, d.index, memreq, d.devmem - u.mem - memreq, score});
+          Cand{i, u.slots == 0, d.numa, d.index, memreq, dcores, d.devmem - u.mem - memreq, score});
     }
     // Preference order over passing devices.
     s_.order.resize(s_.cands.size());
@@ -454,7 +468,9 @@ class NodeEvaluator {
         BestCombination(node, *pool, s_.cands, static_cast<size_t>(need), &chosen);
         s_.pick = std::move(chosen);
       }
-      for (uint16_t k : s_.pick) Take(container, req, s_.cands[k].dev, s_.cands[k].memreq, cores);
+      for (uint16_t k : s_.pick) {
+        Take(container, req, s_.cands[k].dev, s_.cands[k].memreq, s_.cands[k].cores);
+      }
       return true;
     }
 
@@ -465,13 +481,13 @@ class NodeEvaluator {
       if (remaining == 0) break;
       uint16_t dev = s_.cands[k].dev;
       const LedgerDevice& d = node.devices[dev];
-      Take(container, req, dev, s_.cands[k].memreq, cores);
+      Take(container, req, dev, s_.cands[k].memreq, s_.cands[k].cores);
       --remaining;
       ++taken_devices;
       while (remaining > 0 && d.mode == DeviceMode::kMig &&
-             CheckDevice(strs, node, dev, d, s_.work[dev], f, policy, s_.cands[k].memreq, cores,
-                         s_) == CardReason::kCount) {
-        Take(container, req, dev, s_.cands[k].memreq, cores);
+             CheckDevice(strs, node, dev, d, s_.work[dev], f, policy, s_.cands[k].memreq,
+                         s_.cands[k].cores, s_) == CardReason::kCount) {
+        Take(container, req, dev, s_.cands[k].memreq, s_.cands[k].cores);
         --remaining;
       }
     }
@@ -612,6 +628,8 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.numa_bind = !nb.empty() && device::text::ParseBool(nb, &bind) && bind;
     f.type_ok.assign(strs.types.size(), 0);
     f.mode_ok.assign(strs.modes.size(), 0);
+    f.cores_in_units = vendors.vendors()[vi]->cores_in_device_units();
+    f.device_type_in_list = vendors.vendors()[vi]->lists_device_type();
   }
 
   ctx.quota_mem.assign(vendors.vendors().size(), -1);
@@ -947,7 +965,12 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
     }
     device::ContainerDevice cd;
     cd.uuid = std::string(ledger.strings().uuids.Get(dev.uuid));
-    cd.type = key;
+    std::string_view type = ledger.strings().types.Get(dev.type);
+    // A type the list's separators would break is replaced by the vendor key.
+    cd.type = ctx.filters[a.vendor].device_type_in_list &&
+                      type.find_first_of(",:;") == std::string_view::npos && !type.empty()
+                  ? std::string(type)
+                  : key;
     cd.mem_mib = a.mem;
     cd.cores = a.cores;
     cd.index = static_cast<int32_t>(dev.index);

@@ -594,5 +594,52 @@ TEST(Metax, WholeCardsFromCapacityAndSharedGpusFromTheirAnnotation) {
   EXPECT_EQ(users.Find("Metax-SGPU")->resource_names().memory, "metax-tech.com/vmemory");
 }
 
+TEST(Amd, CoresArePercentOfTheCardsComputeUnits) {
+  SchedulerWorld w({}, Config("nvidia: {}\namd: {}\n"));
+  const device::Vendor& amd = *w.vendors().Find("AMD");
+  EXPECT_TRUE(amd.cores_in_device_units());
+  EXPECT_EQ(amd.annotation_keys().node_handshake, "");
+  // Two MI300X virtual functions (192 GiB, 304 CUs, 4 tasks each) as AMD's HAMi plugin registers.
+  ASSERT_TRUE(w.AddNode("amd-node", {},
+                        {{"hami.io/node-amd-register",
+                          R"([{"id":"AMD-0","index":0,"count":4,"devmem":196608,"devcore":304,)"
+                          R"("type":"AMD Instinct MI300X VF","numa":0,"health":true},)"
+                          R"({"id":"AMD-1","index":1,"count":4,"devmem":196608,"devcore":304,)"
+                          R"("type":"AMD Instinct MI300X VF","numa":0,"health":true}])"}})
+                  .ok());
+  // The documented example: 16 GiB and 25 % of the CUs = 76 CUs, listed with the product name.
+  device::ContainerResources quarter =
+      Limits({{"amd.com/gpu", "1"}, {"amd.com/gpumem", "16384"}, {"amd.com/gpucores", "25"}});
+  Result<Decision> d = w.Schedule(w.Pod("q0", {quarter}));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : d.status().ToString());
+  std::string first = d->devices.at("AMD")[0][0].uuid;
+  EXPECT_EQ(w.pod_objects().at("uid-q0").annotations.at("hami.io/amd-devices-allocated"),
+            first + ",AMD Instinct MI300X VF,16384,76:;");
+  // Binpack fills that card: 4 x 76 = 304 CUs; the fifth quarter goes to the other card.
+  w.SetEngine(EngineOptions{.gpu_policy = "binpack"});
+  for (const char* n : {"q1", "q2", "q3"}) {
+    Result<Decision> q = w.Schedule(w.Pod(n, {quarter}));
+    ASSERT_TRUE(q.ok() && q->fit()) << n;
+    EXPECT_EQ(q->devices.at("AMD")[0][0].uuid, first) << n;
+  }
+  Result<Decision> q4 = w.Schedule(w.Pod("q4", {quarter}));
+  ASSERT_TRUE(q4.ok() && q4->fit());
+  EXPECT_NE(q4->devices.at("AMD")[0][0].uuid, first);
+  // A count alone: the whole card's CUs and memory; no card is free any more.
+  Result<Decision> whole = w.Place(w.Pod("whole", {Limits({{"amd.com/gpu", "1"}})}));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(whole->fit());
+  std::map<std::string, std::string> reasons;
+  for (const auto& [node, reason] : whole->FailedNodes()) reasons[std::string(node)] = reason;
+  EXPECT_EQ(reasons["amd-node"], "1/2 CardInsufficientMemory, 1/2 CardTimeSlicingExhausted");
+  // gpucores 0 is refused (1..100), the type selector matches the product name.
+  EXPECT_FALSE(amd.ParseRequest(Limits({{"amd.com/gpu", "1"}, {"amd.com/gpucores", "0"}})).ok());
+  Result<Decision> typed =
+      w.Place(w.Pod("typed", {quarter}, {{"amd.com/nouse-gputype", "MI300X"}}));
+  ASSERT_TRUE(typed.ok());
+  EXPECT_FALSE(typed->fit());
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1,5 +1,6 @@
 // Fuzzes the admission webhook: any POST /webhook body. A result is either a clean error or a
-// JSON AdmissionReview response whose patch (when present) is base64 of a JSON array.
+// JSON AdmissionReview response whose patch (when present) is base64 of a JSON array. Every
+// vendor module is enabled.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,9 +12,17 @@
 #include "scheduler/webhook/admission.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const hami::device::DeviceConfig config = hami::device::DefaultDeviceConfig();
+  // Every vendor module, so that their webhook rules (edits of limits, env, pod annotations)
+  // meet the fuzzed pods too.
+  static const hami::device::DeviceConfig config =
+      hami::device::ParseDeviceConfigYaml(
+          "nvidia: {}\nhygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\nmthreads: {}\n"
+          "biren: {}\nvastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n")
+          .value();
   static const hami::device::VendorRegistry* vendors =
-      new hami::device::VendorRegistry(hami::device::VendorRegistry::FromConfig(config).value());
+      new hami::device::VendorRegistry(hami::device::VendorRegistry::FromConfig(
+                                           config, {.enable_ascend = true, .enable_iluvatar = true})
+                                           .value());
   std::string_view body(reinterpret_cast<const char*>(data), size);
   hami::Result<std::string> out = hami::scheduler::HandleAdmissionReview(
       body, *vendors, config, hami::scheduler::WebhookOptions{}, nullptr);

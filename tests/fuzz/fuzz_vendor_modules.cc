@@ -29,7 +29,7 @@ const VendorRegistry& Registry() {
     DeviceConfig cfg =
         ParseDeviceConfigYaml(
             "hygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\nmthreads: {}\nbiren: {}\n"
-            "vastai: {}\nmetax: {}\nvnpus: {}\niluvatars: ~\n")
+            "vastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n")
             .value();
     return new VendorRegistry(
         VendorRegistry::FromConfig(cfg, {.enable_ascend = true, .enable_iluvatar = true}).value());

@@ -28,7 +28,7 @@ Result<std::optional<ContainerRequest>> AnnotatedVendor::ParseRequest(
   if (!n.core.empty() && !spec_.count_only && spec_.cores_from_memory_of == 0) {
     int64_t max_cores = 100;
     if (spec_.cores_scale_with_count && count && *count > 1) max_cores = 100 * *count;
-    HAMI_ASSIGN_OR_RETURN(cores, ReadIntegerResource(c, n.core, 0, max_cores));
+    HAMI_ASSIGN_OR_RETURN(cores, ReadIntegerResource(c, n.core, spec_.min_cores, max_cores));
   }
   if (!count || *count == 0) return std::optional<ContainerRequest>();
 
@@ -158,6 +158,28 @@ std::unique_ptr<Vendor> MakeBirenVendor(const VendorResources& config) {
 
 std::unique_ptr<Vendor> MakeVastaiVendor(const VendorResources& config) {
   return std::make_unique<AnnotatedVendor>(CountOnlySpec("Vastai", "va", config, "vastaitech.com"));
+}
+
+std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s;
+  s.key = "AMD";
+  s.names.count = config.count;
+  s.names.memory = config.memory;
+  s.names.core = config.core;
+  s.names.memory_factor = config.memory_factor;
+  s.keys.node_register = "hami.io/node-amd-register";
+  s.keys.to_allocate = "hami.io/amd-devices-to-allocate";
+  s.keys.allocated = "hami.io/amd-devices-allocated";
+  s.keys.use_type = "amd.com/use-gputype";
+  s.keys.nouse_type = "amd.com/nouse-gputype";
+  s.keys.use_uuid = "amd.com/use-gpu-uuid";
+  s.keys.nouse_uuid = "amd.com/nouse-gpu-uuid";
+  s.default_memory_mib = config.default_memory_mib;
+  s.default_cores = config.default_cores > 0 ? config.default_cores : 100;
+  s.min_cores = 1;
+  s.cores_in_device_units = true;
+  s.lists_device_type = true;
+  return std::make_unique<AnnotatedVendor>(std::move(s));
 }
 
 std::unique_ptr<Vendor> MakeKunlunVxpuVendor(const VendorResources& config) {

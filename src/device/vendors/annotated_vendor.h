@@ -56,6 +56,9 @@ struct AnnotatedVendorSpec {
   bool cores_scale_with_count = false;  // cores up to 100 x count, clamped to 100 (Iluvatar)
   // When > 0, cores are not read: they are memory x 100 / this (Kunlunxin vXPU's partitions).
   int64_t cores_from_memory_of = 0;
+  int32_t min_cores = 0;               // a given core resource below this is refused (AMD: 1)
+  bool cores_in_device_units = false;  // Vendor::cores_in_device_units (AMD)
+  bool lists_device_type = false;      // Vendor::lists_device_type (AMD)
   // Rounds a memory request (MiB) up to what the vendor can hand out; nullopt when nothing fits.
   // Used by the webhook and by request parsing (Kunlunxin vXPU).
   std::function<std::optional<int64_t>(int64_t)> round_memory;
@@ -74,6 +77,8 @@ class AnnotatedVendor : public Vendor {
   Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override;
   Result<ContainerMutation> MutateContainer(const ContainerResources& c,
                                             const Annotations& pod) const override;
+  bool cores_in_device_units() const override { return spec_.cores_in_device_units; }
+  bool lists_device_type() const override { return spec_.lists_device_type; }
 
  protected:
   const AnnotatedVendorSpec& spec() const { return spec_; }
@@ -94,5 +99,11 @@ std::unique_ptr<Vendor> MakeVastaiVendor(const VendorResources& config);
 // Kunlunxin vXPU ("XPU", `hami.io/node-register-xpu`): memory rounded up to 24576, 49152 or
 // 98304 MiB; cores follow memory (25, 50, 100); no memory asks for a whole card.
 std::unique_ptr<Vendor> MakeKunlunVxpuVendor(const VendorResources& config);
+// AMD ("AMD", `hami.io/node-amd-register` JSON: devmem MiB, devcore the card's compute units,
+// type the product name): `amd.com/gpu`, `gpumem` (MiB; none: the whole card), `gpucores`
+// (percent of the card's CUs, 1..100, default 100); pods get `hami.io/amd-devices-to-allocate` /
+// `-allocated` as `<uuid>,<product>,<MiB>,<CUs>`; `amd.com/use-gputype`, `nouse-gputype`,
+// `use-gpu-uuid`, `nouse-gpu-uuid`. No handshake: allocatable `amd.com/gpu` tells.
+std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config);
 
 }  // namespace hami::device

@@ -388,6 +388,46 @@ TEST_F(WebhookTest, WithoutNvidiaConfigNothingIsMutated) {
   EXPECT_FALSE(o.response.contains("patch"));
 }
 
+// The other vendors' rules reach the pod through the same patch: Ascend memory rounded up to its
+// template (limits and requests), Iluvatar's container variable and whole-card cores, MetaX's
+// default QoS policy on the pod; a vendor's refusal names the container.
+TEST_F(WebhookTest, OtherVendorsRulesArePatchedIn) {
+  config_ = device::ParseDeviceConfigYaml(
+                "nvidia: {}\nascend:\n  resourceCountName: huawei.com/Ascend910B3\n"
+                "metax: {}\niluvatars: ~\n")
+                .value();
+  Result<device::VendorRegistry> r =
+      device::VendorRegistry::FromConfig(config_, {.enable_iluvatar = true});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  vendors_ = std::move(r).value();
+  Json pod = PodOf({Container("npu", {{"huawei.com/Ascend910B3", "1"},
+                                      {"huawei.com/Ascend910B3-memory", "16000"}}),
+                    Container("ilu", {{"iluvatar.ai/BI-V150-vgpu", "2"}}),
+                    Container("sgpu", {{"metax-tech.com/sgpu", "1"}})});
+  Outcome o = Admit(pod);
+  ASSERT_TRUE(o.allowed) << o.message;
+  const Json& npu = o.mutated["spec"]["containers"][0];
+  EXPECT_EQ(LimitOf(npu, "huawei.com/Ascend910B3-memory"), "16384");
+  EXPECT_EQ(npu["resources"]["requests"]["huawei.com/Ascend910B3-memory"], "16384");
+  const Json& ilu = o.mutated["spec"]["containers"][1];
+  EXPECT_EQ(EnvOf(ilu, "SOL_CONTINER_NAME"), "ilu");
+  EXPECT_EQ(LimitOf(ilu, "iluvatar.ai/BI-V150.vCore"), "200");
+  EXPECT_EQ(EnvOf(npu, "SOL_CONTINER_NAME"), "<absent>");
+  EXPECT_EQ(o.mutated["metadata"]["annotations"]["metax-tech.com/sgpu-qos-policy"], "best-effort");
+  EXPECT_EQ(o.mutated["spec"]["schedulerName"], "hami-scheduler");
+
+  // A second admission (webhooks may be called again) changes nothing more.
+  Outcome again = Admit(o.mutated);
+  ASSERT_TRUE(again.allowed) << again.message;
+  EXPECT_EQ(again.mutated, o.mutated);
+
+  Outcome bad = Admit(PodOf({Container(
+      "npu", {{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-memory", "90000"}})}));
+  EXPECT_FALSE(bad.allowed);
+  EXPECT_EQ(bad.code, 400);
+  EXPECT_NE(bad.message.find("container \"npu\""), std::string::npos) << bad.message;
+}
+
 // --- Denials ----------------------------------------------------------------------------------
 
 TEST_F(WebhookTest, PodWithoutContainersIsRefused) {
