@@ -57,6 +57,13 @@ struct VendorAnnotationKeys {
 // Which of a pod's two device lists.
 enum class PodDeviceList { kToAllocate, kAllocated };
 
+// How a bind serialises allocations on a node for a vendor's pods.
+enum class NodeLockKind {
+  kShared,  // HAMi's hami.io/mutex.lock: the vendor's plugin reports bind-phase and clears it
+  kNone,    // no lock: the vendor's plugin knows nothing of HAMi (Mthreads, whole-card vendors)
+  kOwn,     // the vendor's own node annotation, an RFC 3339 time its plugin removes (Cambricon)
+};
+
 // What the admission webhook does to one container for a vendor. The webhook owns the pod's
 // JSON and applies the edits; vendors only say what they are.
 struct ContainerMutation {
@@ -100,6 +107,9 @@ class Vendor {
   // units of each device, at least 1 (0 % takes all of a device whose whole memory it takes,
   // else none), and device lists record those units.
   virtual bool cores_in_device_units() const { return false; }
+  // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
+  virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
+  virtual std::string_view own_node_lock() const { return {}; }
   // Whether pod device lists carry each device's registered type (AMD: the product name)
   // instead of the vendor key.
   virtual bool lists_device_type() const { return false; }

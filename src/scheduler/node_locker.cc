@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "device/node_lock.h"
+#include "device/wire_time.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -103,6 +104,41 @@ bool NodeLocker::Stale(std::string_view node, std::string_view value, std::strin
     return true;
   }
   return false;  // allocating, or its bind is in flight
+}
+
+Status TakeTimestampLock(k8s::RestClient& client, const Clock& clock, std::string_view node,
+                         const std::string& annotation, int64_t expire_seconds) {
+  Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Result<k8s::Object> n = k8s::GetNode(client, node);
+    if (!n.ok()) return n.status();
+    const int64_t now = clock.NowUnixSeconds();
+    std::string pointer = "/metadata/annotations/";
+    for (char c : annotation) pointer += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    std::string held = k8s::GetString(*n, pointer);
+    if (!held.empty()) {
+      Result<device::Timestamp> t = device::ParseRfc3339(held);
+      if (t.ok() && now - t->unix_seconds < expire_seconds) {
+        return Status(StatusCode::kUnavailable,
+                      "node " + std::string(node) + " has " + annotation + " " + held + " (" +
+                          std::to_string(now - t->unix_seconds) +
+                          " s old): another allocation of this vendor is running");
+      }
+    }
+    nlohmann::json patch;
+    patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*n);
+    patch["metadata"]["annotations"][annotation] = device::FormatRfc3339(device::Timestamp{now});
+    last = client.PatchAck(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump()).status();
+    if (!k8s::IsConflict(last)) return last;
+  }
+  return last;
+}
+
+Status ClearTimestampLock(k8s::RestClient& client, std::string_view node,
+                          const std::string& annotation) {
+  nlohmann::json patch;
+  patch["metadata"]["annotations"][annotation] = nullptr;
+  return client.PatchAck(k8s::kNodes, "", node, k8s::PatchType::kMerge, patch.dump()).status();
 }
 
 Status NodeLocker::Write(std::string_view node, const std::string& rv, const std::string* value,

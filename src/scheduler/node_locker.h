@@ -93,4 +93,14 @@ class NodeLocker {
   const NodeLockOptions options_;
 };
 
+// A vendor's own node lock (Cambricon's `cambricon.com/dsmlu.lock`): the annotation holds the
+// RFC 3339 time it was taken, and the vendor's device plugin removes it when its allocation is
+// done. Taken when absent, unreadable or older than `expire_seconds`; otherwise Unavailable
+// naming the annotation and its age. Writes carry the node's resourceVersion (a 409 re-reads).
+Status TakeTimestampLock(k8s::RestClient& client, const Clock& clock, std::string_view node,
+                         const std::string& annotation, int64_t expire_seconds = 120);
+// Removes it (a bind that failed after taking it).
+Status ClearTimestampLock(k8s::RestClient& client, std::string_view node,
+                          const std::string& annotation);
+
 }  // namespace hami::scheduler

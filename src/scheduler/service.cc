@@ -1016,9 +1016,24 @@ std::string SchedulerService::Bind(std::string_view body) {
   const k8s::Object* cached = CachedNode(node, &node_hold);
   if (cached == nullptr) return bind_fail("node " + node + " not found");
 
-  // Which vendors the pod asks for decides whether the allocation lock is needed.
+  // Which vendors the pod asks for decides the locks: HAMi's shared one for vendors whose
+  // plugins speak its protocol, a vendor's own (Cambricon), or none.
   Result<device::PodRequests> req = device::ParsePodRequests(vendors_, PodResourcesOf(*pod));
-  bool needs_lock = req.ok() && !req->Empty();
+  const bool has_devices = req.ok() && !req->Empty();
+  bool needs_lock = false;
+  std::set<std::string> own_locks;
+  if (has_devices) {
+    for (const device::ContainerRequests& c : req->containers) {
+      for (const device::ContainerRequest& r : c) {
+        const device::Vendor* v = vendors_.Find(r.vendor);
+        if (v == nullptr) continue;
+        needs_lock |= v->node_lock() == device::NodeLockKind::kShared;
+        if (v->node_lock() == device::NodeLockKind::kOwn) {
+          own_locks.emplace(v->own_node_lock());
+        }
+      }
+    }
+  }
   if (uid.empty()) uid = k8s::Uid(*pod);
   // One bind per pod at a time (kube-scheduler retries a pod whose bind outlived its extender
   // timeout while that bind may still succeed). The placement this instance's filter reserved
@@ -1037,7 +1052,7 @@ std::string SchedulerService::Bind(std::string_view body) {
       return bind_fail("a bind of this pod to " + running + " is still running");
     }
     binding_.emplace(uid, node);
-    if (needs_lock) {
+    if (has_devices) {
       auto it = pending_.find(uid);
       if (it != pending_.end() && it->second.node == node) {
         placement = std::move(it->second);
@@ -1053,7 +1068,7 @@ std::string SchedulerService::Bind(std::string_view body) {
       self->binding_.erase(uid);
     }
   } running{this, uid};
-  if (needs_lock && !placement &&
+  if (has_devices && !placement &&
       k8s::GetString(*pod, "/metadata/annotations/hami.io~1vgpu-node") != node) {
     return bind_fail("no device placement on node " + node +
                      " for this pod (it was filtered before a scheduler restart, by another "
@@ -1102,7 +1117,14 @@ std::string SchedulerService::Bind(std::string_view body) {
     }
     locked = true;
   }
+  std::vector<std::string> own_taken;
   auto unlock = [&] {
+    for (const std::string& a : own_taken) {
+      if (Status s = ClearTimestampLock(client_, node, a); !s.ok()) {
+        HAMI_LOG(Warning) << "node " << node << ": " << a << " not cleared: " << s.ToString();
+      }
+    }
+    own_taken.clear();
     if (!locked) return;
     Status s;
     for (int attempt = 0; attempt < 3; ++attempt) {  // a lock left behind stalls the node
@@ -1111,6 +1133,15 @@ std::string SchedulerService::Bind(std::string_view body) {
     }
     HAMI_LOG(Warning) << "node lock on " << node << ": " << s.ToString();
   };
+  for (const std::string& a : own_locks) {
+    Status s = TakeTimestampLock(client_, clock_, node, a);
+    if (!s.ok()) {
+      unlock();
+      settle();
+      return bind_fail(s.message());
+    }
+    own_taken.push_back(a);
+  }
   if (placement) {
     // Not sent with the lock (the pod already held it), or lost with the connection: alone now
     // (a merge patch, safe to repeat).

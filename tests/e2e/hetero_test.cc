@@ -270,5 +270,76 @@ TEST(HeteroE2E, TheSeedsExamplePodsOnNvidiaAscendCambriconAndHygonNodes) {
   EXPECT_TRUE(c.scheduler().CheckLedger().ok());
 }
 
+std::string NodeAnnotation(SimCluster& c, const std::string& node, const std::string& key) {
+  Result<k8s::Object> n = k8s::GetNode(c.client(), node);
+  if (!n.ok()) return "<no node>";
+  const Json& annos = (*n)["metadata"]["annotations"];
+  return annos.is_object() && annos.contains(key) ? annos[key].get<std::string>() : "";
+}
+
+// Node locks follow each vendor's plugin: Cambricon's plugin removes its own
+// cambricon.com/dsmlu.lock after an allocation, so a second MLU pod waits for that; Moore
+// Threads' plugin knows no lock, so its pods bind one after another without one (and never
+// leave HAMi's lock behind for five minutes).
+TEST(HeteroE2E, EachVendorsNodeLockIsTheOneItsPluginReleases) {
+  SimClusterOptions o;
+  o.device_config =
+      device::ParseDeviceConfigYaml("nvidia: {}\ncambricon: {}\nmthreads: {}\n").value();
+  SimCluster c(o);
+  c.AddVendorNode("mlu-node", {},
+                  {{"cambricon.com/vmlu", "200"},
+                   {"cambricon.com/mlu.smlu.vcore", "200"},
+                   {"cambricon.com/mlu.smlu.vmemory", "384"}},
+                  "mlu-node-cambricon-mlu-1");
+  c.AddVendorNode("mt-node", {},
+                  {{"mthreads.com/vgpu", "200"},
+                   {"mthreads.com/sgpu-core", "32"},
+                   {"mthreads.com/sgpu-memory", "192"}},
+                  "mt-node-mthreads-1");
+
+  Json mlu = {{"cambricon.com/vmlu", "1"},
+              {"cambricon.com/mlu.smlu.vmemory", "20"},
+              {"cambricon.com/mlu.smlu.vcore", "10"}};
+  ASSERT_TRUE(c.CreatePod("default", Pod("mlu-a", mlu)).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.BoundNode("default", "mlu-a") == "mlu-node"; }));
+  std::string lock = NodeAnnotation(c, "mlu-node", "cambricon.com/dsmlu.lock");
+  EXPECT_FALSE(lock.empty());
+  EXPECT_EQ(NodeAnnotation(c, "mlu-node", "hami.io/mutex.lock"), "");
+
+  // The second MLU pod waits while the first allocation's lock is there.
+  ASSERT_TRUE(c.CreatePod("default", Pod("mlu-b", mlu)).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    for (const k8s::Object& e : c.Events("default", "mlu-b")) {
+      if (k8s::GetString(e, "/message").find("cambricon.com/dsmlu.lock") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_EQ(c.BoundNode("default", "mlu-b"), "");
+  // Cambricon's plugin finishes the first allocation and removes its lock: the second binds.
+  Json clear;
+  clear["metadata"]["annotations"]["cambricon.com/dsmlu.lock"] = nullptr;
+  ASSERT_TRUE(
+      c.client().Patch(k8s::kNodes, "", "mlu-node", k8s::PatchType::kMerge, clear.dump()).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.BoundNode("default", "mlu-b") == "mlu-node"; }));
+  EXPECT_FALSE(NodeAnnotation(c, "mlu-node", "cambricon.com/dsmlu.lock").empty());
+
+  // Moore Threads: no lock, so three pods bind at once.
+  Json mt = {{"mthreads.com/vgpu", "1"},
+             {"mthreads.com/sgpu-memory", "16"},
+             {"mthreads.com/sgpu-core", "4"}};
+  for (const char* n : {"mt-a", "mt-b", "mt-c"})
+    ASSERT_TRUE(c.CreatePod("default", Pod(n, mt)).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    return c.BoundNode("default", "mt-a") == "mt-node" &&
+           c.BoundNode("default", "mt-b") == "mt-node" &&
+           c.BoundNode("default", "mt-c") == "mt-node";
+  }));
+  EXPECT_EQ(NodeAnnotation(c, "mt-node", "hami.io/mutex.lock"), "");
+  EXPECT_NE(c.Annotation("default", "mt-c", "hami.io/mthreads-vgpu-devices-allocated"), "");
+  EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
 }  // namespace
 }  // namespace hami::e2e

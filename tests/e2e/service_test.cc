@@ -87,6 +87,30 @@ TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
   EXPECT_EQ(Lock(), "");
 }
 
+// A vendor's own time-stamped lock (Cambricon's): taken when absent, refused while younger than
+// two minutes, taken over once older or unreadable, cleared on request.
+TEST_F(LockTest, ATimestampLockIsRefusedForTwoMinutesThenTakenOver) {
+  const std::string key = "cambricon.com/dsmlu.lock";
+  auto held = [&] {
+    Result<k8s::Object> n = k8s::GetNode(c_->client(), "n1");
+    return n.ok() ? k8s::GetString(*n, "/metadata/annotations/cambricon.com~1dsmlu.lock") : "?";
+  };
+  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  EXPECT_EQ(held(), "2027-01-15T08:00:00Z");
+  clock_.Advance(119);
+  Status busy = scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key);
+  EXPECT_EQ(busy.code(), StatusCode::kUnavailable) << busy.ToString();
+  EXPECT_NE(busy.message().find("119 s old"), std::string::npos) << busy.message();
+  clock_.Advance(1);
+  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  EXPECT_EQ(held(), "2027-01-15T08:02:00Z");
+  ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1", {{key, "garbage"}}).ok());
+  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  EXPECT_EQ(held(), "2027-01-15T08:02:00Z");
+  ASSERT_TRUE(scheduler::ClearTimestampLock(c_->client(), "n1", key).ok());
+  EXPECT_EQ(held(), "");
+}
+
 TEST_F(LockTest, ACompanionWriteGoesOutWithTheFirstLockWriteOnly) {
   scheduler::NodeLocker locker(c_->client(), clock_);
   auto companion_for = [](const std::string& pod) {

@@ -59,6 +59,8 @@ struct AnnotatedVendorSpec {
   int32_t min_cores = 0;               // a given core resource below this is refused (AMD: 1)
   bool cores_in_device_units = false;  // Vendor::cores_in_device_units (AMD)
   bool lists_device_type = false;      // Vendor::lists_device_type (AMD)
+  NodeLockKind node_lock = NodeLockKind::kShared;
+  std::string own_node_lock;  // with NodeLockKind::kOwn
   // Rounds a memory request (MiB) up to what the vendor can hand out; nullopt when nothing fits.
   // Used by the webhook and by request parsing (Kunlunxin vXPU).
   std::function<std::optional<int64_t>(int64_t)> round_memory;
@@ -79,6 +81,8 @@ class AnnotatedVendor : public Vendor {
                                             const Annotations& pod) const override;
   bool cores_in_device_units() const override { return spec_.cores_in_device_units; }
   bool lists_device_type() const override { return spec_.lists_device_type; }
+  NodeLockKind node_lock() const override { return spec_.node_lock; }
+  std::string_view own_node_lock() const override { return spec_.own_node_lock; }
 
  protected:
   const AnnotatedVendorSpec& spec() const { return spec_; }

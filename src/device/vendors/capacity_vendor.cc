@@ -35,11 +35,17 @@ struct Synthesis {
   bool upper_half_numa1 = false;
 };
 
+AnnotatedVendorSpec WithoutSharedLock(AnnotatedVendorSpec s) {
+  if (s.node_lock == NodeLockKind::kShared) s.node_lock = NodeLockKind::kNone;
+  return s;
+}
+
 // A vendor whose devices come from capacity; requests and webhook as AnnotatedVendor.
 class CapacityVendor : public AnnotatedVendor {
  public:
+  // These vendors' plugins know nothing of HAMi's lock unless the spec says otherwise.
   CapacityVendor(AnnotatedVendorSpec spec, Synthesis syn)
-      : AnnotatedVendor(std::move(spec)), syn_(std::move(syn)) {}
+      : AnnotatedVendor(WithoutSharedLock(std::move(spec))), syn_(std::move(syn)) {}
 
   std::string_view registration_capacity() const override { return syn_.units; }
 
@@ -201,6 +207,8 @@ std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config) {
   s.keys.allocated = "hami.io/cambricon-mlu-devices-allocated";
   s.keys.use_uuid = "cambricon.com/use-gpuuuid";
   s.keys.nouse_uuid = "cambricon.com/nouse-gpuuuid";
+  s.node_lock = NodeLockKind::kOwn;
+  s.own_node_lock = "cambricon.com/dsmlu.lock";
   Synthesis syn;
   syn.id_infix = "cambricon-mlu";
   syn.type = "MLU";
