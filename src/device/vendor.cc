@@ -36,6 +36,15 @@ Result<ContainerMutation> Vendor::MutateContainer(const ContainerResources& c,
   return m;
 }
 
+TopologyChoice Vendor::ChooseDevices(std::span<const DeviceCandidate> candidates,
+                                     int32_t need) const {
+  TopologyChoice c;
+  for (size_t i = 0; i < candidates.size() && static_cast<int32_t>(c.picked.size()) < need; ++i) {
+    c.picked.push_back(i);
+  }
+  return c;
+}
+
 void Vendor::EncodePodExtras(const PodSingleDevice& /*devices*/, const PodWriteContext& /*ctx*/,
                              Annotations* /*pod*/) const {}
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,18 @@ enum class NodeLockKind {
   kOwn,     // the vendor's own node annotation, an RFC 3339 time its plugin removes (Cambricon)
 };
 
+// A device that passed every check for one request, as a vendor's topology rule sees it.
+struct DeviceCandidate {
+  uint32_t index = 0;  // the device's index on the node
+  bool idle = false;   // nothing allocated on it
+};
+
+// A topology rule's answer: positions into the candidates, or none with the reason's kind.
+struct TopologyChoice {
+  std::vector<size_t> picked;
+  bool topology_mismatch = true;  // NumaNotFit; else AllocatedCardsInsufficientRequest
+};
+
 // What the admission webhook does to one container for a vendor. The webhook owns the pod's
 // JSON and applies the edits; vendors only say what they are.
 struct ContainerMutation {
@@ -107,6 +120,13 @@ class Vendor {
   // units of each device, at least 1 (0 % takes all of a device whose whole memory it takes,
   // else none), and device lists record those units.
   virtual bool cores_in_device_units() const { return false; }
+  // Vendors whose multi-device requests must follow the board's links (Kunlunxin's two groups
+  // of four, Ascend 910C's two-NPU modules) choose among the passing devices themselves.
+  virtual bool has_topology_rule() const { return false; }
+  // `need` devices among `candidates` (in the engine's order of preference); fewer picked means
+  // the node does not fit. Called only when has_topology_rule().
+  virtual TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
+                                       int32_t need) const;
   // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
   virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
   virtual std::string_view own_node_lock() const { return {}; }

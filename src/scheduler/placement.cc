@@ -39,9 +39,10 @@ struct VendorFilter {
   bool has_mode = false;
   std::string mode_value;
   bool numa_bind = false;
-  bool mig_allowed = true;           // vgpu-mode absent or mentions mig
-  bool cores_in_units = false;       // the vendor's devcore counts its own units (AMD CUs)
-  bool device_type_in_list = false;  // device lists name the device's type (AMD)
+  bool mig_allowed = true;                   // vgpu-mode absent or mentions mig
+  bool cores_in_units = false;               // the vendor's devcore counts its own units (AMD CUs)
+  bool device_type_in_list = false;          // device lists name the device's type (AMD)
+  const device::Vendor* topology = nullptr;  // the vendor chooses multi-device sets itself
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -133,6 +134,7 @@ struct Assign {
 };
 
 struct Scratch {
+  std::vector<device::DeviceCandidate> topo;
   std::vector<Work> base, work, peak;
   std::vector<MigOcc> occ;
   std::vector<Cand> cands;
@@ -436,6 +438,29 @@ class NodeEvaluator {
       }
     }
 
+    if (f.topology != nullptr && !mig_request) {
+      s_.topo.clear();
+      for (uint16_t k : *pool) {
+        s_.topo.push_back(
+            device::DeviceCandidate{node.devices[s_.cands[k].dev].index, s_.cands[k].idle});
+      }
+      device::TopologyChoice choice = f.topology->ChooseDevices(s_.topo, need);
+      if (static_cast<int32_t>(choice.picked.size()) != need) {
+        if (!pool->empty()) {
+          fails.Add(choice.topology_mismatch ? CardReason::kNumaNotFit
+                                             : CardReason::kAllocatedCardsInsufficientRequest,
+                    static_cast<uint16_t>(pool->size()));
+        }
+        *failure = fails;
+        return false;
+      }
+      for (size_t p : choice.picked) {
+        const Cand& c = s_.cands[(*pool)[p]];
+        Take(container, req, c.dev, c.memreq, c.cores);
+      }
+      return true;
+    }
+
     s_.pick.clear();
     if (policy.topology && !mig_request) {
       if (static_cast<int32_t>(pool->size()) < need) {
@@ -630,6 +655,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.mode_ok.assign(strs.modes.size(), 0);
     f.cores_in_units = vendors.vendors()[vi]->cores_in_device_units();
     f.device_type_in_list = vendors.vendors()[vi]->lists_device_type();
+    if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
   }
 
   ctx.quota_mem.assign(vendors.vendors().size(), -1);

@@ -641,5 +641,87 @@ TEST(Amd, CoresArePercentOfTheCardsComputeUnits) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+std::string ReasonOn(const Decision& d, const std::string& node) {
+  for (const auto& [n, reason] : d.FailedNodes()) {
+    if (n == node) return reason;
+  }
+  return "";
+}
+
+TEST(Kunlunxin, MultiCardRequestsFollowTheBoardsTwoGroupsOfFour) {
+  SchedulerWorld w({}, Config("kunlun: {}\n"));
+  ASSERT_TRUE(w.AddNode("xpu-node", {}, {}, {{"kunlunxin.com/xpu", 8}}).ok());
+  auto place = [&](const std::string& name, int cards) {
+    Result<Decision> d =
+        w.Schedule(w.Pod(name, {Limits({{"kunlunxin.com/xpu", std::to_string(cards)}})}));
+    EXPECT_TRUE(d.ok());
+    if (!d.ok() || !d->fit()) return std::string("no fit: ") + (d.ok() ? d->FailedMessage() : "");
+    return w.pod_objects().at("uid-" + name).annotations.at("BAIDU_COM_DEVICE_IDX");
+  };
+  EXPECT_EQ(place("two", 2), "0,1");       // both groups whole: the first
+  EXPECT_EQ(place("four", 4), "4,5,6,7");  // only the right group holds four
+  EXPECT_EQ(place("one", 1), "2");         // the fuller group, keeping nothing else whole
+  // Card 3 alone is left: two cards would straddle without a link (3-7 is taken).
+  Result<Decision> d = w.Place(w.Pod("pair", {Limits({{"kunlunxin.com/xpu", "2"}})}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_NE(ReasonOn(*d, "xpu-node").find("NumaNotFit"), std::string::npos) << d->FailedMessage();
+  // Three is not a count the board allows, on an empty node either.
+  ASSERT_TRUE(w.AddNode("xpu-2", {}, {}, {{"kunlunxin.com/xpu", 8}}).ok());
+  d = w.Place(w.Pod("three", {Limits({{"kunlunxin.com/xpu", "3"}})}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_EQ(ReasonOn(*d, "xpu-2"), "8/8 NumaNotFit");
+  // Across the groups through a link: with cards 0-2 and 4-6 excluded, a pair is 3 and 7.
+  std::string excluded;
+  for (int i : {0, 1, 2, 4, 5, 6}) excluded += "xpu-2-kunlun-" + std::to_string(i) + ",";
+  Result<Decision> cross = w.Place(w.Pod("cross", {Limits({{"kunlunxin.com/xpu", "2"}})},
+                                         {{"hami.io/no-use-xpu-uuid", excluded}}));
+  ASSERT_TRUE(cross.ok());
+  ASSERT_TRUE(cross->fit()) << cross->FailedMessage();
+  EXPECT_EQ(cross->node, "xpu-2");
+  EXPECT_EQ(cross->devices.at("kunlun")[0][0].uuid, "xpu-2-kunlun-3");
+  EXPECT_EQ(cross->devices.at("kunlun")[0][1].uuid, "xpu-2-kunlun-7");
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+TEST(Ascend, SuperPodNpusAreTakenByModule) {
+  SchedulerWorld w({}, Config("vnpus: {}\n"), {.enable_ascend = true});
+  std::string reg = "[";
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) reg += ",";
+    reg += R"({"id":"C-)" + std::to_string(i) + R"(","index":)" + std::to_string(i) +
+           R"(,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910C","health":true})";
+  }
+  reg += "]";
+  ASSERT_TRUE(w.AddNode("c-node", {}, {{"hami.io/node-register-Ascend910C", reg}}).ok());
+  const device::Vendor& npu = *w.vendors().Find("Ascend910C");
+  auto pod = [&](const std::string& name, testing::Quantities q) {
+    return w.Pod(name, {Mutated(npu, Limits(std::move(q)))});
+  };
+  auto uuids = [](const Decision& d) {
+    std::string out;
+    for (const device::ContainerDevice& cd : d.devices.at("Ascend910C")[0]) out += cd.uuid + " ";
+    return out;
+  };
+  // One module (the webhook raised 1 to 2), sliced: both NPUs of one module.
+  Result<Decision> a = w.Schedule(
+      pod("a", {{"huawei.com/Ascend910C", "1"}, {"huawei.com/Ascend910C-memory", "16384"}}));
+  ASSERT_TRUE(a.ok() && a->fit()) << (a.ok() ? a->FailedMessage() : "");
+  std::string first = uuids(*a);
+  EXPECT_TRUE(first == "C-0 C-1 " || first == "C-2 C-3 " || first == "C-1 C-0 " ||
+              first == "C-3 C-2 ")
+      << first;
+  // A whole module: the other one.
+  Result<Decision> b = w.Schedule(pod("b", {{"huawei.com/Ascend910C", "2"}}));
+  ASSERT_TRUE(b.ok() && b->fit()) << (b.ok() ? b->FailedMessage() : "");
+  EXPECT_NE(uuids(*b).substr(0, 3), first.substr(0, 3));
+  // Two whole modules are no longer there.
+  Result<Decision> c = w.Place(pod("c", {{"huawei.com/Ascend910C", "4"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->fit());
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1,7 +1,9 @@
 #include "device/vendors/ascend_vendor.h"
 
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "device/request.h"
 #include "device/text_util.h"
@@ -126,6 +128,26 @@ Result<ContainerMutation> AscendVendor::MutateContainer(const ContainerResources
   }
   m.runtime_class = chip_.runtime_class_name;
   return m;
+}
+
+TopologyChoice AscendVendor::ChooseDevices(std::span<const DeviceCandidate> candidates,
+                                           int32_t need) const {
+  TopologyChoice c;
+  c.topology_mismatch = false;  // reported as too few whole modules
+  std::map<uint32_t, size_t> by_index;
+  for (size_t i = 0; i < candidates.size(); ++i) by_index.emplace(candidates[i].index, i);
+  std::set<uint32_t> used_modules;
+  for (size_t i = 0; i < candidates.size() && static_cast<int32_t>(c.picked.size()) < need; ++i) {
+    uint32_t module = candidates[i].index / 2;
+    if (used_modules.count(module) > 0) continue;
+    auto a = by_index.find(module * 2), b = by_index.find(module * 2 + 1);
+    if (a == by_index.end() || b == by_index.end()) continue;
+    used_modules.insert(module);
+    c.picked.push_back(a->second);
+    c.picked.push_back(b->second);
+  }
+  if (static_cast<int32_t>(c.picked.size()) != need) c.picked.clear();
+  return c;
 }
 
 void AscendVendor::EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,

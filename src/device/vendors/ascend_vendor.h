@@ -45,6 +45,10 @@ class AscendVendor final : public Vendor {
                                             const Annotations& pod) const override;
   void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
                        Annotations* pod) const override;
+  // Super-pod chips (910C): NPUs are taken by module, the two NPUs 2k and 2k+1 together.
+  bool has_topology_rule() const override { return chip_.super_pod; }
+  TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
+                               int32_t need) const override;
 
   // The memory (MiB) a request of `mib` is given and the template's name ("" for a whole
   // card); nullopt when `mib` exceeds the card.
