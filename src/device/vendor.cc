@@ -161,6 +161,16 @@ Status VendorRegistry::Add(std::unique_ptr<Vendor> vendor) {
       vendors_.begin(), vendors_.end(), vendor->Key(),
       [](const std::unique_ptr<Vendor>& v, std::string_view k) { return v->Key() < k; });
   vendors_.insert(pos, std::move(vendor));
+  readers_.clear();
+  for (size_t i = 0; i < vendors_.size(); ++i) {
+    const ResourceNames& n = vendors_[i]->resource_names();
+    for (const std::string* name :
+         {&n.count, &n.memory, &n.memory_percentage, &n.core, &n.priority}) {
+      if (name->empty()) continue;
+      std::vector<size_t>& v = readers_[*name];
+      if (v.empty() || v.back() != i) v.push_back(i);
+    }
+  }
   return OkStatus();
 }
 
@@ -175,10 +185,23 @@ Result<PodRequests> ParsePodRequests(const VendorRegistry& vendors, const PodRes
   PodRequests out;
   out.init_count = pod.init_containers.size();
   out.containers.reserve(pod.ContainerCount());
+  // Only the vendors that read one of the container's resources are asked (a cluster may enable
+  // two dozen; a container names a few resources).
+  std::vector<uint8_t> touched(vendors.vendors().size());
   auto parse = [&](const ContainerResources& c) -> Status {
+    std::fill(touched.begin(), touched.end(), 0);
+    for (const auto* list : {&c.limits, &c.requests}) {
+      for (const auto& [name, quantity] : *list) {
+        if (const std::vector<size_t>* readers = vendors.ReadersOf(name)) {
+          for (size_t i : *readers) touched[i] = 1;
+        }
+      }
+    }
     ContainerRequests reqs;
-    for (const auto& v : vendors.vendors()) {
-      HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, v->ParseRequest(c));
+    for (size_t i = 0; i < vendors.vendors().size(); ++i) {
+      if (!touched[i]) continue;
+      HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r,
+                            vendors.vendors()[i]->ParseRequest(c));
       if (r) reqs.push_back(std::move(*r));
     }
     out.containers.push_back(std::move(reqs));

@@ -185,9 +185,15 @@ class VendorRegistry {
   const Vendor* Find(std::string_view key) const;
   // Sorted by Key().
   const std::vector<std::unique_ptr<Vendor>>& vendors() const { return vendors_; }
+  // Positions in vendors() of the vendors that read `resource` (any of their resource names).
+  const std::vector<size_t>* ReadersOf(std::string_view resource) const {
+    auto it = readers_.find(resource);
+    return it == readers_.end() ? nullptr : &it->second;
+  }
 
  private:
   std::vector<std::unique_ptr<Vendor>> vendors_;
+  std::map<std::string, std::vector<size_t>, std::less<>> readers_;
 };
 
 // The vendor sections of `config` that are read and checked but not scheduled, each with the

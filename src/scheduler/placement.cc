@@ -626,8 +626,19 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
         resolved->gpu_source == PolicySource::kPod ? ctx.pod_gpu.ignored : p.ignored;
   }
 
+  // Only the vendors the pod asks for need their selectors resolved (a cluster may enable two
+  // dozen vendor modules; a pod uses one or two).
+  std::vector<bool> asked(vendors.vendors().size(), false);
+  for (const device::ContainerRequests& c : pod.requests.containers) {
+    for (const ContainerRequest& r : c) {
+      for (size_t vi = 0; vi < vendors.vendors().size(); ++vi) {
+        if (vendors.vendors()[vi]->Key() == r.vendor) asked[vi] = true;
+      }
+    }
+  }
   ctx.filters.resize(vendors.vendors().size());
   for (size_t vi = 0; vi < vendors.vendors().size(); ++vi) {
+    if (!asked[vi]) continue;
     const device::VendorAnnotationKeys& k = vendors.vendors()[vi]->annotation_keys();
     VendorFilter& f = ctx.filters[vi];
     for (std::string_view t : CommaList(Lookup(pod.annotations, k.use_type))) {
