@@ -26,5 +26,5 @@ for t in "${targets[@]}"; do
   log="$build/$t.log"
   "$build/bin/$t" -max_total_time="${FUZZ_SECONDS:-60}" -artifact_prefix="$build/artifacts/" \
     "$corpus" >"$log" 2>&1 || { echo "$t: FAILED (see $log)"; tail -30 "$log"; exit 1; }
-  echo "$t: $(grep -o 'Done [0-9]* runs' "$log" | tail -1) in ${FUZZ_SECONDS:-60}s"
+  echo "$t: $(grep -a -o 'Done [0-9]* runs' "$log" | tail -1) in ${FUZZ_SECONDS:-60}s"
 done

@@ -122,7 +122,9 @@ Result<VendorRegistry> VendorRegistry::FromConfig(const DeviceConfig& config,
   }
   if (AscendEnabled(config, options)) {
     for (const AscendChipConfig& chip : config.ascend->chips) {
-      HAMI_RETURN_IF_ERROR(reg.Add(std::make_unique<AscendVendor>(chip)).WithContext("vnpus"));
+      HAMI_RETURN_IF_ERROR(
+          reg.Add(std::make_unique<AscendVendor>(chip, config.ascend->hami_vnpu_core))
+              .WithContext("vnpus"));
     }
   }
   if (config.iluvatars && options.enable_iluvatar) {

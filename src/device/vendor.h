@@ -53,6 +53,9 @@ struct VendorAnnotationKeys {
   std::string nouse_uuid;   // comma list of exact UUIDs
   std::string numa_bind;    // bool: all devices of a container on one NUMA node
   std::string mode_select;  // the device mode must be a substring of this value
+  // Another node annotation the vendor's devices depend on (Ascend: hami-vnpu-core); a change
+  // of it re-reads the node's devices.
+  std::string node_setting;
 };
 
 // Which of a pod's two device lists.
@@ -90,8 +93,9 @@ struct ContainerMutation {
 
 // What a vendor may put into the annotations it writes next to its device list.
 struct PodWriteContext {
-  std::string_view node;     // the chosen node
-  int64_t unix_seconds = 0;  // the decision's time
+  std::string_view node;                         // the chosen node
+  int64_t unix_seconds = 0;                      // the decision's time
+  const Annotations* pod_annotations = nullptr;  // the pod's own (may be null)
 };
 
 class Vendor {

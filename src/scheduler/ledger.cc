@@ -247,7 +247,10 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
     h = Fnv(Has(obj.annotations, key) ? "=1" : "=0", h);
     h = Fnv(Lookup(obj.annotations, key), h);
   };
-  for (const auto& v : vendors_.vendors()) mix_key(v->annotation_keys().node_register);
+  for (const auto& v : vendors_.vendors()) {
+    mix_key(v->annotation_keys().node_register);
+    if (!v->annotation_keys().node_setting.empty()) mix_key(v->annotation_keys().node_setting);
+  }
   for (const auto& [res, amount] : obj.capacity) {
     h = Fnv(res, h);
     h = Fnv(std::to_string(amount), h);

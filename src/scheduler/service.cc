@@ -838,8 +838,9 @@ std::string SchedulerService::Filter(std::string_view body) {
   // round trip with the node lock; until then the reservation holds the devices.
   device::Annotations annos;
   const int64_t decided_at = clock_.NowUnixSeconds();
-  Status enc = device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos,
-                                        device::PodWriteContext{d.node, decided_at});
+  Status enc =
+      device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos,
+                               device::PodWriteContext{d.node, decided_at, &spec.annotations});
   if (!enc.ok()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);

@@ -74,7 +74,7 @@ inline PodObject AnnotatedPod(const device::VendorRegistry& vendors, const PodSp
   o.annotations[std::string(kAssignedNodeAnnotation)] = d.node;
   o.annotations[std::string(kAssignedTimeAnnotation)] = std::to_string(now);
   Status s = device::EncodePodDevices(vendors, d.devices, d.container_count, &o.annotations,
-                                      device::PodWriteContext{d.node, now});
+                                      device::PodWriteContext{d.node, now, &pod.annotations});
   (void)s;
   if (!d.mig.empty()) {
     o.annotations[std::string(device::kMigAllocationsAnnotation)] =

@@ -685,6 +685,38 @@ TEST(Kunlunxin, MultiCardRequestsFollowTheBoardsTwoGroupsOfFour) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+TEST(Ascend, HamiCorePodsFitOnlyHamiCoreNodes) {
+  SchedulerWorld w({}, Config(kAscendSection));
+  ASSERT_TRUE(
+      w.AddNode("hard", {}, {{"hami.io/node-register-Ascend910B3", kAscendRegistration}}).ok());
+  const device::Vendor& npu = *w.vendors().Find("Ascend910B3");
+  Annotations core_mode = {{"huawei.com/vnpu-mode", "hami-core"}};
+  PodSpec soft = w.Pod("soft",
+                       {Mutated(npu,
+                                Limits({{"huawei.com/Ascend910B3", "1"},
+                                        {"huawei.com/Ascend910B3-memory", "10000"},
+                                        {"huawei.com/Ascend910B3-core", "5"}}),
+                                core_mode)},
+                       core_mode);
+  Result<Decision> d = w.Place(soft);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_EQ(ReasonOn(*d, "hard"), "2/2 CardTypeMismatch");
+  // The node switches to soft split (its annotation): the devices are read again and fit.
+  ASSERT_TRUE(w.AddNode("hard", {},
+                        {{"hami.io/node-register-Ascend910B3", kAscendRegistration},
+                         {"hami-vnpu-core", "true"}})
+                  .ok());
+  d = w.Schedule(soft);
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
+  const std::string uuid = d->devices.at("Ascend910B3")[0][0].uuid;
+  EXPECT_EQ(w.pod_objects().at("uid-soft").annotations.at("huawei.com/Ascend910B3"),
+            R"([{"UUID":")" + uuid + R"(","memory":10000,"core":5}])");
+  // Pods without the mode annotation fit either kind.
+  EXPECT_TRUE(
+      w.Place(w.Pod("plain", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"}}))}))->fit());
+}
+
 TEST(Ascend, SuperPodNpusAreTakenByModule) {
   SchedulerWorld w({}, Config("vnpus: {}\n"), {.enable_ascend = true});
   std::string reg = "[";

@@ -2,9 +2,9 @@
 
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
+#include "device/json_util.h"
 #include "device/request.h"
 #include "device/text_util.h"
 
@@ -19,7 +19,8 @@ std::string ContainerWhat(const ContainerResources& c) {
 
 }  // namespace
 
-AscendVendor::AscendVendor(AscendChipConfig chip) : chip_(std::move(chip)) {
+AscendVendor::AscendVendor(AscendChipConfig chip, bool hami_core_default)
+    : chip_(std::move(chip)), hami_core_default_(hami_core_default) {
   const std::string& cw = chip_.common_word;
   names_.count = chip_.resource_name;
   names_.memory = chip_.resource_memory_name;
@@ -31,6 +32,21 @@ AscendVendor::AscendVendor(AscendChipConfig chip) : chip_(std::move(chip)) {
   keys_.allocated = "hami.io/" + cw + "-devices-allocated";
   keys_.use_uuid = "hami.io/use-" + cw + "-uuid";
   keys_.nouse_uuid = "hami.io/no-use-" + cw + "-uuid";
+  keys_.mode_select = std::string(kAscendModeAnnotation);
+  keys_.node_setting = std::string(kAscendNodeHamiCoreAnnotation);
+}
+
+Result<std::vector<DeviceInfo>> AscendVendor::DecodeNodeDevices(const NodeView& node) const {
+  HAMI_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, Vendor::DecodeNodeDevices(node));
+  bool hami_core = hami_core_default_;
+  if (auto it = node.annotations.find(kAscendNodeHamiCoreAnnotation);
+      it != node.annotations.end()) {
+    hami_core = it->second == "true";
+  }
+  for (DeviceInfo& d : devices) {
+    d.mode = std::string(hami_core ? kAscendHamiCoreMode : kAscendHardSplitMode);
+  }
+  return devices;
 }
 
 std::optional<AscendVendor::Rounded> AscendVendor::RoundMemory(int64_t mib) const {
@@ -152,29 +168,36 @@ TopologyChoice AscendVendor::ChooseDevices(std::span<const DeviceCandidate> cand
 
 void AscendVendor::EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
                                    Annotations* pod) const {
-  nlohmann::json list = nlohmann::json::array();
+  bool hami_core = false;
+  if (ctx.pod_annotations != nullptr) {
+    auto it = ctx.pod_annotations->find(kAscendModeAnnotation);
+    hami_core = it != ctx.pod_annotations->end() && it->second == kAscendHamiCoreMode;
+  }
+  // Go's field order (UUID, temp, memory, core), empty fields left out, as Huawei's plugin reads.
+  std::string list = "[";
+  size_t n = 0;
   for (const ContainerDevices& ctr : devices) {
     for (const ContainerDevice& d : ctr) {
-      nlohmann::json e;
-      e["UUID"] = d.uuid;
-      bool templated = false;
+      if (n++ > 0) list += ",";
+      list += "{\"UUID\":";
+      json_util::AppendGoString(&list, d.uuid);
+      const AscendTemplate* tmpl = nullptr;
       for (const AscendTemplate& t : chip_.templates) {
-        if (t.memory_mib == d.mem_mib) {
-          e["temp"] = t.name;
-          templated = true;
-          break;
-        }
+        if (t.memory_mib == d.mem_mib) tmpl = &t;
       }
-      if (!templated && d.mem_mib != chip_.memory_allocatable) {
-        // Neither a template nor a whole card: a soft (hami-core) slice.
-        e["memory"] = d.mem_mib;
-        e["core"] = d.cores;
+      if (hami_core) {
+        // Soft split: the amounts themselves.
+        list += ",\"memory\":" + std::to_string(d.mem_mib) + ",\"core\":" + std::to_string(d.cores);
+      } else if (tmpl != nullptr) {
+        list += ",\"temp\":";
+        json_util::AppendGoString(&list, tmpl->name);
       }
-      list.push_back(std::move(e));
+      list += "}";
     }
   }
-  if (list.empty()) return;
-  (*pod)["huawei.com/" + chip_.common_word] = list.dump();
+  list += "]";
+  if (n == 0) return;
+  (*pod)["huawei.com/" + chip_.common_word] = std::move(list);
   (*pod)[std::string(kAscendPredicateTimeAnnotation)] = std::to_string(ctx.unix_seconds);
 }
 

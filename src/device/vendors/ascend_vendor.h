@@ -32,10 +32,18 @@ namespace hami::device {
 inline constexpr std::string_view kAscendModeAnnotation = "huawei.com/vnpu-mode";
 inline constexpr std::string_view kAscendHamiCoreMode = "hami-core";
 inline constexpr std::string_view kAscendPredicateTimeAnnotation = "predicate-time";
+inline constexpr std::string_view kAscendNodeHamiCoreAnnotation = "hami-vnpu-core";
+inline constexpr std::string_view kAscendHardSplitMode = "hard-split";
 
 class AscendVendor final : public Vendor {
  public:
-  explicit AscendVendor(AscendChipConfig chip);
+  // `hami_core_default`: the section's hamiVnpuCore, for nodes without the hami-vnpu-core
+  // annotation.
+  explicit AscendVendor(AscendChipConfig chip, bool hami_core_default = false);
+  // Devices carry the node's split mode: "hami-core" (soft split: node annotation
+  // hami-vnpu-core "true", or hamiVnpuCore without it) or "hard-split" (templates). A pod in
+  // hami-core mode (huawei.com/vnpu-mode) fits only hami-core nodes.
+  Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override;
 
   std::string_view Key() const override { return chip_.common_word; }
   const ResourceNames& resource_names() const override { return names_; }
@@ -61,6 +69,7 @@ class AscendVendor final : public Vendor {
 
  private:
   AscendChipConfig chip_;
+  bool hami_core_default_ = false;
   ResourceNames names_;
   VendorAnnotationKeys keys_;
 };
