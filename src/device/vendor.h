@@ -131,6 +131,9 @@ class Vendor {
   // the node does not fit. Called only when has_topology_rule().
   virtual TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
                                        int32_t need) const;
+  // Whether a device is shared only by tasks of one memory size (Kunlunxin vXPU partitions): a
+  // used device then takes only requests of the size already on it.
+  virtual bool equal_partitions() const { return false; }
   // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
   virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
   virtual std::string_view own_node_lock() const { return {}; }

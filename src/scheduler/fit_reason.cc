@@ -11,6 +11,8 @@ std::string_view CardReasonName(CardReason r) {
       return "CardNotHealth";
     case CardReason::kCardCordoned:
       return "CardCordoned";
+    case CardReason::kCardPartitionSizeMismatch:
+      return "CardPartitionSizeMismatch";
     case CardReason::kCardTypeMismatch:
       return "CardTypeMismatch";
     case CardReason::kCardUuidMismatch:

@@ -29,6 +29,7 @@ enum class CardReason : uint8_t {
   kCardInsufficientCore,
   kCardComputeUnitsExhausted,
   kCardMigTopologyInfeasible,
+  kCardPartitionSizeMismatch,  // a card shared only by equal partitions holds another size
   kNumaNotFit,
   kAllocatedCardsInsufficientRequest,
   kCount,

@@ -43,6 +43,7 @@ struct VendorFilter {
   bool cores_in_units = false;               // the vendor's devcore counts its own units (AMD CUs)
   bool device_type_in_list = false;          // device lists name the device's type (AMD)
   const device::Vendor* topology = nullptr;  // the vendor chooses multi-device sets itself
+  bool equal_partitions = false;             // a used device takes only its tasks' size
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -194,6 +195,9 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (d.count <= u.slots) return CardReason::kCardTimeSlicingExhausted;
   if (policy.mutex && u.slots > 0) return CardReason::kExclusiveDeviceAllocateConflict;
   if (d.devmem - u.mem < memreq) return CardReason::kCardInsufficientMemory;
+  if (f.equal_partitions && u.slots > 0 && u.mem != memreq * u.slots) {
+    return CardReason::kCardPartitionSizeMismatch;
+  }
   if (d.devcore - u.cores < cores) return CardReason::kCardInsufficientCore;
   if (d.devcore == device::kExclusiveCores && cores == device::kExclusiveCores && u.slots > 0) {
     return CardReason::kExclusiveDeviceAllocateConflict;
@@ -667,6 +671,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.cores_in_units = vendors.vendors()[vi]->cores_in_device_units();
     f.device_type_in_list = vendors.vendors()[vi]->lists_device_type();
     if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
+    f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
   }
 
   ctx.quota_mem.assign(vendors.vendors().size(), -1);

@@ -755,5 +755,35 @@ TEST(Ascend, SuperPodNpusAreTakenByModule) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+TEST(Kunlunxin, VxpuCardsAreSharedByPartitionsOfOneSize) {
+  SchedulerWorld w({.gpu_policy = "binpack"}, Config("kunlun: {}\n"));
+  ASSERT_TRUE(w.AddNode("vxpu-node", {},
+                        {{"hami.io/node-register-xpu",
+                          R"([{"id":"XPU-0","index":0,"count":4,"devmem":98304,"devcore":100,)"
+                          R"("type":"P800","health":true},)"
+                          R"({"id":"XPU-1","index":1,"count":4,"devmem":98304,"devcore":100,)"
+                          R"("type":"P800","health":true}])"}})
+                  .ok());
+  auto card = [&](const std::string& name, const char* mem) {
+    Result<Decision> d = w.Schedule(
+        w.Pod(name, {Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", mem}})}));
+    if (!d.ok() || !d->fit()) return std::string("no fit: ") + (d.ok() ? d->FailedMessage() : "");
+    return d->devices.at("XPU")[0][0].uuid;
+  };
+  std::string quarter = card("q1", "24576");
+  EXPECT_EQ(card("q2", "24576"), quarter);  // binpack: the same card, same size
+  std::string half = card("h1", "49152");
+  EXPECT_NE(half, quarter);  // a half does not join the quarters
+  EXPECT_EQ(card("h2", "49152"), half);
+  // The quarters' card has room for a half, but only quarters share it; the halves' card is full.
+  Result<Decision> d = w.Place(
+      w.Pod("h3", {Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", "49152"}})}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_EQ(ReasonOn(*d, "vxpu-node"), "1/2 CardInsufficientMemory, 1/2 CardPartitionSizeMismatch");
+  EXPECT_EQ(card("q3", "20000"), quarter);  // rounded up to a quarter
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -5,6 +5,7 @@
 
 #include "device/request.h"
 #include "device/text_util.h"
+#include "device/vendors/capacity_vendor.h"
 
 namespace hami::device {
 namespace {
@@ -182,6 +183,22 @@ std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config) {
   return std::make_unique<AnnotatedVendor>(std::move(s));
 }
 
+namespace {
+
+// vXPU: the board's topology for several devices; a card is shared by partitions of one size.
+class KunlunVxpuVendor final : public AnnotatedVendor {
+ public:
+  using AnnotatedVendor::AnnotatedVendor;
+  bool has_topology_rule() const override { return true; }
+  TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
+                               int32_t need) const override {
+    return ChooseKunlunBoard(candidates, need, /*idle_only=*/false);
+  }
+  bool equal_partitions() const override { return true; }
+};
+
+}  // namespace
+
 std::unique_ptr<Vendor> MakeKunlunVxpuVendor(const VendorResources& config) {
   AnnotatedVendorSpec s;
   s.key = "XPU";
@@ -201,7 +218,7 @@ std::unique_ptr<Vendor> MakeKunlunVxpuVendor(const VendorResources& config) {
     return std::nullopt;
   };
   s.cores_from_memory_of = kKunlunCardMemoryMiB;
-  return std::make_unique<AnnotatedVendor>(std::move(s));
+  return std::make_unique<KunlunVxpuVendor>(std::move(s));
 }
 
 }  // namespace hami::device

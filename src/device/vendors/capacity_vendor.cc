@@ -131,61 +131,10 @@ class KunlunVendor final : public CapacityVendor {
  public:
   using CapacityVendor::CapacityVendor;
 
-  // A node's eight XPUs are two groups of four (indices 0-3 and 4-7) linked pairwise across
-  // (0-4, 1-5, ...). 1, 2 or 4 cards come from one group, the one with the fewest free cards
-  // that still holds them (keeping the other whole); else 2 from a cross pair and 4 from a set
-  // of two cross pairs linked both ways; 8 take the board. Other counts do not fit.
   bool has_topology_rule() const override { return true; }
   TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
                                int32_t need) const override {
-    TopologyChoice c;
-    std::array<int, 8> pos;
-    pos.fill(-1);
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].idle && candidates[i].index < 8) {
-        pos[candidates[i].index] = static_cast<int>(i);
-      }
-    }
-    auto take = [&](std::initializer_list<uint32_t> idx) {
-      for (uint32_t i : idx) {
-        if (pos[i] < 0) return false;
-      }
-      for (uint32_t i : idx) c.picked.push_back(static_cast<size_t>(pos[i]));
-      return true;
-    };
-    if (need == 8) {
-      take({0, 1, 2, 3, 4, 5, 6, 7});
-      return c;
-    }
-    if (need != 1 && need != 2 && need != 4) return c;
-    int free_in[2] = {0, 0};
-    for (uint32_t i = 0; i < 8; ++i) free_in[i / 4] += pos[i] >= 0 ? 1 : 0;
-    int group = -1;
-    for (int g = 0; g < 2; ++g) {
-      if (free_in[g] >= need && (group < 0 || free_in[g] < free_in[group])) group = g;
-    }
-    if (group >= 0) {
-      const uint32_t first = static_cast<uint32_t>(group) * 4;
-      for (uint32_t i = first; i < first + 4 && static_cast<int32_t>(c.picked.size()) < need; ++i) {
-        if (pos[i] >= 0) c.picked.push_back(static_cast<size_t>(pos[i]));
-      }
-      return c;
-    }
-    if (need == 2) {
-      for (uint32_t i = 0; i < 4; ++i) {
-        if (take({i, i + 4})) return c;
-      }
-    } else if (need == 4) {
-      for (auto set : {std::array<uint32_t, 4>{0, 1, 4, 5},
-                       {2, 3, 6, 7},
-                       {0, 2, 4, 6},
-                       {1, 3, 5, 7},
-                       {0, 3, 4, 7},
-                       {1, 2, 5, 6}}) {
-        if (take({set[0], set[1], set[2], set[3]})) return c;
-      }
-    }
-    return c;
+    return ChooseKunlunBoard(candidates, need, /*idle_only=*/true);
   }
 
   void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& /*ctx*/,
@@ -260,6 +209,62 @@ AnnotatedVendorSpec BaseSpec(std::string key, const VendorResources& config) {
 }
 
 }  // namespace
+
+// A node's eight XPUs are two groups of four (indices 0-3 and 4-7) linked pairwise across
+// (0-4, 1-5, ...). 1, 2 or 4 cards come from one group, the one with the fewest free cards
+// that still holds them (keeping the other whole); else 2 from a cross pair and 4 from a set
+// of two cross pairs linked both ways; 8 take the board. Other counts do not fit.
+TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, int32_t need,
+                                 bool idle_only) {
+  TopologyChoice c;
+  std::array<int, 8> pos;
+  pos.fill(-1);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if ((candidates[i].idle || !idle_only) && candidates[i].index < 8) {
+      pos[candidates[i].index] = static_cast<int>(i);
+    }
+  }
+  auto take = [&](std::initializer_list<uint32_t> idx) {
+    for (uint32_t i : idx) {
+      if (pos[i] < 0) return false;
+    }
+    for (uint32_t i : idx) c.picked.push_back(static_cast<size_t>(pos[i]));
+    return true;
+  };
+  if (need == 8) {
+    take({0, 1, 2, 3, 4, 5, 6, 7});
+    return c;
+  }
+  if (need != 1 && need != 2 && need != 4) return c;
+  int free_in[2] = {0, 0};
+  for (uint32_t i = 0; i < 8; ++i) free_in[i / 4] += pos[i] >= 0 ? 1 : 0;
+  int group = -1;
+  for (int g = 0; g < 2; ++g) {
+    if (free_in[g] >= need && (group < 0 || free_in[g] < free_in[group])) group = g;
+  }
+  if (group >= 0) {
+    const uint32_t first = static_cast<uint32_t>(group) * 4;
+    for (uint32_t i = first; i < first + 4 && static_cast<int32_t>(c.picked.size()) < need; ++i) {
+      if (pos[i] >= 0) c.picked.push_back(static_cast<size_t>(pos[i]));
+    }
+    return c;
+  }
+  if (need == 2) {
+    for (uint32_t i = 0; i < 4; ++i) {
+      if (take({i, i + 4})) return c;
+    }
+  } else if (need == 4) {
+    for (auto set : {std::array<uint32_t, 4>{0, 1, 4, 5},
+                     {2, 3, 6, 7},
+                     {0, 2, 4, 6},
+                     {1, 3, 5, 7},
+                     {0, 3, 4, 7},
+                     {1, 2, 5, 6}}) {
+      if (take({set[0], set[1], set[2], set[3]})) return c;
+    }
+  }
+  return c;
+}
 
 std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config) {
   AnnotatedVendorSpec s = BaseSpec("MLU", config);

@@ -27,6 +27,13 @@
 
 namespace hami::device {
 
+// Kunlunxin's board rule (eight cards in two groups of four, indices 0-3 and 4-7, linked pairwise
+// across: 0-4, 1-5, ...): 1, 2 or 4 cards from one group, the one with the fewest usable cards
+// that still holds them; else 2 from a linked pair and 4 from two pairs linked both ways; 8 take
+// the board; other counts none (NumaNotFit). `idle_only`: whole cards, only unused ones count.
+TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, int32_t need,
+                                 bool idle_only);
+
 std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config);
 std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config);
 std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config);
