@@ -1,14 +1,19 @@
-// The vendor seam: what each accelerator family (NVIDIA, and later Cambricon, Hygon, Ascend,
-// ...) contributes to scheduling, and the registry of enabled vendors.
+// The vendor seam: what each accelerator family (NVIDIA, Hygon, Ascend, Cambricon, ...)
+// contributes to scheduling, and the registry of enabled vendors.
 //
 // A Vendor knows its key (upstream's CommonWord, e.g. "NVIDIA"), its resource names, its
 // annotation keys, how to read a container's request, and how to read and write its node
 // registration and pod device lists. Vendors whose node plugin uses HAMi-style annotations
 // (JSON or colon text registration, `:`/`;` device lists) only implement Key(),
 // resource_names(), annotation_keys() and ParseRequest(); the codec methods have default
-// implementations built on those keys. Fit/score/usage hooks are added by the placement engine.
+// implementations built on those keys. The other hooks have neutral defaults and are overridden
+// where a vendor differs: devices from node capacity (registration_capacity, DecodeNodeDevices),
+// the webhook's edits (MutateContainer), annotations beyond the device lists (EncodePodExtras),
+// the node lock its plugin expects (node_lock), compute counted in the device's own units
+// (cores_in_device_units), board topology (ChooseDevices) and partition rules
+// (equal_partitions). The modules live in device/vendors/ and device/nvidia/.
 //
-//   Result<VendorRegistry> reg = VendorRegistry::FromConfig(config);
+//   Result<VendorRegistry> reg = VendorRegistry::FromConfig(config, {.enable_ascend = true});
 //   Result<PodRequests> reqs = ParsePodRequests(*reg, pod);
 //
 // Thread safety: Vendor implementations are immutable after construction and safe to call
