@@ -144,7 +144,8 @@ std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config,
     }
   }
   if (config.vendors.count("enflame") > 0) {
-    out.push_back("enflame: shared (DRS) GCUs are not scheduled by hami-cpp yet; whole GCUs are");
+    out.push_back(
+        "enflame: shared GCUs (vGCU, DRS) are not scheduled by hami-cpp yet; whole GCUs are");
   }
   if (config.ascend && !AscendEnabled(config, options)) {
     out.push_back("vnpus: Ascend is scheduled only with --enable-ascend");
