@@ -139,6 +139,9 @@ class Vendor {
   // Whether a device is shared only by tasks of one memory size (Kunlunxin vXPU partitions): a
   // used device then takes only requests of the size already on it.
   virtual bool equal_partitions() const { return false; }
+  // Whether all containers of a pod asking for this vendor share one device (MetaX whole cards,
+  // Moore Threads): a later container may only use the device an earlier one got.
+  virtual bool one_device_per_pod() const { return false; }
   // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
   virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
   virtual std::string_view own_node_lock() const { return {}; }

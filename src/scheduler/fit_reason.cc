@@ -13,6 +13,8 @@ std::string_view CardReasonName(CardReason r) {
       return "CardCordoned";
     case CardReason::kCardPartitionSizeMismatch:
       return "CardPartitionSizeMismatch";
+    case CardReason::kCardNotFoundCustomFilterRule:
+      return "CardNotFoundCustomFilterRule";
     case CardReason::kCardTypeMismatch:
       return "CardTypeMismatch";
     case CardReason::kCardUuidMismatch:

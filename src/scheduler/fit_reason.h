@@ -29,7 +29,8 @@ enum class CardReason : uint8_t {
   kCardInsufficientCore,
   kCardComputeUnitsExhausted,
   kCardMigTopologyInfeasible,
-  kCardPartitionSizeMismatch,  // a card shared only by equal partitions holds another size
+  kCardPartitionSizeMismatch,     // a card shared only by equal partitions holds another size
+  kCardNotFoundCustomFilterRule,  // the vendor keeps a pod's containers on one device
   kNumaNotFit,
   kAllocatedCardsInsufficientRequest,
   kCount,

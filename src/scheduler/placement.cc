@@ -44,6 +44,7 @@ struct VendorFilter {
   bool device_type_in_list = false;          // device lists name the device's type (AMD)
   const device::Vendor* topology = nullptr;  // the vendor chooses multi-device sets itself
   bool equal_partitions = false;             // a used device takes only its tasks' size
+  bool one_device = false;                   // the pod's containers share one device
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -134,8 +135,16 @@ struct Assign {
   device::MigPlacement placement;
 };
 
+// A device this evaluation gave a container.
+struct Taken {
+  uint16_t container;
+  uint8_t vendor;
+  uint16_t dev;
+};
+
 struct Scratch {
   std::vector<device::DeviceCandidate> topo;
+  std::vector<Taken> taken;
   std::vector<Work> base, work, peak;
   std::vector<MigOcc> occ;
   std::vector<Cand> cands;
@@ -305,6 +314,7 @@ class NodeEvaluator {
       s_.base[i] = Work{d.used_slots, d.used_mem, d.used_cores};
     }
     s_.occ.clear();
+    s_.taken.clear();
     if (node.mig) {
       for (size_t i = 0; i < n; ++i) {
         for (const MigInUse& m : node.mig->in_use[i]) {
@@ -394,6 +404,9 @@ class NodeEvaluator {
       CardReason why = d.devcore <= 0 && f.cores_in_units
                            ? CardReason::kCardInsufficientCore
                            : CheckDevice(strs, node, i, d, u, f, policy, memreq, dcores, s_);
+      if (why == CardReason::kCount && f.one_device && !OnPodsDevice(req.vendor, container, i)) {
+        why = CardReason::kCardNotFoundCustomFilterRule;
+      }
       double score = DeviceScore(d, u, memreq, dcores, ctx_.w);
       if (s_.decision != nullptr) {
         s_.decision->device_verdicts.push_back(
@@ -529,6 +542,14 @@ class NodeEvaluator {
     return true;
   }
 
+  // Whether device `i` is the one earlier containers of the pod got from `vendor` (or none yet).
+  bool OnPodsDevice(uint8_t vendor, uint16_t container, uint16_t i) const {
+    for (const Taken& t : s_.taken) {
+      if (t.vendor == vendor && t.container != container && t.dev != i) return false;
+    }
+    return true;
+  }
+
   // The pod's charge here (per device max(init peak, app) minus what was there) within the room.
   bool QuotaFits() const {
     const LedgerNode& node = *node_;
@@ -566,6 +587,7 @@ class NodeEvaluator {
       cores = p.core;
       s_.occ.push_back(MigOcc{dev, pl});
     }
+    s_.taken.push_back(Taken{container, req.vendor, dev});
     Work& u = s_.work[dev];
     u.slots += 1;
     u.mem += memreq;
@@ -672,6 +694,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.device_type_in_list = vendors.vendors()[vi]->lists_device_type();
     if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
     f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
+    f.one_device = vendors.vendors()[vi]->one_device_per_pod();
   }
 
   ctx.quota_mem.assign(vendors.vendors().size(), -1);

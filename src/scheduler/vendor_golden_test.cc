@@ -785,5 +785,27 @@ TEST(Kunlunxin, VxpuCardsAreSharedByPartitionsOfOneSize) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+TEST(OtherVendors, MooreThreadsAndMetaxWholeCardsKeepAPodOnOneDevice) {
+  SchedulerWorld w({}, Config("mthreads: {}\nmetax: {}\n"));
+  ASSERT_TRUE(w.AddNode("mt-node", {}, {},
+                        {{"mthreads.com/sgpu-core", 32}, {"mthreads.com/sgpu-memory", 192}})
+                  .ok());
+  device::ContainerResources small = Limits({{"mthreads.com/vgpu", "1"},
+                                             {"mthreads.com/sgpu-memory", "8"},
+                                             {"mthreads.com/sgpu-core", "4"}});
+  Result<Decision> d = w.Schedule(w.Pod("two", {small, small}));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
+  EXPECT_EQ(d->devices.at("Mthreads")[0][0].uuid, d->devices.at("Mthreads")[1][0].uuid);
+  // Two whole MetaX cards for two containers: one card per pod, so no node fits.
+  ASSERT_TRUE(w.AddNode("metax-node", {}, {}, {{"metax-tech.com/gpu", 2}}).ok());
+  device::ContainerResources card = Limits({{"metax-tech.com/gpu", "1"}});
+  d = w.Place(w.Pod("cards", {card, card}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_EQ(ReasonOn(*d, "metax-node"),
+            "1/2 CardNotFoundCustomFilterRule, 1/2 CardTimeSlicingExhausted");
+  EXPECT_TRUE(w.Place(w.Pod("one", {card}))->fit());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

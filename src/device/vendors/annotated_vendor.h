@@ -60,7 +60,8 @@ struct AnnotatedVendorSpec {
   bool cores_in_device_units = false;  // Vendor::cores_in_device_units (AMD)
   bool lists_device_type = false;      // Vendor::lists_device_type (AMD)
   NodeLockKind node_lock = NodeLockKind::kShared;
-  std::string own_node_lock;  // with NodeLockKind::kOwn
+  bool one_device_per_pod = false;  // Vendor::one_device_per_pod (MetaX whole cards, Mthreads)
+  std::string own_node_lock;        // with NodeLockKind::kOwn
   // Rounds a memory request (MiB) up to what the vendor can hand out; nullopt when nothing fits.
   // Used by the webhook and by request parsing (Kunlunxin vXPU).
   std::function<std::optional<int64_t>(int64_t)> round_memory;
@@ -82,6 +83,7 @@ class AnnotatedVendor : public Vendor {
   bool cores_in_device_units() const override { return spec_.cores_in_device_units; }
   bool lists_device_type() const override { return spec_.lists_device_type; }
   NodeLockKind node_lock() const override { return spec_.node_lock; }
+  bool one_device_per_pod() const override { return spec_.one_device_per_pod; }
   std::string_view own_node_lock() const override { return spec_.own_node_lock; }
 
  protected:

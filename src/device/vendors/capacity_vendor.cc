@@ -330,6 +330,7 @@ std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
   s.names.core.clear();
   s.default_memory_mib = 0;
   s.default_cores = 100;
+  s.one_device_per_pod = true;
   s.keys.to_allocate = "hami.io/metax-gpu-devices-to-allocate";
   s.keys.allocated = "hami.io/metax-gpu-devices-allocated";
   Synthesis syn;
@@ -343,6 +344,7 @@ std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
 std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config) {
   AnnotatedVendorSpec s = BaseSpec("Mthreads", config);
   s.cores_scale_with_count = true;  // the webhook writes 16 x count for several GPUs
+  s.one_device_per_pod = true;
   s.keys.allocated = "hami.io/mthreads-vgpu-devices-allocated";
   s.keys.use_uuid = "mthreads.ai/use-gpuuuid";
   s.keys.nouse_uuid = "mthreads.ai/nouse-gpuuuid";
