@@ -101,8 +101,9 @@ double Pct(std::vector<double> v, double p) {
 std::string VendorFlags(const Args& a, const std::string& dir) {
   if (a.all_vendors != "on") return "";
   std::string path = dir + "/device-config.yaml";
-  std::ofstream(path) << "nvidia: {}\nhygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\n"
-                         "mthreads: {}\nbiren: {}\nvastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n";
+  std::ofstream(path)
+      << "nvidia: {}\nhygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\n"
+         "mthreads: {}\nbiren: {}\nvastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n";
   return " --device-config-file=" + path + " --enable-ascend=true --enable-iluvatar=true";
 }
 

@@ -92,13 +92,20 @@ Result<ContainerMutation> AnnotatedVendor::MutateContainer(const ContainerResour
   return m;
 }
 
-std::unique_ptr<Vendor> MakeHygonDcuVendor(const VendorResources& config) {
+AnnotatedVendorSpec SpecFromSection(std::string key, const VendorResources& config) {
   AnnotatedVendorSpec s;
-  s.key = std::string(kHygonVendorKey);
+  s.key = std::move(key);
   s.names.count = config.count;
   s.names.memory = config.memory;
   s.names.core = config.core;
   s.names.memory_factor = config.memory_factor;
+  s.default_memory_mib = config.default_memory_mib;
+  s.default_cores = config.default_cores;
+  return s;
+}
+
+std::unique_ptr<Vendor> MakeHygonDcuVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s = SpecFromSection(std::string(kHygonVendorKey), config);
   s.keys.node_register = std::string(kHygonRegisterAnnotation);
   s.keys.node_handshake = std::string(kHygonHandshakeAnnotation);
   s.keys.to_allocate = std::string(kHygonToAllocateAnnotation);
@@ -107,8 +114,6 @@ std::unique_ptr<Vendor> MakeHygonDcuVendor(const VendorResources& config) {
   s.keys.nouse_type = "hygon.com/nouse-dcutype";
   s.keys.use_uuid = "hygon.com/use-gpuuuid";
   s.keys.nouse_uuid = "hygon.com/nouse-gpuuuid";
-  s.default_memory_mib = config.default_memory_mib;
-  s.default_cores = config.default_cores;
   return std::make_unique<AnnotatedVendor>(std::move(s));
 }
 
@@ -162,12 +167,7 @@ std::unique_ptr<Vendor> MakeVastaiVendor(const VendorResources& config) {
 }
 
 std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config) {
-  AnnotatedVendorSpec s;
-  s.key = "AMD";
-  s.names.count = config.count;
-  s.names.memory = config.memory;
-  s.names.core = config.core;
-  s.names.memory_factor = config.memory_factor;
+  AnnotatedVendorSpec s = SpecFromSection("AMD", config);
   s.keys.node_register = "hami.io/node-amd-register";
   s.keys.to_allocate = "hami.io/amd-devices-to-allocate";
   s.keys.allocated = "hami.io/amd-devices-allocated";
@@ -175,7 +175,6 @@ std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config) {
   s.keys.nouse_type = "amd.com/nouse-gputype";
   s.keys.use_uuid = "amd.com/use-gpu-uuid";
   s.keys.nouse_uuid = "amd.com/nouse-gpu-uuid";
-  s.default_memory_mib = config.default_memory_mib;
   s.default_cores = config.default_cores > 0 ? config.default_cores : 100;
   s.min_cores = 1;
   s.cores_in_device_units = true;

@@ -93,6 +93,9 @@ class AnnotatedVendor : public Vendor {
   AnnotatedVendorSpec spec_;
 };
 
+// A spec keyed `key` with the section's resource names, memory factor and request defaults.
+AnnotatedVendorSpec SpecFromSection(std::string key, const VendorResources& config);
+
 std::unique_ptr<Vendor> MakeHygonDcuVendor(const VendorResources& config);
 // Iluvatar chip `chip.common_word` (e.g. "BI-V150"): registration `hami.io/node-<CW>-register`
 // (legacy text), handshake `hami.io/node-handshake-<CW>`, memory in 256 MiB units, UUID

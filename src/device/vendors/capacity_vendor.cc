@@ -196,24 +196,8 @@ class MthreadsVendor final : public CapacityVendor {
   }
 };
 
-AnnotatedVendorSpec BaseSpec(std::string key, const VendorResources& config) {
-  AnnotatedVendorSpec s;
-  s.key = std::move(key);
-  s.names.count = config.count;
-  s.names.memory = config.memory;
-  s.names.core = config.core;
-  s.names.memory_factor = config.memory_factor;
-  s.default_memory_mib = config.default_memory_mib;
-  s.default_cores = config.default_cores;
-  return s;
-}
-
 }  // namespace
 
-// A node's eight XPUs are two groups of four (indices 0-3 and 4-7) linked pairwise across
-// (0-4, 1-5, ...). 1, 2 or 4 cards come from one group, the one with the fewest free cards
-// that still holds them (keeping the other whole); else 2 from a cross pair and 4 from a set
-// of two cross pairs linked both ways; 8 take the board. Other counts do not fit.
 TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, int32_t need,
                                  bool idle_only) {
   TopologyChoice c;
@@ -267,7 +251,7 @@ TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, in
 }
 
 std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config) {
-  AnnotatedVendorSpec s = BaseSpec("MLU", config);
+  AnnotatedVendorSpec s = SpecFromSection("MLU", config);
   s.keys.to_allocate = "hami.io/cambricon-mlu-devices-to-allocate";
   s.keys.allocated = "hami.io/cambricon-mlu-devices-allocated";
   s.keys.use_uuid = "cambricon.com/use-gpuuuid";
@@ -288,7 +272,7 @@ std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config) {
 std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config) {
   VendorResources whole = config;
   whole.count = config.Extra("resourceNameGCU", config.count);
-  AnnotatedVendorSpec s = BaseSpec("GCU", whole);
+  AnnotatedVendorSpec s = SpecFromSection("GCU", whole);
   s.names.memory.clear();  // whole cards: a count only
   s.names.core.clear();
   s.default_cores = 100;
@@ -304,7 +288,7 @@ std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config) {
 }
 
 std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config) {
-  AnnotatedVendorSpec s = BaseSpec("kunlun", config);
+  AnnotatedVendorSpec s = SpecFromSection("kunlun", config);
   s.names.memory.clear();
   s.names.core.clear();
   s.default_memory_mib = 0;
@@ -325,7 +309,7 @@ std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config) {
 std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
   auto it = config.extra.find("resourceVCountName");
   if (it != config.extra.end() && it->second == config.count) return nullptr;  // sGPU only
-  AnnotatedVendorSpec s = BaseSpec("Metax-GPU", config);
+  AnnotatedVendorSpec s = SpecFromSection("Metax-GPU", config);
   s.names.memory.clear();  // whole cards: a count only
   s.names.core.clear();
   s.default_memory_mib = 0;
@@ -342,7 +326,7 @@ std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
 }
 
 std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config) {
-  AnnotatedVendorSpec s = BaseSpec("Mthreads", config);
+  AnnotatedVendorSpec s = SpecFromSection("Mthreads", config);
   s.cores_scale_with_count = true;  // the webhook writes 16 x count for several GPUs
   s.one_device_per_pod = true;
   s.keys.allocated = "hami.io/mthreads-vgpu-devices-allocated";
