@@ -141,6 +141,9 @@ struct ContainerDevice {
   int32_t cores = 0;
   // Device index at scheduling time; not on the wire, -1 after decoding.
   int32_t index = -1;
+  // The device's registered devcore at scheduling time (AWS Neuron's core mask); not on the
+  // wire, 0 after decoding.
+  int32_t devcore = 0;
 
   friend bool operator==(const ContainerDevice& a, const ContainerDevice& b) {
     return a.uuid == b.uuid && a.type == b.type && a.mem_mib == b.mem_mib && a.cores == b.cores;
@@ -166,7 +169,12 @@ struct NodeView {
   std::string_view name;
   const Annotations& annotations;
   const NodeCapacity& capacity;
+  // The node labels vendor modules read (kInstanceTypeLabel); null when unknown.
+  const Annotations* labels = nullptr;
 };
+
+// The node labels a vendor module may read (copied into the scheduler's node objects).
+inline constexpr std::string_view kInstanceTypeLabel = "node.kubernetes.io/instance-type";
 
 // The minimal container representation request parsing needs: resource name -> quantity text
 // exactly as written in the pod spec (e.g. "1", "4096", "500m", "2Ki").

@@ -11,6 +11,7 @@
 #include "device/vendors/ascend_vendor.h"
 #include "device/vendors/capacity_vendor.h"
 #include "device/vendors/metax_vendor.h"
+#include "device/vendors/neuron_vendor.h"
 
 namespace hami::device {
 
@@ -29,7 +30,7 @@ void Vendor::EncodeNodeDevices(const std::vector<DeviceInfo>& devices, Annotatio
 }
 
 Result<ContainerMutation> Vendor::MutateContainer(const ContainerResources& c,
-                                                  const Annotations& /*pod*/) const {
+                                                  const AdmissionContext& /*ctx*/) const {
   ContainerMutation m;
   HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, ParseRequest(c));
   m.found = r.has_value();
@@ -89,7 +90,8 @@ const std::map<std::string_view, std::vector<VendorFactory>>& FlatSectionModules
       {"amd", {&MakeAmdVendor}},
       {"biren", {&MakeBirenVendor}},
       {"cambricon", {&MakeCambriconMluVendor}},
-      {"enflame", {&MakeEnflameGcuVendor}},
+      {"awsneuron", {&MakeAwsNeuronVendor}},
+      {"enflame", {&MakeEnflameGcuVendor, &MakeEnflameVgcuVendor}},
       {"hygon", {&MakeHygonDcuVendor}},
       {"kunlun", {&MakeKunlunVendor, &MakeKunlunVxpuVendor}},
       {"metax", {&MakeMetaxGpuVendor, &MakeMetaxSgpuVendor}},
@@ -145,7 +147,8 @@ std::vector<std::string> UnscheduledVendorSections(const DeviceConfig& config,
   }
   if (config.vendors.count("enflame") > 0) {
     out.push_back(
-        "enflame: shared GCUs (vGCU, DRS) are not scheduled by hami-cpp yet; whole GCUs are");
+        "enflame: DRS-shared GCUs (drs-gcu, gcu-memory, gcu-core) are not scheduled by hami-cpp "
+        "yet; whole GCUs and vGCUs are");
   }
   if (config.ascend && !AscendEnabled(config, options)) {
     out.push_back("vnpus: Ascend is scheduled only with --enable-ascend");

@@ -75,8 +75,9 @@ enum class NodeLockKind {
 
 // A device that passed every check for one request, as a vendor's topology rule sees it.
 struct DeviceCandidate {
-  uint32_t index = 0;  // the device's index on the node
-  bool idle = false;   // nothing allocated on it
+  uint32_t index = 0;     // the device's index on the node
+  bool idle = false;      // nothing allocated on it
+  std::string_view mode;  // the device's registered mode (AWS Neuron: the instance type)
 };
 
 // A topology rule's answer: positions into the candidates, or none with the reason's kind.
@@ -96,11 +97,36 @@ struct ContainerMutation {
   std::map<std::string, std::string> set_pod_annotations;  // key -> value, set on the pod
 };
 
+// What the scheduler knows of its nodes, for admission rules that depend on them (Enflame's
+// vGCU slices per card). The service implements it from its node informer.
+class NodeCapacityFacts {
+ public:
+  virtual ~NodeCapacityFacts() = default;
+  // Over the nodes whose status.capacity has both resources above 0: the integer ratio
+  // capacity[numerator] / capacity[denominator] -> how many nodes have it. May be called from
+  // request threads concurrently.
+  virtual std::map<int64_t, int32_t> CapacityRatios(std::string_view numerator,
+                                                    std::string_view denominator) const = 0;
+};
+
+// What a vendor's admission rule sees besides the container: the pod's annotations and, in the
+// scheduler, what it knows of the nodes (null in tools and tests without a cluster). Converts
+// from the pod's annotations alone.
+struct AdmissionContext {
+  AdmissionContext(const Annotations& pod_annotations,  // NOLINT: implicit on purpose
+                   const NodeCapacityFacts* node_facts = nullptr)
+      : pod(pod_annotations), nodes(node_facts) {}
+  const Annotations& pod;
+  const NodeCapacityFacts* nodes;
+};
+
 // What a vendor may put into the annotations it writes next to its device list.
+struct PodRequests;
 struct PodWriteContext {
   std::string_view node;                         // the chosen node
   int64_t unix_seconds = 0;                      // the decision's time
   const Annotations* pod_annotations = nullptr;  // the pod's own (may be null)
+  const PodRequests* requests = nullptr;         // what the pod asked for (may be null)
 };
 
 class Vendor {
@@ -129,6 +155,11 @@ class Vendor {
   // units of each device, at least 1 (0 % takes all of a device whose whole memory it takes,
   // else none), and device lists record those units.
   virtual bool cores_in_device_units() const { return false; }
+  // Whether a registration's devcore is a bitmask of the device's cores and device lists record
+  // the mask of the cores a task got (AWS Neuron): a request of n cores takes the n lowest free
+  // bits (all of them when n is at least the device's core count), so usage (the sum of
+  // disjoint masks) names the cores in use.
+  virtual bool cores_as_bitmask() const { return false; }
   // Vendors whose multi-device requests must follow the board's links (Kunlunxin's two groups
   // of four, Ascend 910C's two-NPU modules) choose among the passing devices themselves.
   virtual bool has_topology_rule() const { return false; }
@@ -151,7 +182,7 @@ class Vendor {
   // The admission webhook's rules for one container. Default: no edits; found when ParseRequest
   // finds a request. Errors refuse the pod with their message.
   virtual Result<ContainerMutation> MutateContainer(const ContainerResources& c,
-                                                    const Annotations& pod) const;
+                                                    const AdmissionContext& ctx) const;
   // Vendor-specific pod annotations written with the device lists (Ascend's template list,
   // Cambricon's profile, ...); `devices` is this vendor's index-aligned list. Default: none.
   virtual void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,

@@ -196,6 +196,15 @@ NodeObject NodeObjectOf(const k8s::Object& node) {
   NodeObject n;
   n.name = k8s::Name(node);
   n.annotations = AnnotationsOf(node);
+  if (node.is_object() && node.contains("metadata") && node["metadata"].is_object()) {
+    auto labels = node["metadata"].find("labels");
+    if (labels != node["metadata"].end() && labels->is_object()) {
+      auto it = labels->find(std::string(device::kInstanceTypeLabel));
+      if (it != labels->end() && it->is_string()) {
+        n.labels.emplace(std::string(device::kInstanceTypeLabel), it->get<std::string>());
+      }
+    }
+  }
   if (node.is_object() && node.contains("status") && node["status"].is_object()) {
     auto cap = node["status"].find("capacity");
     if (cap != node["status"].end() && cap->is_object()) {
@@ -212,9 +221,12 @@ NodeObject NodeObjectOf(const k8s::Object& node) {
   return n;
 }
 
-int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource) {
+namespace {
+
+// The integer value of status.<field>[resource]; 0 when absent or not an integer.
+int64_t NodeStatusQuantity(const k8s::Object& node, const char* field, std::string_view resource) {
   if (!node.is_object() || !node.contains("status") || !node["status"].is_object()) return 0;
-  auto alloc = node["status"].find("allocatable");
+  auto alloc = node["status"].find(field);
   if (alloc == node["status"].end() || !alloc->is_object()) return 0;
   auto it = alloc->find(std::string(resource));
   if (it == alloc->end()) return 0;
@@ -222,6 +234,16 @@ int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource) {
   if (!QuantityText(*it, &text)) return 0;
   Result<int64_t> v = device::ParseIntegerQuantity(text);
   return v.ok() ? *v : 0;
+}
+
+}  // namespace
+
+int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource) {
+  return NodeStatusQuantity(node, "allocatable", resource);
+}
+
+int64_t NodeCapacityOf(const k8s::Object& node, std::string_view resource) {
+  return NodeStatusQuantity(node, "capacity", resource);
 }
 
 int64_t ResourceVersionNumber(const k8s::Object& obj) {

@@ -44,6 +44,8 @@ k8s::Object TrimPodForScheduler(const k8s::Object& pod);
 
 // status.allocatable[resource] as an integer; 0 when absent or not an integer quantity.
 int64_t NodeAllocatable(const k8s::Object& node, std::string_view resource);
+// status.capacity[resource] as an integer; 0 when absent or not an integer.
+int64_t NodeCapacityOf(const k8s::Object& node, std::string_view resource);
 
 // metadata.resourceVersion read as an integer; -1 when it is not one (versions are opaque to
 // clients in general; our API server and etcd use increasing integers).

@@ -144,7 +144,7 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
   const auto& vendor_list = vendors_.vendors();
   for (size_t vi = 0; vi < vendor_list.size(); ++vi) {
     Result<std::vector<device::DeviceInfo>> infos = vendor_list[vi]->DecodeNodeDevices(
-        device::NodeView{obj.name, obj.annotations, obj.capacity});
+        device::NodeView{obj.name, obj.annotations, obj.capacity, &obj.labels});
     if (!infos.ok()) {
       if (infos.status().code() == StatusCode::kNotFound) continue;
       // One vendor's broken registration leaves its devices out; the node's other vendors stay.
@@ -254,6 +254,10 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
   for (const auto& [res, amount] : obj.capacity) {
     h = Fnv(res, h);
     h = Fnv(std::to_string(amount), h);
+  }
+  for (const auto& [key, value] : obj.labels) {
+    h = Fnv(key, h);
+    h = Fnv(value, h);
   }
   mix_key(device::kDeviceCordonAnnotation);
   mix_key(device::kNvidiaPairScoreAnnotation);

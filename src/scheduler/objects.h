@@ -22,6 +22,8 @@ struct NodeObject {
   device::Annotations annotations;
   // Integer status.capacity entries: the devices of vendors that register no annotation.
   device::NodeCapacity capacity;
+  // The labels vendor modules read (device::kInstanceTypeLabel), not the whole set.
+  device::Annotations labels;
 };
 
 enum class PodPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kUnknown };

@@ -1,6 +1,7 @@
 #include "scheduler/placement.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -41,6 +42,7 @@ struct VendorFilter {
   bool numa_bind = false;
   bool mig_allowed = true;                   // vgpu-mode absent or mentions mig
   bool cores_in_units = false;               // the vendor's devcore counts its own units (AMD CUs)
+  bool core_mask = false;                    // the vendor's devcore is a bitmask of cores (Neuron)
   bool device_type_in_list = false;          // device lists name the device's type (AMD)
   const device::Vendor* topology = nullptr;  // the vendor chooses multi-device sets itself
   bool equal_partitions = false;             // a used device takes only its tasks' size
@@ -232,6 +234,24 @@ int64_t UnitCores(const LedgerDevice& d, int64_t pct, int64_t memreq) {
   return std::clamp<int64_t>(int64_t{d.devcore} * pct / 100, 1, d.devcore);
 }
 
+// A request of `n` cores on a device whose devcore is a bitmask of its cores (AWS Neuron): the
+// mask of the n lowest free cores (every core when n is at least the device's count), or -1
+// when too few are free. `used` is the sum of the disjoint masks already taken, i.e. their
+// union.
+int64_t MaskCores(const LedgerDevice& d, int64_t n, int64_t used) {
+  const uint32_t all = static_cast<uint32_t>(std::max<int32_t>(d.devcore, 0));
+  const uint32_t free = all & ~static_cast<uint32_t>(used);
+  if (n >= std::popcount(all)) return free == all && all != 0 ? int64_t{all} : -1;
+  uint32_t mask = 0;
+  for (int bit = 0; bit < 32 && n > 0; ++bit) {
+    if ((free >> bit & 1) != 0) {
+      mask |= uint32_t{1} << bit;
+      --n;
+    }
+  }
+  return n > 0 ? -1 : int64_t{mask};
+}
+
 bool Before(const GpuPolicy& p, const Cand& a, const Cand& b) {
   for (uint8_t k = 0; k < p.key_count; ++k) {
     switch (p.keys[k]) {
@@ -400,7 +420,12 @@ class NodeEvaluator {
       if (d.vendor != req.vendor) continue;
       const Work& u = s_.work[i];
       int64_t memreq = r.MemOn(d.devmem);
-      int64_t dcores = f.cores_in_units ? UnitCores(d, cores, memreq) : cores;
+      int64_t dcores = f.cores_in_units ? UnitCores(d, cores, memreq)
+                       : f.core_mask    ? MaskCores(d, cores, u.cores)
+                                        : cores;
+      // Too few free cores for a mask: more than the device has, so the core check (after the
+      // earlier ones, in upstream's order) says so.
+      if (dcores < 0) dcores = int64_t{d.devcore} + 1;
       CardReason why = d.devcore <= 0 && f.cores_in_units
                            ? CardReason::kCardInsufficientCore
                            : CheckDevice(strs, node, i, d, u, f, policy, memreq, dcores, s_);
@@ -458,8 +483,9 @@ class NodeEvaluator {
     if (f.topology != nullptr && !mig_request) {
       s_.topo.clear();
       for (uint16_t k : *pool) {
+        const LedgerDevice& d = node.devices[s_.cands[k].dev];
         s_.topo.push_back(
-            device::DeviceCandidate{node.devices[s_.cands[k].dev].index, s_.cands[k].idle});
+            device::DeviceCandidate{d.index, s_.cands[k].idle, strs.modes.Get(d.mode_name)});
       }
       device::TopologyChoice choice = f.topology->ChooseDevices(s_.topo, need);
       if (static_cast<int32_t>(choice.picked.size()) != need) {
@@ -691,6 +717,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.type_ok.assign(strs.types.size(), 0);
     f.mode_ok.assign(strs.modes.size(), 0);
     f.cores_in_units = vendors.vendors()[vi]->cores_in_device_units();
+    f.core_mask = vendors.vendors()[vi]->cores_as_bitmask();
     f.device_type_in_list = vendors.vendors()[vi]->lists_device_type();
     if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
     f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
@@ -1039,6 +1066,7 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
     cd.mem_mib = a.mem;
     cd.cores = a.cores;
     cd.index = static_cast<int32_t>(dev.index);
+    cd.devcore = dev.devcore;
     list.push_back(std::move(cd));
   }
   return d;

@@ -69,6 +69,27 @@ std::string FailureSummary(const Decision& d) {
 }
 
 // The webhook's quota pre-check: reads the ledger under its shared lock only while checking.
+// The webhook's view of node capacity, read from the node informer's cache on demand (only
+// rules of vendors that need it ask: an Enflame vGCU container).
+class InformerCapacityFacts final : public device::NodeCapacityFacts {
+ public:
+  explicit InformerCapacityFacts(const k8s::Informer* nodes) : nodes_(nodes) {}
+  std::map<int64_t, int32_t> CapacityRatios(std::string_view numerator,
+                                            std::string_view denominator) const override {
+    std::map<int64_t, int32_t> out;
+    if (nodes_ == nullptr) return out;
+    for (const k8s::ObjectPtr& n : nodes_->List()) {
+      int64_t num = NodeCapacityOf(*n, numerator);
+      int64_t den = NodeCapacityOf(*n, denominator);
+      if (num > 0 && den > 0) ++out[num / den];
+    }
+    return out;
+  }
+
+ private:
+  const k8s::Informer* nodes_;
+};
+
 class LedgerQuotaChecker final : public QuotaChecker {
  public:
   LedgerQuotaChecker(std::shared_mutex& mu, const Ledger& ledger, const QuotaBook& book)
@@ -838,9 +859,9 @@ std::string SchedulerService::Filter(std::string_view body) {
   // round trip with the node lock; until then the reservation holds the devices.
   device::Annotations annos;
   const int64_t decided_at = clock_.NowUnixSeconds();
-  Status enc =
-      device::EncodePodDevices(vendors_, d.devices, d.container_count, &annos,
-                               device::PodWriteContext{d.node, decided_at, &spec.annotations});
+  Status enc = device::EncodePodDevices(
+      vendors_, d.devices, d.container_count, &annos,
+      device::PodWriteContext{d.node, decided_at, &spec.annotations, &spec.requests});
   if (!enc.ok()) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
@@ -1281,6 +1302,8 @@ Result<std::string> SchedulerService::Webhook(std::string_view body) {
   WebhookOptions opts;
   opts.scheduler_name = options_.scheduler_name;
   opts.force_overwrite_default_scheduler = options_.force_overwrite_default_scheduler;
+  InformerCapacityFacts facts(nodes_.get());
+  opts.node_facts = &facts;
   LedgerQuotaChecker quota(mu_, ledger_, quota_);
   return HandleAdmissionReview(body, vendors_, config_, opts, &quota);
 }

@@ -73,8 +73,9 @@ inline PodObject AnnotatedPod(const device::VendorRegistry& vendors, const PodSp
   o.init_container_count = d.init_container_count;
   o.annotations[std::string(kAssignedNodeAnnotation)] = d.node;
   o.annotations[std::string(kAssignedTimeAnnotation)] = std::to_string(now);
-  Status s = device::EncodePodDevices(vendors, d.devices, d.container_count, &o.annotations,
-                                      device::PodWriteContext{d.node, now, &pod.annotations});
+  Status s = device::EncodePodDevices(
+      vendors, d.devices, d.container_count, &o.annotations,
+      device::PodWriteContext{d.node, now, &pod.annotations, &pod.requests});
   (void)s;
   if (!d.mig.empty()) {
     o.annotations[std::string(device::kMigAllocationsAnnotation)] =
@@ -107,9 +108,11 @@ class SchedulerWorld {
   void SetEngine(EngineOptions o) { engine_ = PlacementEngine(std::move(o)); }
 
   Status AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus,
-                 device::Annotations extra = {}, device::NodeCapacity capacity = {}) {
+                 device::Annotations extra = {}, device::NodeCapacity capacity = {},
+                 device::Annotations labels = {}) {
     NodeObject n = MakeNode(name, gpus, std::move(extra));
     n.capacity = std::move(capacity);
+    n.labels = std::move(labels);
     if (nodes_.find(name) == nodes_.end()) order_.push_back(name);
     nodes_[name] = n;
     return ledger_->UpsertNode(n);

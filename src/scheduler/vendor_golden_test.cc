@@ -7,6 +7,7 @@
 #include "device/vendor.h"
 #include "device/vendors/annotated_vendor.h"
 #include "device/vendors/ascend_vendor.h"
+#include "device/vendors/neuron_vendor.h"
 #include "scheduler/test_util.h"
 
 namespace hami::scheduler {
@@ -225,7 +226,7 @@ TEST(Ascend, TheUsersSectionRegistrationAndExamplePod) {
   // ascend-test: 16000 MiB is rounded up to the vir05_1c_16g template (16384 MiB), written back.
   device::ContainerResources c =
       Limits({{"huawei.com/Ascend910B3", "1"}, {"huawei.com/Ascend910B3-memory", "16000"}}, "app");
-  Result<device::ContainerMutation> m = npu->MutateContainer(c, {});
+  Result<device::ContainerMutation> m = npu->MutateContainer(c, Annotations{});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_TRUE(m->found);
   EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910B3-memory"), "16384");
@@ -234,7 +235,7 @@ TEST(Ascend, TheUsersSectionRegistrationAndExamplePod) {
   EXPECT_EQ((*r)->count, 1);
   EXPECT_EQ((*r)->mem_mib, 16384);
   // No memory: a whole card's memoryAllocatable.
-  m = npu->MutateContainer(Limits({{"huawei.com/Ascend910B3", "2"}}), {});
+  m = npu->MutateContainer(Limits({{"huawei.com/Ascend910B3", "2"}}), Annotations{});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910B3-memory"), "65536");
   // Refusals name the resource: more than a card, a slice of several NPUs, -core outside
@@ -271,11 +272,12 @@ TEST(Ascend, SuperPodChipsComeInModulesOfTwo) {
   const device::Vendor* c = reg.Find("Ascend910C");
   ASSERT_NE(c, nullptr);
   Result<device::ContainerMutation> m = c->MutateContainer(
-      Limits({{"huawei.com/Ascend910C", "1"}, {"huawei.com/Ascend910C-memory", "16384"}}), {});
+      Limits({{"huawei.com/Ascend910C", "1"}, {"huawei.com/Ascend910C-memory", "16384"}}),
+      Annotations{});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->set_limits.at("huawei.com/Ascend910C"), "2");
   Result<device::ContainerMutation> odd =
-      c->MutateContainer(Limits({{"huawei.com/Ascend910C", "3"}}), {});
+      c->MutateContainer(Limits({{"huawei.com/Ascend910C", "3"}}), Annotations{});
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("modules of 2"), std::string::npos);
 }
@@ -432,7 +434,7 @@ TEST(OtherVendors, IluvatarBirenVastaiKunlunEnflameMthreads) {
                                           {"iluvatar.ai/BI-V150.vMem", "64"},
                                           {"iluvatar.ai/BI-V150.vCore", "50"}},
                                          "app");
-  Result<device::ContainerMutation> im = bi.MutateContainer(ic, {});
+  Result<device::ContainerMutation> im = bi.MutateContainer(ic, Annotations{});
   ASSERT_TRUE(im.ok());
   EXPECT_EQ(im->default_env.at("SOL_CONTINER_NAME"), "app");
   Result<Decision> d = w.Schedule(w.Pod("ilu", {ic}));
@@ -441,7 +443,7 @@ TEST(OtherVendors, IluvatarBirenVastaiKunlunEnflameMthreads) {
   std::string ilu =
       w.pod_objects().at("uid-ilu").annotations.at("hami.io/BI-V150-devices-allocated");
   EXPECT_NE(ilu.find(",BI-V150,16384,50:;"), std::string::npos) << ilu;
-  im = bi.MutateContainer(Limits({{"iluvatar.ai/BI-V150-vgpu", "2"}}), {});
+  im = bi.MutateContainer(Limits({{"iluvatar.ai/BI-V150-vgpu", "2"}}), Annotations{});
   ASSERT_TRUE(im.ok());
   EXPECT_EQ(im->set_limits.at("iluvatar.ai/BI-V150.vCore"), "200");
   Result<std::optional<ContainerRequest>> ir = bi.ParseRequest(
@@ -481,7 +483,7 @@ TEST(OtherVendors, IluvatarBirenVastaiKunlunEnflameMthreads) {
   EXPECT_EQ(ka.count("BAIDU_COM_DEVICE_IDX"), 1u);
   const device::Vendor& vxpu = *reg.Find("XPU");
   Result<device::ContainerMutation> xm = vxpu.MutateContainer(
-      Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", "20000"}}), {});
+      Limits({{"kunlunxin.com/vxpu", "1"}, {"kunlunxin.com/vxpu-memory", "20000"}}), Annotations{});
   ASSERT_TRUE(xm.ok());
   EXPECT_EQ(xm->set_limits.at("kunlunxin.com/vxpu-memory"), "24576");
   Result<std::optional<ContainerRequest>> xr = vxpu.ParseRequest(
@@ -511,10 +513,11 @@ TEST(OtherVendors, IluvatarBirenVastaiKunlunEnflameMthreads) {
   device::ContainerResources mc = Limits({{"mthreads.com/vgpu", "1"},
                                           {"mthreads.com/sgpu-memory", "32"},
                                           {"mthreads.com/sgpu-core", "8"}});
-  ASSERT_TRUE(mt.MutateContainer(mc, {}).ok());
-  EXPECT_FALSE(mt.MutateContainer(
-                     Limits({{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "5"}}), {})
-                   .ok());
+  ASSERT_TRUE(mt.MutateContainer(mc, Annotations{}).ok());
+  EXPECT_FALSE(
+      mt.MutateContainer(Limits({{"mthreads.com/vgpu", "1"}, {"mthreads.com/sgpu-memory", "5"}}),
+                         Annotations{})
+          .ok());
   Result<Decision> t = w.Schedule(w.Pod("mt", {mc}));
   ASSERT_TRUE(t.ok() && t->fit()) << (t.ok() ? t->FailedMessage() : "");
   const Annotations& ta = w.pod_objects().at("uid-mt").annotations;
@@ -566,13 +569,13 @@ TEST(Metax, WholeCardsFromCapacityAndSharedGpusFromTheirAnnotation) {
   EXPECT_EQ((*r)->mem_mib, 2048);
   EXPECT_EQ((*r)->cores, 100);
   // The webhook: best-effort by default; bad classes and policies refused.
-  Result<device::ContainerMutation> m = sg.MutateContainer(c, {});
+  Result<device::ContainerMutation> m = sg.MutateContainer(c, Annotations{});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->set_pod_annotations.at("metax-tech.com/sgpu-qos-policy"), "best-effort");
-  EXPECT_TRUE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-app-class", "online"}})
+  EXPECT_TRUE(sg.MutateContainer(c, Annotations{{"metax-tech.com/sgpu-app-class", "online"}})
                   ->set_pod_annotations.empty());
-  EXPECT_FALSE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-app-class", "batch"}}).ok());
-  EXPECT_FALSE(sg.MutateContainer(c, {{"metax-tech.com/sgpu-qos-policy", "fast"}}).ok());
+  EXPECT_FALSE(sg.MutateContainer(c, Annotations{{"metax-tech.com/sgpu-app-class", "batch"}}).ok());
+  EXPECT_FALSE(sg.MutateContainer(c, Annotations{{"metax-tech.com/sgpu-qos-policy", "fast"}}).ok());
 
   Result<Decision> d = w.Schedule(w.Pod("sgpu", {c}));
   ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
@@ -805,6 +808,294 @@ TEST(OtherVendors, MooreThreadsAndMetaxWholeCardsKeepAPodOnOneDevice) {
   EXPECT_EQ(ReasonOn(*d, "metax-node"),
             "1/2 CardNotFoundCustomFilterRule, 1/2 CardTimeSlicingExhausted");
   EXPECT_TRUE(w.Place(w.Pod("one", {card}))->fit());
+}
+
+// ---------------------------------------------------------------------------------------------
+// AWS Neuron: devices and cores from capacity, cores handed out by bitmask.
+
+TEST(AwsNeuron, DevicesFromCapacityAndRequestRules) {
+  VendorRegistry reg = VendorRegistry::FromConfig(Config("awsneuron: {}\n")).value();
+  const device::Vendor* neuron = reg.Find("AWSNeuron");
+  ASSERT_NE(neuron, nullptr);
+  EXPECT_TRUE(device::UnscheduledVendorSections(Config("awsneuron: {}\n")).empty());
+  // An inf2.24xlarge: six devices of two cores.
+  Annotations none;
+  Annotations labels = {{"node.kubernetes.io/instance-type", "inf2.24xlarge"}};
+  device::NodeCapacity cap = {{"aws.amazon.com/neuron", 6}, {"aws.amazon.com/neuroncore", 12}};
+  Result<std::vector<DeviceInfo>> devs =
+      neuron->DecodeNodeDevices({"inf-node", none, cap, &labels});
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  ASSERT_EQ(devs->size(), 6u);
+  EXPECT_EQ((*devs)[5].id, "inf-node-AWSNeuron-5");
+  EXPECT_EQ((*devs)[5].count, 2);    // one task per core
+  EXPECT_EQ((*devs)[5].devcore, 3);  // the mask of its two cores
+  EXPECT_EQ((*devs)[5].devmem, 0);
+  EXPECT_EQ((*devs)[5].type, "AWSNeuron");
+  EXPECT_EQ((*devs)[5].mode, "inf2.24xlarge");
+  // Cores per device are the node's own: an inf1 has four.
+  cap = {{"aws.amazon.com/neuron", 4}, {"aws.amazon.com/neuroncore", 16}};
+  devs = neuron->DecodeNodeDevices({"inf1", none, cap});
+  ASSERT_TRUE(devs.ok());
+  EXPECT_EQ((*devs)[0].devcore, 15);
+  cap = {{"aws.amazon.com/neuron", 4}};
+  EXPECT_EQ(neuron->DecodeNodeDevices({"x", none, cap}).status().code(),
+            StatusCode::kInvalidArgument);
+
+  auto parse = [&](std::map<std::string, std::string, std::less<>> limits) {
+    return neuron->ParseRequest(Limits(std::move(limits), "app"));
+  };
+  Result<std::optional<ContainerRequest>> r = parse({{"aws.amazon.com/neuron", "2"}});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->count, 2);
+  EXPECT_EQ((*r)->cores, 100);  // whole devices
+  r = parse({{"aws.amazon.com/neuroncore", "1"}});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->count, 1);
+  EXPECT_EQ((*r)->cores, 1);
+  r = parse({{"aws.amazon.com/neuroncore", "6"}});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->count, 3);
+  EXPECT_EQ((*r)->cores, 2);
+  r = parse({{"aws.amazon.com/neuroncore", "3"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(
+      r.status().message().find("aws.amazon.com/neuroncore must be 1 or a multiple of 2, got 3"),
+      std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(parse({{"aws.amazon.com/neuron", "0"}}).ok());
+  EXPECT_FALSE(parse({{"aws.amazon.com/neuroncore", "-2"}}).ok());
+  r = parse({{"nvidia.com/gpu", "1"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(AwsNeuron, CoresAreHandedOutByMaskAndNamedForAwssPlugin) {
+  SchedulerWorld w({}, Config("awsneuron: {}\n"));
+  ASSERT_TRUE(w.AddNode("inf-node", {}, {},
+                        {{"aws.amazon.com/neuron", 2}, {"aws.amazon.com/neuroncore", 4}},
+                        {{"node.kubernetes.io/instance-type", "inf2.8xlarge"}})
+                  .ok());
+  auto core_pod = [&](const std::string& name, const std::string& cores) {
+    return w.Pod(name, {Limits({{"aws.amazon.com/neuroncore", cores}})});
+  };
+  Result<Decision> a = w.Schedule(core_pod("a", "1"));
+  ASSERT_TRUE(a.ok() && a->fit()) << (a.ok() ? a->FailedMessage() : a.status().ToString());
+  const device::ContainerDevice& da = a->devices.at("AWSNeuron")[0][0];
+  EXPECT_EQ(da.cores, 1);  // core 0 of its device
+  const Annotations& wa = w.pod_objects().at("uid-a").annotations;
+  EXPECT_EQ(wa.at("hami.io/aws-neuron-devices-allocated"), da.uuid + ",AWSNeuron,0,1:;");
+  EXPECT_EQ(wa.at("AWS_NEURON_IDS"), std::to_string(2 * da.index));
+  EXPECT_EQ(wa.at("NEURON_RESOURCE_TYPE"), "aws.amazon.com/neuroncore");
+  EXPECT_EQ(wa.at("NEURON_ALLOCATED"), "false");
+  EXPECT_EQ(wa.at("aws.amazon.com/predicate-node"), "inf-node");
+  EXPECT_EQ(wa.count("hami.io/aws-neuron-devices-to-allocate"), 0u);
+  // The next single core shares the device (binpack) and gets the other core.
+  Result<Decision> b = w.Schedule(core_pod("b", "1"));
+  ASSERT_TRUE(b.ok() && b->fit());
+  const device::ContainerDevice& db = b->devices.at("AWSNeuron")[0][0];
+  EXPECT_EQ(db.uuid, da.uuid);
+  EXPECT_EQ(db.cores, 2);
+  EXPECT_EQ(w.pod_objects().at("uid-b").annotations.at("AWS_NEURON_IDS"),
+            std::to_string(2 * db.index + 1));
+  // Two cores need a whole free device: the other one, both cores named.
+  Result<Decision> c = w.Schedule(core_pod("c", "2"));
+  ASSERT_TRUE(c.ok() && c->fit());
+  const device::ContainerDevice& dc = c->devices.at("AWSNeuron")[0][0];
+  EXPECT_NE(dc.uuid, da.uuid);
+  EXPECT_EQ(dc.cores, 3);
+  EXPECT_EQ(w.pod_objects().at("uid-c").annotations.at("AWS_NEURON_IDS"),
+            std::to_string(2 * dc.index) + "," + std::to_string(2 * dc.index + 1));
+  // Nothing is left.
+  Result<Decision> d = w.Place(core_pod("d", "1"));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  // One device has both tasks, the other one task holding both cores.
+  EXPECT_EQ(ReasonOn(*d, "inf-node"), "1/2 CardInsufficientCore, 1/2 CardTimeSlicingExhausted")
+      << d->FailedMessage();
+  // The usage rebuilt from the written annotations is the same.
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+  // Releasing core 0 of the shared device lets a single core in again, on core 0.
+  w.DeletePod("uid-a");
+  Result<Decision> e = w.Schedule(core_pod("e", "1"));
+  ASSERT_TRUE(e.ok() && e->fit());
+  EXPECT_EQ(e->devices.at("AWSNeuron")[0][0].cores, 1);
+  EXPECT_EQ(e->devices.at("AWSNeuron")[0][0].uuid, da.uuid);
+}
+
+TEST(AwsNeuron, DeviceRequestsNameIndicesAndFollowTheRing) {
+  SchedulerWorld w({}, Config("awsneuron: {}\n"));
+  // A trn1.32xlarge: sixteen devices of two cores.
+  ASSERT_TRUE(w.AddNode("trn-node", {}, {},
+                        {{"aws.amazon.com/neuron", 16}, {"aws.amazon.com/neuroncore", 32}},
+                        {{"node.kubernetes.io/instance-type", "trn1.32xlarge"}})
+                  .ok());
+  auto devices_pod = [&](const std::string& name, int n) {
+    return w.Pod(name, {Limits({{"aws.amazon.com/neuron", std::to_string(n)}})});
+  };
+  Result<Decision> one = w.Schedule(devices_pod("one", 1));
+  ASSERT_TRUE(one.ok() && one->fit());
+  const device::ContainerDevice& d1 = one->devices.at("AWSNeuron")[0][0];
+  EXPECT_EQ(d1.cores, 3);
+  EXPECT_EQ(w.pod_objects().at("uid-one").annotations.at("AWS_NEURON_IDS"),
+            std::to_string(d1.index));
+  EXPECT_EQ(w.pod_objects().at("uid-one").annotations.count("NEURON_RESOURCE_TYPE"), 0u);
+  // Four devices: an aligned window of idle ones, not the one in use.
+  Result<Decision> four = w.Schedule(devices_pod("four", 4));
+  ASSERT_TRUE(four.ok() && four->fit()) << four->FailedMessage();
+  const auto& got = four->devices.at("AWSNeuron")[0];
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].index % 4, 0);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(got[i].index, got[0].index + static_cast<int>(i));
+  EXPECT_NE(d1.index / 4, got[0].index / 4);
+  // Trainium rings take 1, 4, 8 or 16 devices: 2 does not fit.
+  Result<Decision> two = w.Place(devices_pod("two", 2));
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(two->fit());
+  EXPECT_NE(ReasonOn(*two, "trn-node").find("NumaNotFit"), std::string::npos)
+      << two->FailedMessage();
+  // On Inferentia any run of consecutive devices will do.
+  ASSERT_TRUE(w.AddNode("inf-node", {}, {},
+                        {{"aws.amazon.com/neuron", 6}, {"aws.amazon.com/neuroncore", 12}},
+                        {{"node.kubernetes.io/instance-type", "inf2.48xlarge"}})
+                  .ok());
+  Result<Decision> three = w.Schedule(devices_pod("three", 3));
+  ASSERT_TRUE(three.ok() && three->fit()) << three->FailedMessage();
+  EXPECT_EQ(three->node, "inf-node");
+  const auto& run = three->devices.at("AWSNeuron")[0];
+  ASSERT_EQ(run.size(), 3u);
+  EXPECT_EQ(run[1].index, run[0].index + 1);
+  EXPECT_EQ(run[2].index, run[0].index + 2);
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+TEST(AwsNeuron, WindowRule) {
+  using device::ChooseNeuronWindow;
+  using device::DeviceCandidate;
+  std::vector<DeviceCandidate> c;
+  for (uint32_t i = 0; i < 8; ++i) c.push_back(DeviceCandidate{i, i != 1, {}});
+  // Trainium: aligned windows of 4; 0-3 holds a busy device, so 4-7.
+  device::TopologyChoice t = ChooseNeuronWindow(c, 4, false);
+  ASSERT_EQ(t.picked.size(), 4u);
+  EXPECT_EQ(c[t.picked[0]].index, 4u);
+  EXPECT_TRUE(ChooseNeuronWindow(c, 3, false).picked.empty());
+  EXPECT_TRUE(ChooseNeuronWindow(c, 8, false).picked.empty());
+  // Inferentia: the first run of three idle devices starts at 2.
+  t = ChooseNeuronWindow(c, 3, true);
+  ASSERT_EQ(t.picked.size(), 3u);
+  EXPECT_EQ(c[t.picked[0]].index, 2u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enflame vGCU: slices of a card, as the user's documents configure them.
+
+class FixedFactors : public device::NodeCapacityFacts {
+ public:
+  explicit FixedFactors(std::map<int64_t, int32_t> f) : f_(std::move(f)) {}
+  std::map<int64_t, int32_t> CapacityRatios(std::string_view num,
+                                            std::string_view den) const override {
+    EXPECT_EQ(num, "enflame.com/shared-gcu");
+    EXPECT_EQ(den, "enflame.com/gcu-count");
+    return f_;
+  }
+
+ private:
+  std::map<int64_t, int32_t> f_;
+};
+
+constexpr char kEnflameSection[] =
+    "enflame:\n"
+    "  resourceCountName: \"enflame.com/vgcu\"\n"
+    "  resourceMemoryPercentageName: \"enflame.com/vgcu-percentage\"\n";
+
+TEST(EnflameVgcu, TheUsersSectionWebhookRounding) {
+  VendorRegistry reg = VendorRegistry::FromConfig(Config(kEnflameSection)).value();
+  const device::Vendor* vgcu = reg.Find("Enflame");
+  ASSERT_NE(vgcu, nullptr);
+  ASSERT_NE(reg.Find("GCU"), nullptr);  // whole cards stay on enflame.com/gcu
+  EXPECT_EQ(reg.Find("GCU")->resource_names().count, "enflame.com/gcu");
+  // The chart's section (no common keys) names the same resources.
+  VendorRegistry chart = VendorRegistry::FromConfig(Config("enflame: {}\n")).value();
+  ASSERT_NE(chart.Find("Enflame"), nullptr);
+  EXPECT_EQ(chart.Find("Enflame")->resource_names().count, "enflame.com/vgcu");
+  EXPECT_EQ(chart.Find("Enflame")->resource_names().memory_percentage,
+            "enflame.com/vgcu-percentage");
+
+  Annotations none;
+  device::ContainerResources c =
+      Limits({{"enflame.com/vgcu", "1"}, {"enflame.com/vgcu-percentage", "15"}}, "app");
+  // Four slices per card (most nodes): 15 % is one slice, 25 %.
+  FixedFactors four(std::map<int64_t, int32_t>{{4, 3}, {8, 1}});
+  Result<device::ContainerMutation> m = vgcu->MutateContainer(c, {none, &four});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->found);
+  EXPECT_EQ(m->set_limits.at("enflame.com/vgcu-percentage"), "25");
+  EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "1");
+  EXPECT_EQ(m->set_requests.at("enflame.com/vgcu-percentage"), "25");
+  EXPECT_EQ(m->set_requests.at("enflame.com/shared-gcu"), "1");
+  // Three slices: 40 % takes two, 66 %.
+  FixedFactors three(std::map<int64_t, int32_t>{{3, 1}});
+  m = vgcu->MutateContainer(
+      Limits({{"enflame.com/vgcu", "1"}, {"enflame.com/vgcu-percentage", "40"}}), {none, &three});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->set_limits.at("enflame.com/vgcu-percentage"), "66");
+  EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "2");
+  // No percentage: a whole card, every slice; two cards: both whole.
+  m = vgcu->MutateContainer(Limits({{"enflame.com/vgcu", "1"}}), {none, &four});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->set_limits.at("enflame.com/vgcu-percentage"), "100");
+  EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "4");
+  m = vgcu->MutateContainer(
+      Limits({{"enflame.com/vgcu", "2"}, {"enflame.com/vgcu-percentage", "10"}}), {none, &four});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->set_limits.at("enflame.com/vgcu-percentage"), "100");
+  EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "8");
+  // No node reports slices yet: refused, saying why.
+  m = vgcu->MutateContainer(c, none);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("no node reports enflame.com/shared-gcu"), std::string::npos)
+      << m.status().message();
+  // Out-of-range percentages are refused with the resource named.
+  m = vgcu->MutateContainer(
+      Limits({{"enflame.com/vgcu", "1"}, {"enflame.com/vgcu-percentage", "150"}}), {none, &four});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("enflame.com/vgcu-percentage"), std::string::npos);
+  // No vGCU: nothing to do, found false.
+  m = vgcu->MutateContainer(Limits({{"nvidia.com/gpu", "1"}}), none);
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(m->found);
+}
+
+TEST(EnflameVgcu, CardsFromCapacityAndTheAnnotationsEnflamesPluginReads) {
+  SchedulerWorld w({}, Config(kEnflameSection));
+  ASSERT_TRUE(
+      w.AddNode("gcu-node", {}, {}, {{"enflame.com/gcu-count", 2}, {"enflame.com/shared-gcu", 8}})
+          .ok());
+  // As the webhook leaves it: 25 % (one of four slices).
+  auto pod = [&](const std::string& name, const std::string& pct) {
+    return w.Pod(name, {Limits({{"enflame.com/vgcu", "1"},
+                                {"enflame.com/vgcu-percentage", pct},
+                                {"enflame.com/shared-gcu", "1"}})});
+  };
+  Result<Decision> a = w.Schedule(pod("a", "25"));
+  ASSERT_TRUE(a.ok() && a->fit()) << (a.ok() ? a->FailedMessage() : a.status().ToString());
+  const device::ContainerDevice& got = a->devices.at("Enflame")[0][0];
+  EXPECT_EQ(got.uuid.rfind("gcu-node-enflame-", 0), 0u) << got.uuid;
+  const Annotations& wa = w.pod_objects().at("uid-a").annotations;
+  EXPECT_EQ(wa.at("hami.io/enflame-vgpu-devices-allocated"), got.uuid + ",Enflame,25,0:;");
+  EXPECT_EQ(wa.count("hami.io/enflame-vgpu-devices-to-allocate"), 0u);
+  EXPECT_EQ(wa.at("enflame.com/gcu-assigned"), "false");
+  EXPECT_EQ(wa.at("enflame.com/gcu-assigned-id"), std::to_string(got.index));
+  EXPECT_FALSE(wa.at("enflame.com/gcu-assigned-time").empty());
+  // Percent is the memory unit: 75 % more fills that card, the next 50 % goes to the other.
+  Result<Decision> b = w.Schedule(pod("b", "75"));
+  ASSERT_TRUE(b.ok() && b->fit());
+  Result<Decision> c = w.Schedule(pod("c", "50"));
+  ASSERT_TRUE(c.ok() && c->fit());
+  Result<Decision> d = w.Place(pod("d", "75"));
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->fit());
+  EXPECT_EQ(ReasonOn(*d, "gcu-node"), "2/2 CardInsufficientMemory") << d->FailedMessage();
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
 }  // namespace

@@ -129,6 +129,11 @@ def case_helm_matches_kustomize(ctx):
     nodeport = {"scheduler": {"service": {"type": "NodePort"}}, "devicePlugin": {"service": {"type": "NodePort"}}}
     assert_same_objects(ctx.kustomize("overlays/nodeport"), ctx.helm(nodeport),
                         ("overlay nodeport", "helm service types NodePort"))
+    every = {"devices": {v: {"enabled": True} for v in [
+        "ascend", "iluvatar", "hygon", "cambricon", "metax", "mthreads", "enflame", "kunlun",
+        "awsneuron", "amd", "vastai", "biren"]}}
+    assert_same_objects(ctx.kustomize("overlays/heterogeneous"), ctx.helm(every),
+                        ("overlay heterogeneous", "helm every devices.<vendor>.enabled"))
     kinds = sorted({o["kind"] for o in base})
     for want in ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment",
                  "MutatingWebhookConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount"]:
@@ -184,7 +189,8 @@ def case_helm_values(ctx):
     assert not any(a.startswith("--enable-iluvatar") for a in cmd), cmd
     dev = find(objs, "ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
     for want in ["resourceMemoryName: example.com/gpumem", "deviceSplitCount: 4",
-                 "deviceMemoryScaling: 1.5", "gpuCorePolicy: force"]:
+                 "deviceMemoryScaling: 1.5", "gpuCorePolicy: force", "\nhygon: {}\n",
+                 "\nvnpus:\n  hamiVnpuCore: false\n"]:
         assert want in dev, f"{want} not in {dev}"
     hook = find(objs, "MutatingWebhookConfiguration", "hami-webhook")["webhooks"][0]
     assert hook["failurePolicy"] == "Fail"
@@ -265,7 +271,7 @@ def case_openapi(ctx):
                                                     "service": {"type": "NodePort"}},
                                       "devicePlugin": {"service": {"type": "NodePort"}}}))
     if ctx.kubectl:
-        for name in ["base", "overlays/servicemonitor", "overlays/nodeport"]:
+        for name in ["base", "overlays/servicemonitor", "overlays/nodeport", "overlays/heterogeneous"]:
             save("kustomize-" + name.replace("/", "-"), ctx.kustomize(name))
     work = os.path.join(ctx.build_dir, "deploy-openapi")
     p = ctx.run(["bash", os.path.join(ROOT, "tests", "deploy", "openapi", "run.sh"), work] + files, check=False)
@@ -298,7 +304,7 @@ def case_kubectl_apply(ctx):
     (Each rendering gets a fresh server: applying an overlay over the base makes kubectl send
     strategic merge patches, which the simulated server does not merge by key yet.)"""
     ctx.need_kubectl()
-    for name in ["base", "overlays/nodeport"]:
+    for name in ["base", "overlays/nodeport", "overlays/heterogeneous"]:
         kubeconfig = os.path.join(ctx.tmp, "kubeconfig")
         server = start_apiserver(ctx, kubeconfig)
         try:

@@ -4,7 +4,9 @@
 // node and cards with its vendor's annotations.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "device/config.h"
 #include "device/node_registration.h"
@@ -339,6 +341,96 @@ TEST(HeteroE2E, EachVendorsNodeLockIsTheOneItsPluginReleases) {
   EXPECT_EQ(NodeAnnotation(c, "mt-node", "hami.io/mutex.lock"), "");
   EXPECT_NE(c.Annotation("default", "mt-c", "hami.io/mthreads-vgpu-devices-allocated"), "");
   EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
+// Vendors whose plugins count in the node's capacity: Enflame vGCUs (the user's section: the
+// webhook rounds a percentage up to the slices the node's plugin cuts a card into, and says why
+// it refuses while no Enflame node has registered) and AWS Neuron (cores handed out by number,
+// devices along the instance's ring).
+TEST(HeteroE2E, EnflameSlicesAndNeuronCoresFromNodeCapacity) {
+  SimClusterOptions o;
+  Result<device::DeviceConfig> cfg = device::ParseDeviceConfigYaml(
+      "nvidia: {}\n"
+      "enflame:\n"
+      "  resourceCountName: \"enflame.com/vgcu\"\n"
+      "  resourceMemoryPercentageName: \"enflame.com/vgcu-percentage\"\n"
+      "awsneuron: {}\n");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  o.device_config = *cfg;
+  SimCluster c(o);
+  Json gcu = {{"enflame.com/vgcu", "1"}, {"enflame.com/vgcu-percentage", "15"}};
+  Result<k8s::Object> early = c.CreatePod("default", Pod("gcu-early", gcu));
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.status().message().find("no node reports enflame.com/shared-gcu"),
+            std::string::npos)
+      << early.status().ToString();
+
+  // Two S60 cards cut into four slices each.
+  c.AddVendorNode("gcu-node", {}, {{"enflame.com/gcu-count", "2"}, {"enflame.com/shared-gcu", "8"}},
+                  "gcu-node-enflame-1");
+  ASSERT_TRUE(c.CreatePod("default", Pod("gcu-test", gcu)).ok());
+  ASSERT_TRUE(
+      SimCluster::WaitFor([&] { return c.BoundNode("default", "gcu-test") == "gcu-node"; }));
+  Result<k8s::Object> pod = k8s::GetPod(c.client(), "default", "gcu-test");
+  ASSERT_TRUE(pod.ok());
+  auto text = [](const Json& q) { return q.is_string() ? q.get<std::string>() : q.dump(); };
+  const Json& limits = (*pod)["spec"]["containers"][0]["resources"]["limits"];
+  EXPECT_EQ(text(limits["enflame.com/vgcu-percentage"]), "25");
+  EXPECT_EQ(text(limits["enflame.com/shared-gcu"]), "1");
+  std::string list = c.Annotation("default", "gcu-test", "hami.io/enflame-vgpu-devices-allocated");
+  EXPECT_NE(list.find(",Enflame,25,0:;"), std::string::npos) << list;
+  std::string idx = c.Annotation("default", "gcu-test", "enflame.com/gcu-assigned-id");
+  EXPECT_TRUE(idx == "0" || idx == "1") << idx;
+  EXPECT_EQ(list.substr(0, list.find(',')), "gcu-node-enflame-" + idx);
+  EXPECT_EQ(c.Annotation("default", "gcu-test", "enflame.com/gcu-assigned"), "false");
+
+  // A trn1.32xlarge: sixteen devices of two cores.
+  c.AddVendorNode("trn-node", {},
+                  {{"aws.amazon.com/neuron", "16"}, {"aws.amazon.com/neuroncore", "32"}},
+                  "trn-node-AWSNeuron-15", {{"node.kubernetes.io/instance-type", "trn1.32xlarge"}});
+  ASSERT_TRUE(c.CreatePod("default", Pod("core", {{"aws.amazon.com/neuroncore", "1"}})).ok());
+  ASSERT_TRUE(c.CreatePod("default", Pod("ring", {{"aws.amazon.com/neuron", "4"}})).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    return c.BoundNode("default", "core") == "trn-node" &&
+           c.BoundNode("default", "ring") == "trn-node";
+  }));
+  EXPECT_EQ(c.Annotation("default", "core", "NEURON_RESOURCE_TYPE"), "aws.amazon.com/neuroncore");
+  std::string core_list = c.Annotation("default", "core", "hami.io/aws-neuron-devices-allocated");
+  EXPECT_NE(core_list.find(",AWSNeuron,0,1:;"), std::string::npos) << core_list;
+  int device = std::stoi(core_list.substr(core_list.rfind('-') + 1));
+  EXPECT_EQ(c.Annotation("default", "core", "AWS_NEURON_IDS"), std::to_string(2 * device));
+  std::string ring = c.Annotation("default", "ring", "AWS_NEURON_IDS");
+  int first = std::stoi(ring);
+  EXPECT_EQ(first % 4, 0) << ring;
+  EXPECT_EQ(ring, std::to_string(first) + "," + std::to_string(first + 1) + "," +
+                      std::to_string(first + 2) + "," + std::to_string(first + 3));
+  EXPECT_TRUE(c.scheduler().CheckLedger().ok());
+}
+
+// The kustomize overlay (and the chart with every devices.<vendor>.enabled) turns every vendor
+// module on: its device-config.yaml loads without a warning and the registry holds each vendor.
+TEST(HeteroE2E, TheHeterogeneousOverlaysDeviceConfigSchedulesEveryVendor) {
+  std::ifstream in(std::string(HAMI_SOURCE_DIR) +
+                   "/deploy/kustomize/overlays/heterogeneous/device-config.yaml");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string yaml = text.str();
+  ASSERT_NE(yaml.find("nvidia:"), std::string::npos) << yaml;
+  Result<device::DeviceConfig> cfg = device::ParseDeviceConfigYaml(yaml);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_TRUE(cfg->warnings.empty()) << cfg->warnings.front();
+  const device::VendorRegistry::Options flags{.enable_ascend = true, .enable_iluvatar = true};
+  Result<device::VendorRegistry> reg = device::VendorRegistry::FromConfig(*cfg, flags);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  for (const char* key : {"NVIDIA", "AMD", "AWSNeuron", "Ascend910B3", "Ascend310P", "BI-V150",
+                          "Biren", "DCU", "Enflame", "GCU", "MLU", "Metax-GPU", "Metax-SGPU",
+                          "Mthreads", "Vastai", "XPU", "kunlun"}) {
+    EXPECT_NE(reg->Find(key), nullptr) << key;
+  }
+  std::vector<std::string> left = device::UnscheduledVendorSections(*cfg, flags);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_NE(left[0].find("enflame: DRS-shared GCUs"), std::string::npos) << left[0];
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +30,7 @@ const VendorRegistry& Registry() {
     DeviceConfig cfg =
         ParseDeviceConfigYaml(
             "hygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\nmthreads: {}\nbiren: {}\n"
-            "vastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n")
+            "vastai: {}\nmetax: {}\namd: {}\nawsneuron: {}\nvnpus: {}\niluvatars: ~\n")
             .value();
     return new VendorRegistry(
         VendorRegistry::FromConfig(cfg, {.enable_ascend = true, .enable_iluvatar = true}).value());
@@ -53,6 +54,18 @@ int64_t Number(std::string_view s) {
   return v.ok() ? *v : 0;
 }
 
+// The cluster as the webhook sees it: one node whose capacity ratio is the input's number.
+class FuzzFacts final : public NodeCapacityFacts {
+ public:
+  explicit FuzzFacts(int64_t ratio) : ratio_(ratio) {}
+  std::map<int64_t, int32_t> CapacityRatios(std::string_view, std::string_view) const override {
+    return {{ratio_, 1}};
+  }
+
+ private:
+  int64_t ratio_;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -75,11 +88,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!v.registration_capacity().empty()) {
     capacity[std::string(v.registration_capacity())] = Number(caps.substr(0, sp));
   }
-  if (!n.memory.empty() && sp != std::string_view::npos) {
-    capacity[n.memory] = Number(caps.substr(sp + 1));
-  }
+  const int64_t second = sp == std::string_view::npos ? 0 : Number(caps.substr(sp + 1));
+  if (!n.memory.empty()) capacity[n.memory] = second;
+  if (!n.core.empty() && v.registration_capacity() != n.core) capacity[n.core] = second;
+  Annotations labels = {{std::string(kInstanceTypeLabel), std::string(lines[1])}};
   hami::Result<std::vector<DeviceInfo>> devices =
-      v.DecodeNodeDevices(NodeView{"fuzz-node", node_annos, capacity});
+      v.DecodeNodeDevices(NodeView{"fuzz-node", node_annos, capacity, &labels});
   if (devices.ok()) {
     if (devices->size() > 4096 && !v.registration_capacity().empty()) __builtin_trap();
     for (const DeviceInfo& d : *devices) {
@@ -109,13 +123,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
   }
-  hami::Result<ContainerMutation> m = v.MutateContainer(c, pod);
+  FuzzFacts facts(second);
+  const AdmissionContext actx(pod, &facts);
+  hami::Result<ContainerMutation> m = v.MutateContainer(c, actx);
   if (m.ok() && m->found) {
     ContainerResources edited = c;
     for (const auto& [k, q] : m->set_limits) edited.limits[k] = q;
     for (const auto& [k, q] : m->set_requests) edited.requests[k] = q;
     if (!v.ParseRequest(edited).ok()) __builtin_trap();
-    hami::Result<ContainerMutation> again = v.MutateContainer(edited, pod);
+    hami::Result<ContainerMutation> again = v.MutateContainer(edited, actx);
     if (!again.ok()) __builtin_trap();
     for (const auto& [k, q] : again->set_limits) {
       if (edited.limits.at(k) != q) __builtin_trap();  // a second pass changes nothing
@@ -131,9 +147,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cd.mem_mib = (**r).mem_mib;
     cd.cores = (**r).cores;
     cd.index = static_cast<int32_t>((*devices)[0].index);
+    cd.devcore = (*devices)[0].devcore;
     pd[std::string(v.Key())] = {{cd}};
+    PodRequests asked;
+    asked.containers.push_back({**r});
     Annotations out;
-    if (!EncodePodDevices(Registry(), pd, 1, &out, PodWriteContext{"fuzz-node", 1}).ok()) {
+    if (!EncodePodDevices(Registry(), pd, 1, &out, PodWriteContext{"fuzz-node", 1, &pod, &asked})
+             .ok()) {
       __builtin_trap();
     }
   }

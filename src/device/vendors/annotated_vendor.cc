@@ -70,7 +70,7 @@ Result<std::optional<ContainerRequest>> AnnotatedVendor::ParseRequest(
 }
 
 Result<ContainerMutation> AnnotatedVendor::MutateContainer(const ContainerResources& c,
-                                                           const Annotations& /*pod*/) const {
+                                                           const AdmissionContext& /*ctx*/) const {
   ContainerMutation m;
   HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, ParseRequest(c));
   if (!r) return m;

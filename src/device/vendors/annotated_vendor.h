@@ -79,7 +79,7 @@ class AnnotatedVendor : public Vendor {
   const VendorAnnotationKeys& annotation_keys() const override { return spec_.keys; }
   Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override;
   Result<ContainerMutation> MutateContainer(const ContainerResources& c,
-                                            const Annotations& pod) const override;
+                                            const AdmissionContext& ctx) const override;
   bool cores_in_device_units() const override { return spec_.cores_in_device_units; }
   bool lists_device_type() const override { return spec_.lists_device_type; }
   NodeLockKind node_lock() const override { return spec_.node_lock; }

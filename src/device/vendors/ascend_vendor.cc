@@ -89,7 +89,8 @@ Result<std::optional<ContainerRequest>> AscendVendor::ParseRequest(
 }
 
 Result<ContainerMutation> AscendVendor::MutateContainer(const ContainerResources& c,
-                                                        const Annotations& pod) const {
+                                                        const AdmissionContext& ctx) const {
+  const Annotations& pod = ctx.pod;
   ContainerMutation m;
   HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, ParseRequest(c));
   if (!r) {

@@ -50,7 +50,7 @@ class AscendVendor final : public Vendor {
   const VendorAnnotationKeys& annotation_keys() const override { return keys_; }
   Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override;
   Result<ContainerMutation> MutateContainer(const ContainerResources& c,
-                                            const Annotations& pod) const override;
+                                            const AdmissionContext& ctx) const override;
   void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
                        Annotations* pod) const override;
   // Super-pod chips (910C): NPUs are taken by module, the two NPUs 2k and 2k+1 together.

@@ -4,6 +4,7 @@
 #include <array>
 #include <initializer_list>
 #include <limits>
+#include <map>
 
 #include "device/request.h"
 #include "device/resource_quantity.h"
@@ -158,8 +159,8 @@ class MthreadsVendor final : public CapacityVendor {
   }
 
   Result<ContainerMutation> MutateContainer(const ContainerResources& c,
-                                            const Annotations& pod) const override {
-    HAMI_ASSIGN_OR_RETURN(ContainerMutation m, CapacityVendor::MutateContainer(c, pod));
+                                            const AdmissionContext& ctx) const override {
+    HAMI_ASSIGN_OR_RETURN(ContainerMutation m, CapacityVendor::MutateContainer(c, ctx));
     if (!m.found) return m;
     const ResourceNames& n = resource_names();
     Result<std::optional<int64_t>> count = ReadIntegerResource(c, n.count, 0, kMax32);
@@ -193,6 +194,83 @@ class MthreadsVendor final : public CapacityVendor {
     (*pod)["mthreads.com/gpu-index"] = idx;
     (*pod)["mthreads.com/predicate-node"] = std::string(ctx.node);
     (*pod)["mthreads.com/predicate-time"] = std::to_string(ctx.unix_seconds * 1000000000LL);
+  }
+};
+
+// Enflame vGCU: a card is 100 percent of memory and compute, cut by Enflame's plugin into the
+// node's shared-gcu slices; a task asks for a percentage, rounded up to whole slices.
+class EnflameVgcuVendor final : public CapacityVendor {
+ public:
+  using CapacityVendor::CapacityVendor;
+
+  Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override {
+    const ResourceNames& n = resource_names();
+    HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> count, ReadIntegerResource(c, n.count, 0, kMax32));
+    HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> pct,
+                          ReadIntegerResource(c, n.memory_percentage, 1, 100));
+    if (!count || *count == 0) return std::optional<ContainerRequest>();
+    ContainerRequest r;
+    r.vendor = std::string(Key());
+    r.count = static_cast<int32_t>(*count);
+    // Several cards are taken whole; a card is 100 units of memory.
+    r.mem_mib = *count > 1 || !pct ? 100 : static_cast<int32_t>(*pct);
+    return std::optional<ContainerRequest>(std::move(r));
+  }
+
+  Result<ContainerMutation> MutateContainer(const ContainerResources& c,
+                                            const AdmissionContext& ctx) const override {
+    ContainerMutation m;
+    HAMI_ASSIGN_OR_RETURN(std::optional<ContainerRequest> r, ParseRequest(c));
+    if (!r) return m;
+    m.found = true;
+    const ResourceNames& n = resource_names();
+    std::map<int64_t, int32_t> factors;
+    if (ctx.nodes != nullptr) {
+      factors = ctx.nodes->CapacityRatios(kEnflameSharedGcu, synthesis().units);
+      // A card is 100 percent: finer slices than 1 % are not a factor a plugin reports.
+      std::erase_if(factors, [](const auto& f) { return f.first < 1 || f.first > 100; });
+    }
+    if (factors.empty()) {
+      return UnavailableError("container " + text::Quote(c.name) + ": " + n.count +
+                              ": no node reports " + std::string(kEnflameSharedGcu) + " and " +
+                              synthesis().units +
+                              " capacity yet, so the size of a vGCU slice is unknown; create the "
+                              "pod again once an Enflame node has registered");
+    }
+    // The slices per card most nodes have (the smaller on a tie: larger slices).
+    int64_t factor = factors.begin()->first;
+    for (const auto& [f, nodes] : factors) {
+      if (nodes > factors[factor]) factor = f;
+    }
+    int64_t slices = factor * r->count;
+    int64_t pct = 100;
+    if (r->count == 1) {
+      slices = (int64_t{r->mem_mib} * factor + 99) / 100;
+      pct = 100 * slices / factor;
+    }
+    for (auto* side : {&m.set_limits, &m.set_requests}) {
+      (*side)[n.memory_percentage] = std::to_string(pct);
+      (*side)[std::string(kEnflameSharedGcu)] = std::to_string(slices);
+    }
+    return m;
+  }
+
+  void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
+                       Annotations* pod) const override {
+    // The first container with cards (upstream reads the pod's first container only, which
+    // leaves the key out when that one asks for none).
+    for (const ContainerDevices& c : devices) {
+      if (c.empty()) continue;
+      std::string idx;
+      for (const ContainerDevice& d : c) {
+        if (!idx.empty()) idx += ',';
+        idx += std::to_string(d.index);
+      }
+      (*pod)["enflame.com/gcu-assigned"] = "false";
+      (*pod)["enflame.com/gcu-assigned-time"] = std::to_string(ctx.unix_seconds * 1000000000LL);
+      (*pod)["enflame.com/gcu-assigned-id"] = idx;
+      return;
+    }
   }
 };
 
@@ -285,6 +363,30 @@ std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config) {
   syn.units = whole.count;
   syn.fixed_memory_mib = 100;  // upstream's placeholder: GCUs are handed out whole
   return std::make_unique<CapacityVendor>(std::move(s), std::move(syn));
+}
+
+std::unique_ptr<Vendor> MakeEnflameVgcuVendor(const VendorResources& config) {
+  AnnotatedVendorSpec s = SpecFromSection("Enflame", config);
+  // The user's documents name the vGCU resources with the common keys; upstream's chart with
+  // resourceNameVGCU / resourceNameVGCUPercentage.
+  const std::string gcu = config.Extra("resourceNameGCU", "enflame.com/gcu");
+  s.names.count = config.count != gcu ? config.count : config.Extra("resourceNameVGCU", "");
+  s.names.memory_percentage = !config.memory_percentage.empty()
+                                  ? config.memory_percentage
+                                  : config.Extra("resourceNameVGCUPercentage", "");
+  s.names.memory.clear();
+  s.names.core.clear();
+  if (s.names.count.empty() || s.names.count == gcu) return nullptr;
+  s.keys.allocated = "hami.io/enflame-vgpu-devices-allocated";
+  s.keys.use_uuid = "enflame.com/use-gpuuuid";
+  s.keys.nouse_uuid = "enflame.com/nouse-gpuuuid";
+  Synthesis syn;
+  syn.id_infix = "enflame";
+  syn.type = "Enflame";
+  syn.units = std::string(kEnflameGcuCount);
+  syn.fixed_memory_mib = 100;  // percent of a card
+  syn.slots = 100;
+  return std::make_unique<EnflameVgcuVendor>(std::move(s), std::move(syn));
 }
 
 std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config) {

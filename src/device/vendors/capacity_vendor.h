@@ -9,6 +9,17 @@
 //    units>` (the pod's first card) for Cambricon's plugin.
 //  - Enflame GCU whole cards ("GCU"): capacity `enflame.com/gcu`, cards `<node>-GCU-<i>`, one task
 //    each.
+//  - Enflame vGCU ("Enflame", the v2.9 design the user's documents configure): capacity
+//    `enflame.com/gcu-count` (cards) and `enflame.com/shared-gcu` (the slices Enflame's plugin
+//    cuts them into: factor = shared / cards); cards `<node>-enflame-<i>` of 100 units (percent)
+//    of memory, 100 tasks each. `enflame.com/vgcu: n` with `enflame.com/vgcu-percentage: p`
+//    (1..100, default 100; several cards are taken whole). The webhook rounds p up to whole
+//    slices and writes the slices as `enflame.com/shared-gcu` (the resource kubelet hands to
+//    Enflame's plugin) next to the rounded percentage, in limits and requests; it takes the
+//    factor most nodes report and refuses the pod while no node reports one. Pods get
+//    `hami.io/enflame-vgpu-devices-allocated`, `enflame.com/gcu-assigned=false`,
+//    `enflame.com/gcu-assigned-time` (unix ns) and `enflame.com/gcu-assigned-id` (card indices
+//    of the first container with cards). `enflame.com/use-gpuuuid`/`nouse-gpuuuid` narrow by card.
 //  - Kunlunxin whole cards ("kunlun"): capacity `kunlunxin.com/xpu`, cards `<node>-kunlun-<i>`
 //    (96 GiB, the upper half on NUMA 1); pods get `hami.io/kunlun-allocated` and
 //    `BAIDU_COM_DEVICE_IDX` (the card indices).
@@ -35,7 +46,12 @@ TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, in
                                  bool idle_only);
 
 std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config);
+inline constexpr std::string_view kEnflameGcuCount = "enflame.com/gcu-count";
+inline constexpr std::string_view kEnflameSharedGcu = "enflame.com/shared-gcu";
+
 std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config);
+// Null when the section names no vGCU resource.
+std::unique_ptr<Vendor> MakeEnflameVgcuVendor(const VendorResources& config);
 std::unique_ptr<Vendor> MakeKunlunVendor(const VendorResources& config);
 std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config);
 

@@ -82,8 +82,9 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
   }
 
   Result<ContainerMutation> MutateContainer(const ContainerResources& c,
-                                            const Annotations& pod) const override {
-    HAMI_ASSIGN_OR_RETURN(ContainerMutation m, AnnotatedVendor::MutateContainer(c, pod));
+                                            const AdmissionContext& ctx) const override {
+    HAMI_ASSIGN_OR_RETURN(ContainerMutation m, AnnotatedVendor::MutateContainer(c, ctx));
+    const Annotations& pod = ctx.pod;
     if (!m.found) return m;
     std::string app_class;
     if (auto it = pod.find(kAppClassAnnotation); it != pod.end()) app_class = it->second;

@@ -199,11 +199,11 @@ device::Annotations PodAnnotations(const Json& pod) {
 // Every vendor's own admission rules (device/vendor.h MutateContainer) applied to `c`. Returns
 // whether the container asks for any vendor's devices afterwards.
 Result<bool> MutateVendorContainer(const device::VendorRegistry& vendors,
-                                   const device::Annotations& pod_annotations, Container& c,
-                                   Json& pod, Json& spec) {
+                                   const device::AdmissionContext& ctx, Container& c, Json& pod,
+                                   Json& spec) {
   bool found = false;
   for (const auto& vendor : vendors.vendors()) {
-    Result<device::ContainerMutation> m = vendor->MutateContainer(c.resources, pod_annotations);
+    Result<device::ContainerMutation> m = vendor->MutateContainer(c.resources, ctx);
     if (!m.ok()) return m.status().WithContext("container " + c.resources.name);
     for (const auto& [res, q] : m->set_limits) SetLimit(c, res, q);
     for (const auto& [res, q] : m->set_requests) SetQuantity(c, "requests", res, q);
@@ -355,7 +355,8 @@ AdmissionDecision Review(const Json& pod, std::string_view request_ns,
   }
   const device::Annotations pod_annotations = PodAnnotations(pod);
   for (Container& c : containers) {
-    Result<bool> found = MutateVendorContainer(vendors, pod_annotations, c, mutated, spec);
+    Result<bool> found = MutateVendorContainer(
+        vendors, device::AdmissionContext(pod_annotations, options.node_facts), c, mutated, spec);
     if (!found.ok()) return refuse(kBadRequest, found.status().message());
     has_devices |= *found;
   }

@@ -53,6 +53,9 @@ struct WebhookOptions {
   std::string scheduler_name = "hami-scheduler";
   // --force-overwrite-default-scheduler: pods naming `default-scheduler` are taken over too.
   bool force_overwrite_default_scheduler = true;
+  // What the scheduler knows of its nodes, for vendor rules that depend on them (Enflame's
+  // vGCU slices); null without a cluster (such rules then refuse the pod, saying why).
+  const device::NodeCapacityFacts* node_facts = nullptr;
 };
 
 // The verdict on one pod.

@@ -174,12 +174,14 @@ void SimCluster::AddNode(const std::string& name, const std::vector<device::Devi
 void SimCluster::AddVendorNode(const std::string& name,
                                const std::map<std::string, std::string>& annotations,
                                const std::map<std::string, std::string>& allocatable,
-                               const std::string& probe) {
+                               const std::string& probe,
+                               const std::map<std::string, std::string>& labels) {
   Json node;
   node["apiVersion"] = "v1";
   node["kind"] = "Node";
   node["metadata"]["name"] = name;
   node["metadata"]["labels"]["kubernetes.io/hostname"] = name;
+  for (const auto& [k, v] : labels) node["metadata"]["labels"][k] = v;
   for (const auto& [k, v] : annotations) node["metadata"]["annotations"][k] = v;
   for (const auto& [k, v] : allocatable) {
     node["status"]["capacity"][k] = v;

@@ -68,10 +68,11 @@ class SimCluster {
   void AddNode(const std::string& name, const std::vector<device::DeviceInfo>& gpus);
   // A node as another vendor's device plugin leaves it: `annotations` (its registration and
   // handshake) and `allocatable` resources; waits until the scheduler's ledger lists `probe`
-  // (one of its device ids).
+  // (one of its device ids). `labels` are added to the node's (e.g. its instance type).
   void AddVendorNode(const std::string& name, const std::map<std::string, std::string>& annotations,
                      const std::map<std::string, std::string>& allocatable,
-                     const std::string& probe);
+                     const std::string& probe,
+                     const std::map<std::string, std::string>& labels = {});
   // Creates every document of a multi-document YAML file (pods) in `ns`.
   std::vector<std::string> ApplyYamlFile(const std::string& path, const std::string& ns);
   Result<k8s::Object> CreatePod(const std::string& ns, const k8s::Object& pod);
