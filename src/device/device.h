@@ -65,6 +65,13 @@ struct DeviceInfo {
   // Vendor key (CommonWord, e.g. "NVIDIA") set by the vendor module that decoded the device;
   // not part of any wire format.
   std::string vendor;
+  // The registration's `custominfo` (vendor plugins' extras: Ascend's NetworkID, Vastai's AIC
+  // and DeviceStrategy): key -> scalar as text (strings as they are, numbers and booleans as JSON
+  // writes them). Read, never written.
+  std::map<std::string, std::string> custom;
+  // The device's topology group as its vendor module names it (devices of one group are better
+  // used together: Ascend's network, one Vastai card's dies); empty = none.
+  std::string group;
 
   bool IsMig() const { return mode == kModeMig; }
   friend bool operator==(const DeviceInfo&, const DeviceInfo&) = default;

@@ -80,6 +80,17 @@ Status DecodeDevice(const Json& j, const std::string& path, DeviceInfo* d) {
   HAMI_RETURN_IF_ERROR(json_util::ReadOptional(j, "numa", path, &d->numa));
   HAMI_RETURN_IF_ERROR(json_util::ReadOptional(j, "mode", path, &d->mode));
   HAMI_RETURN_IF_ERROR(json_util::ReadOptional(j, "health", path, &d->health));
+  if (const Json* ci = json_util::Member(j, "custominfo"); ci != nullptr && !ci->is_null()) {
+    std::string ci_path = json_util::Field(path, "custominfo");
+    if (!ci->is_object()) return InvalidArgumentError(ci_path + ": expected an object");
+    for (auto it = ci->begin(); it != ci->end(); ++it) {
+      if (it->is_string()) {
+        d->custom[it.key()] = it->get<std::string>();
+      } else if (it->is_number() || it->is_boolean()) {
+        d->custom[it.key()] = it->dump();
+      }  // nested values: nothing a vendor module reads
+    }
+  }
   if (const Json* mp = json_util::Member(j, "migProfiles")) {
     std::string mp_path = json_util::Field(path, "migProfiles");
     if (!mp->is_array()) return InvalidArgumentError(mp_path + ": expected an array");

@@ -213,5 +213,23 @@ TEST(NodeRegistrationLegacy, EncoderRefusesWhatCannotRoundTrip) {
   EXPECT_FALSE(EncodeNodeDevicesLegacy({d}).ok());
 }
 
+// Vendor plugins' extras (Ascend's NetworkID, Vastai's AIC and DeviceStrategy) are kept as
+// text; nested values are skipped; custominfo that is not an object is refused.
+TEST(NodeRegistrationJson, CustomInfoIsKeptAsText) {
+  Result<std::vector<DeviceInfo>> r = DecodeNodeDevicesJson(
+      R"([{"id":"NPU-0","count":4,"devmem":65536,"health":true,)"
+      R"("custominfo":{"NetworkID":3,"AIC":"card-1","ok":true,"nested":{"a":1},"x":null}}])");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::map<std::string, std::string> want = {
+      {"NetworkID", "3"}, {"AIC", "card-1"}, {"ok", "true"}};
+  EXPECT_EQ((*r)[0].custom, want);
+  EXPECT_EQ((*r)[0].group, "");
+  // Not written back (upstream's plugins do not read it from the scheduler).
+  EXPECT_EQ(EncodeNodeDevicesJson(*r).find("custominfo"), std::string::npos);
+  Result<std::vector<DeviceInfo>> bad = DecodeNodeDevicesJson(R"([{"id":"NPU-0","custominfo":5}])");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("custominfo"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace hami::device

@@ -107,6 +107,43 @@ bool AscendEnabled(const DeviceConfig& c, const VendorRegistry::Options& o) {
 
 }  // namespace
 
+TopologyChoice ChooseByGroup(std::span<const DeviceCandidate> candidates, int32_t need) {
+  TopologyChoice c;
+  c.topology_mismatch = false;  // too few devices is the only way to fail
+  if (need <= 0 || static_cast<size_t>(need) > candidates.size()) return c;
+  std::map<uint32_t, std::vector<size_t>> groups;  // group -> positions, in candidate order
+  bool all = true;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    all = all && candidates[i].group != 0;
+    groups[candidates[i].group].push_back(i);
+  }
+  if (!all) {
+    for (size_t i = 0; i < static_cast<size_t>(need); ++i) c.picked.push_back(i);
+    return c;
+  }
+  std::vector<const std::vector<size_t>*> order;
+  for (const auto& [g, members] : groups) order.push_back(&members);
+  // Biggest first; equal sizes by the candidates' order (their first member).
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    if (a->size() != b->size()) return a->size() > b->size();
+    return a->front() < b->front();
+  });
+  const std::vector<size_t>* fit = nullptr;
+  for (const std::vector<size_t>* g : order) {
+    if (g->size() >= static_cast<size_t>(need)) fit = g;  // the last one holding it: smallest
+  }
+  if (fit != nullptr) {
+    c.picked.assign(fit->begin(), fit->begin() + need);
+    return c;
+  }
+  for (const std::vector<size_t>* g : order) {
+    for (size_t i : *g) {
+      if (c.picked.size() < static_cast<size_t>(need)) c.picked.push_back(i);
+    }
+  }
+  return c;
+}
+
 Result<VendorRegistry> VendorRegistry::FromConfig(const DeviceConfig& config,
                                                   const Options& options) {
   VendorRegistry reg;

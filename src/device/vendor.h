@@ -78,6 +78,7 @@ struct DeviceCandidate {
   uint32_t index = 0;     // the device's index on the node
   bool idle = false;      // nothing allocated on it
   std::string_view mode;  // the device's registered mode (AWS Neuron: the instance type)
+  uint32_t group = 0;     // the device's topology group (DeviceInfo::group); 0 = none
 };
 
 // A topology rule's answer: positions into the candidates, or none with the reason's kind.
@@ -85,6 +86,12 @@ struct TopologyChoice {
   std::vector<size_t> picked;
   bool topology_mismatch = true;  // NumaNotFit; else AllocatedCardsInsufficientRequest
 };
+
+// The rule for vendors whose devices come in groups better used together (Ascend's networks,
+// a Vastai card's dies): when every candidate has a group, the smallest group that holds `need`
+// (keeping bigger ones whole), else the biggest groups first (spanning the fewest); without
+// groups, the candidates' order. Within a group, the candidates' order.
+TopologyChoice ChooseByGroup(std::span<const DeviceCandidate> candidates, int32_t need);
 
 // What the admission webhook does to one container for a vendor. The webhook owns the pod's
 // JSON and applies the edits; vendors only say what they are.

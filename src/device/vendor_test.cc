@@ -157,5 +157,25 @@ TEST(VendorRegistry, MultiVendorPodDevicesAreIndexAligned) {
   EXPECT_FALSE(EncodePodDevices(reg, unknown, 1, &pod).ok());
 }
 
+TEST(ChooseByGroup, SmallestGroupThatHoldsTheRequestElseTheBiggestFirst) {
+  // Candidates in the engine's order: groups 1 (three devices), 2 (two), 3 (one).
+  std::vector<DeviceCandidate> c = {{0, true, {}, 1}, {4, true, {}, 2}, {1, true, {}, 1},
+                                    {5, true, {}, 2}, {2, true, {}, 1}, {8, true, {}, 3}};
+  auto picked = [&](int32_t need) {
+    std::vector<uint32_t> out;
+    for (size_t p : ChooseByGroup(c, need).picked) out.push_back(c[p].index);
+    return out;
+  };
+  EXPECT_EQ(picked(1), (std::vector<uint32_t>{8}));           // the single device's group
+  EXPECT_EQ(picked(2), (std::vector<uint32_t>{4, 5}));        // the pair, keeping the three
+  EXPECT_EQ(picked(3), (std::vector<uint32_t>{0, 1, 2}));     // only group 1 holds three
+  EXPECT_EQ(picked(4), (std::vector<uint32_t>{0, 1, 2, 4}));  // biggest groups first
+  EXPECT_TRUE(picked(7).empty());
+  EXPECT_FALSE(ChooseByGroup(c, 7).topology_mismatch);
+  // A candidate without a group: the engine's order.
+  c[1].group = 0;
+  EXPECT_EQ(picked(2), (std::vector<uint32_t>{0, 4}));
+}
+
 }  // namespace
 }  // namespace hami::device

@@ -165,6 +165,7 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
       d.vendor = static_cast<uint8_t>(vi);
       d.mode = ModeOf(info.mode);
       d.health = info.health;
+      d.group = info.group.empty() ? 0 : strings_.groups.Intern(info.group) + 1;
       if (d.mode == DeviceMode::kMig && !node.mig) node.mig = std::make_unique<NodeMig>();
       node.devices.push_back(d);
       if (node.mig) {
@@ -524,6 +525,7 @@ std::string DeviceLine(const LedgerStrings& s, const LedgerNode& node, size_t i,
       " cordon=" + (d.cordoned ? "1" : "0") + " used=" + std::to_string(d.used_slots) + "/" +
       std::to_string(d.used_mem) + "/" + std::to_string(d.used_cores) +
       " anomalies=" + std::to_string(d.mig_anomalies);
+  if (d.group != 0) out += " group=" + std::string(s.groups.Get(d.group - 1));
   if (node.mig) {
     std::vector<std::string> mig;
     for (const MigInUse& m : node.mig->in_use[i]) {

@@ -72,6 +72,7 @@ struct LedgerDevice {
   DeviceMode mode = DeviceMode::kHamiCore;
   bool health = false;
   bool cordoned = false;
+  uint32_t group = 0;  // LedgerStrings::groups id + 1; 0 = no topology group
   // Usage.
   int32_t used_slots = 0;
   int32_t mig_anomalies = 0;  // MIG reservations without a MIG device, or the reverse
@@ -158,6 +159,7 @@ struct LedgerStrings {
   StringInterner modes;
   StringInterner nodes;
   StringInterner mig_profiles;
+  StringInterner groups;  // vendors' topology groups (DeviceInfo::group)
 };
 
 // What the placement engine decided for a pod, to hold until the annotations arrive.

@@ -484,8 +484,8 @@ class NodeEvaluator {
       s_.topo.clear();
       for (uint16_t k : *pool) {
         const LedgerDevice& d = node.devices[s_.cands[k].dev];
-        s_.topo.push_back(
-            device::DeviceCandidate{d.index, s_.cands[k].idle, strs.modes.Get(d.mode_name)});
+        s_.topo.push_back(device::DeviceCandidate{d.index, s_.cands[k].idle,
+                                                  strs.modes.Get(d.mode_name), d.group});
       }
       device::TopologyChoice choice = f.topology->ChooseDevices(s_.topo, need);
       if (static_cast<int32_t>(choice.picked.size()) != need) {

@@ -1098,5 +1098,90 @@ TEST(EnflameVgcu, CardsFromCapacityAndTheAnnotationsEnflamesPluginReads) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+// ---------------------------------------------------------------------------------------------
+// Topology groups from the plugins' custominfo: Ascend's NetworkID, Vastai's dies per card.
+
+std::string Uuids(const Decision& d, const std::string& vendor) {
+  std::string out;
+  for (const device::ContainerDevice& cd : d.devices.at(vendor)[0]) {
+    if (!out.empty()) out += " ";
+    out += cd.uuid;
+  }
+  return out;
+}
+
+TEST(Ascend, NpusOfOneNetworkGoTogether) {
+  SchedulerWorld w({}, Config("vnpus: {}\n"), {.enable_ascend = true});
+  // Eight 910B3 NPUs in two networks: 0-3 and 4-7.
+  std::string reg = "[";
+  for (int i = 0; i < 8; ++i) {
+    if (i > 0) reg += ",";
+    reg += R"({"id":"N-)" + std::to_string(i) + R"(","index":)" + std::to_string(i) +
+           R"(,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,)"
+           R"("custominfo":{"NetworkID":)" +
+           std::to_string(i / 4) + "}}";
+  }
+  reg += "]";
+  ASSERT_TRUE(w.AddNode("npu-node", {}, {{"hami.io/node-register-Ascend910B3", reg}}).ok());
+  EXPECT_NE(w.ledger().CanonicalDump().find("dev N-5 vendor=Ascend910B3 idx=5"), std::string::npos);
+  EXPECT_NE(w.ledger().CanonicalDump().find("group=1"), std::string::npos);
+  const device::Vendor& npu = *w.vendors().Find("Ascend910B3");
+  // N-0 and N-1 are kept out: network 0 has two NPUs left, network 1 four.
+  const Annotations skip = {{"hami.io/no-use-Ascend910B3-uuid", "N-0,N-1"}};
+  auto place = [&](const std::string& name, int npus) {
+    return w.Place(w.Pod(
+        name, {Mutated(npu, Limits({{"huawei.com/Ascend910B3", std::to_string(npus)}}))}, skip));
+  };
+  Result<Decision> two = place("two", 2);
+  ASSERT_TRUE(two.ok() && two->fit()) << (two.ok() ? two->FailedMessage() : "");
+  EXPECT_EQ(Uuids(*two, "Ascend910B3"), "N-2 N-3");  // the network that holds exactly two
+  Result<Decision> three = place("three", 3);
+  ASSERT_TRUE(three.ok() && three->fit());
+  for (const device::ContainerDevice& cd : three->devices.at("Ascend910B3")[0]) {
+    EXPECT_GE(cd.uuid, "N-4") << Uuids(*three, "Ascend910B3");  // all from network 1
+  }
+  Result<Decision> five = place("five", 5);
+  ASSERT_TRUE(five.ok() && five->fit());
+  std::string got = Uuids(*five, "Ascend910B3");
+  EXPECT_NE(got.find("N-4"), std::string::npos) << got;  // network 1 whole, then one more
+  EXPECT_NE(got.find("N-7"), std::string::npos) << got;
+  // Without NetworkIDs the engine's order is kept (the seed's registration has none).
+  ASSERT_TRUE(
+      w.AddNode("plain", {}, {{"hami.io/node-register-Ascend910B3", kAscendRegistration}}).ok());
+  const std::string dump = w.ledger().CanonicalDump();
+  const size_t at = dump.find("dev NPU-0 ");
+  ASSERT_NE(at, std::string::npos) << dump;
+  EXPECT_EQ(dump.substr(at, dump.find('\n', at) - at).find("group="), std::string::npos);
+}
+
+TEST(Vastai, DiesOfOneCardGoTogether) {
+  SchedulerWorld w({}, Config("vastai: {}\n"));
+  // Two cards of four dies in die mode; the first card's die 0 is busy (a pod below).
+  std::string reg = "[";
+  for (int i = 0; i < 8; ++i) {
+    if (i > 0) reg += ",";
+    reg += R"({"id":"VA-)" + std::to_string(i) + R"(","index":)" + std::to_string(i) +
+           R"(,"count":1,"devmem":16384,"devcore":100,"type":"vastai-va1","health":true,)"
+           R"("custominfo":{"DeviceStrategy":"die","AIC":"card-)" +
+           std::to_string(i / 4) + R"("}})";
+  }
+  reg += "]";
+  ASSERT_TRUE(w.AddNode("va-node", {}, {{"hami.io/node-va-register", reg}}).ok());
+  auto pod = [&](const std::string& name, int dies, const Annotations& a = {}) {
+    return w.Pod(name, {Limits({{"vastaitech.com/va", std::to_string(dies)}})}, a);
+  };
+  Result<Decision> one = w.Schedule(pod("one", 1, {{"vastaitech.com/use-gpuuuid", "VA-0"}}));
+  ASSERT_TRUE(one.ok() && one->fit()) << (one.ok() ? one->FailedMessage() : "");
+  // Three dies: the first card has exactly three free.
+  Result<Decision> three = w.Schedule(pod("three", 3));
+  ASSERT_TRUE(three.ok() && three->fit());
+  EXPECT_EQ(Uuids(*three, "Vastai"), "VA-1 VA-2 VA-3");
+  // Four: the second card whole.
+  Result<Decision> four = w.Place(pod("four", 4));
+  ASSERT_TRUE(four.ok() && four->fit());
+  EXPECT_EQ(Uuids(*four, "Vastai"), "VA-4 VA-5 VA-6 VA-7");
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -162,8 +162,37 @@ std::unique_ptr<Vendor> MakeBirenVendor(const VendorResources& config) {
       CountOnlySpec("Biren", "biren", config, "birentech.com"));
 }
 
+namespace {
+
+// Vastai: in die mode (custominfo DeviceStrategy "die") each registered device is one die and
+// custominfo AIC names its card; a pod's dies are kept on as few cards as possible.
+class VastaiVendor final : public AnnotatedVendor {
+ public:
+  using AnnotatedVendor::AnnotatedVendor;
+
+  Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
+    HAMI_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices,
+                          AnnotatedVendor::DecodeNodeDevices(node));
+    for (DeviceInfo& d : devices) {
+      auto strategy = d.custom.find("DeviceStrategy");
+      auto card = d.custom.find("AIC");
+      if (strategy != d.custom.end() && strategy->second == "die" && card != d.custom.end()) {
+        d.group = card->second;
+      }
+    }
+    return devices;
+  }
+  bool has_topology_rule() const override { return true; }
+  TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
+                               int32_t need) const override {
+    return ChooseByGroup(candidates, need);
+  }
+};
+
+}  // namespace
+
 std::unique_ptr<Vendor> MakeVastaiVendor(const VendorResources& config) {
-  return std::make_unique<AnnotatedVendor>(CountOnlySpec("Vastai", "va", config, "vastaitech.com"));
+  return std::make_unique<VastaiVendor>(CountOnlySpec("Vastai", "va", config, "vastaitech.com"));
 }
 
 std::unique_ptr<Vendor> MakeAmdVendor(const VendorResources& config) {

@@ -43,8 +43,13 @@ Result<std::vector<DeviceInfo>> AscendVendor::DecodeNodeDevices(const NodeView& 
       it != node.annotations.end()) {
     hami_core = it->second == "true";
   }
+  const bool networked = chip_.common_word.starts_with("Ascend910") && !chip_.super_pod;
   for (DeviceInfo& d : devices) {
     d.mode = std::string(hami_core ? kAscendHamiCoreMode : kAscendHardSplitMode);
+    if (auto it = d.custom.find(std::string(kAscendNetworkIdKey));
+        networked && it != d.custom.end()) {
+      d.group = it->second;
+    }
   }
   return devices;
 }
@@ -147,8 +152,13 @@ Result<ContainerMutation> AscendVendor::MutateContainer(const ContainerResources
   return m;
 }
 
+bool AscendVendor::has_topology_rule() const {
+  return chip_.super_pod || chip_.common_word.starts_with("Ascend910");
+}
+
 TopologyChoice AscendVendor::ChooseDevices(std::span<const DeviceCandidate> candidates,
                                            int32_t need) const {
+  if (!chip_.super_pod) return ChooseByGroup(candidates, need);
   TopologyChoice c;
   c.topology_mismatch = false;  // reported as too few whole modules
   std::map<uint32_t, size_t> by_index;

@@ -34,6 +34,7 @@ inline constexpr std::string_view kAscendHamiCoreMode = "hami-core";
 inline constexpr std::string_view kAscendPredicateTimeAnnotation = "predicate-time";
 inline constexpr std::string_view kAscendNodeHamiCoreAnnotation = "hami-vnpu-core";
 inline constexpr std::string_view kAscendHardSplitMode = "hard-split";
+inline constexpr std::string_view kAscendNetworkIdKey = "NetworkID";  // registration custominfo
 
 class AscendVendor final : public Vendor {
  public:
@@ -53,8 +54,10 @@ class AscendVendor final : public Vendor {
                                             const AdmissionContext& ctx) const override;
   void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
                        Annotations* pod) const override;
-  // Super-pod chips (910C): NPUs are taken by module, the two NPUs 2k and 2k+1 together.
-  bool has_topology_rule() const override { return chip_.super_pod; }
+  // Super-pod chips (910C): NPUs are taken by module, the two NPUs 2k and 2k+1 together. Other
+  // 910 chips whose plugin reports a NetworkID per NPU (custominfo): NPUs of one network
+  // together (ChooseByGroup).
+  bool has_topology_rule() const override;
   TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
                                int32_t need) const override;
 
