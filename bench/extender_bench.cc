@@ -103,7 +103,8 @@ std::string VendorFlags(const Args& a, const std::string& dir) {
   std::string path = dir + "/device-config.yaml";
   std::ofstream(path)
       << "nvidia: {}\nhygon: {}\ncambricon: {}\nenflame: {}\nkunlun: {}\n"
-         "mthreads: {}\nbiren: {}\nvastai: {}\nmetax: {}\namd: {}\nvnpus: {}\niluvatars: ~\n";
+         "mthreads: {}\nbiren: {}\nvastai: {}\nmetax: {}\namd: {}\nawsneuron: {}\nvnpus: {}\n"
+         "iluvatars: ~\n";
   return " --device-config-file=" + path + " --enable-ascend=true --enable-iluvatar=true";
 }
 

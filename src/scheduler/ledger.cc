@@ -98,7 +98,16 @@ std::vector<CollapsedCharge> CollapsePodDevices(const device::PodDevices& device
 }
 
 Ledger::Ledger(const device::VendorRegistry& vendors, const Clock& clock, LedgerOptions options)
-    : vendors_(vendors), clock_(clock), options_(options) {}
+    : vendors_(vendors), clock_(clock), options_(options) {
+  for (const auto& v : vendors_.vendors()) {
+    for (const std::string* k :
+         {&v->annotation_keys().node_register, &v->annotation_keys().node_setting}) {
+      if (!k->empty()) device_keys_.push_back(*k);
+    }
+  }
+  std::sort(device_keys_.begin(), device_keys_.end());
+  device_keys_.erase(std::unique(device_keys_.begin(), device_keys_.end()), device_keys_.end());
+}
 
 namespace {
 
@@ -248,10 +257,7 @@ Status Ledger::UpsertNode(const NodeObject& obj) {
     h = Fnv(Has(obj.annotations, key) ? "=1" : "=0", h);
     h = Fnv(Lookup(obj.annotations, key), h);
   };
-  for (const auto& v : vendors_.vendors()) {
-    mix_key(v->annotation_keys().node_register);
-    if (!v->annotation_keys().node_setting.empty()) mix_key(v->annotation_keys().node_setting);
-  }
+  for (const std::string& key : device_keys_) mix_key(key);
   for (const auto& [res, amount] : obj.capacity) {
     h = Fnv(res, h);
     h = Fnv(std::to_string(amount), h);

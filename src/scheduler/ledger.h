@@ -249,6 +249,9 @@ class Ledger {
   Status BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undecodable);
 
   const device::VendorRegistry& vendors_;
+  // The node annotations the vendors' devices are read from (registrations, settings), each
+  // once: what UpsertNode's change detection hashes on every node update.
+  std::vector<std::string> device_keys_;
   const Clock& clock_;
   LedgerOptions options_;
   LedgerStrings strings_;
