@@ -20,6 +20,7 @@
 // concurrently. VendorRegistry is built once, then read-only (concurrent reads are safe).
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -92,6 +93,15 @@ struct TopologyChoice {
 // (keeping bigger ones whole), else the biggest groups first (spanning the fewest); without
 // groups, the candidates' order. Within a group, the candidates' order.
 TopologyChoice ChooseByGroup(std::span<const DeviceCandidate> candidates, int32_t need);
+
+// Per-device tallies of the task classes a vendor tells its tasks apart by (MetaX sGPU: app
+// class and QoS policy), kept by the ledger for vendors with uses_task_classes(): entry c counts
+// the tasks of class c on the device.
+inline constexpr size_t kTaskClassCount = 16;
+using TaskClassCounts = std::array<uint16_t, kTaskClassCount>;
+
+// A vendor's verdict on a task joining a device that others use.
+enum class ShareVerdict : uint8_t { kOk, kAppClassMismatch, kQosPolicyMismatch };
 
 // What the admission webhook does to one container for a vendor. The webhook owns the pod's
 // JSON and applies the edits; vendors only say what they are.
@@ -180,6 +190,20 @@ class Vendor {
   // Whether all containers of a pod asking for this vendor share one device (MetaX whole cards,
   // Moore Threads): a later container may only use the device an earlier one got.
   virtual bool one_device_per_pod() const { return false; }
+  // Task classes: who may share a device with whom (MetaX sGPU's app classes and QoS policies).
+  // TaskClass() reads a pod's annotations (a value below kTaskClassCount); ChargeClass() is what
+  // the pod's charge on one device counts as (`exclusive`: it takes all of the device's
+  // compute); CanShare() says whether a task of `task_class` may join a device holding
+  // `on_device` (registered mode `device_mode`); TaskTakesNoCores() marks classes whose tasks
+  // are given no compute (neither checked nor charged).
+  virtual bool uses_task_classes() const { return false; }
+  virtual uint8_t TaskClass(const Annotations& /*pod*/) const { return 0; }
+  virtual uint8_t ChargeClass(uint8_t task_class, bool /*exclusive*/) const { return task_class; }
+  virtual ShareVerdict CanShare(uint8_t /*task_class*/, const TaskClassCounts& /*on_device*/,
+                                std::string_view /*device_mode*/, bool /*exclusive*/) const {
+    return ShareVerdict::kOk;
+  }
+  virtual bool TaskTakesNoCores(uint8_t /*task_class*/) const { return false; }
   // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
   virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
   virtual std::string_view own_node_lock() const { return {}; }

@@ -15,6 +15,10 @@ std::string_view CardReasonName(CardReason r) {
       return "CardPartitionSizeMismatch";
     case CardReason::kCardNotFoundCustomFilterRule:
       return "CardNotFoundCustomFilterRule";
+    case CardReason::kCardAppClassMismatch:
+      return "CardAppClassMismatch";
+    case CardReason::kCardQosPolicyMismatch:
+      return "CardQosPolicyMismatch";
     case CardReason::kCardTypeMismatch:
       return "CardTypeMismatch";
     case CardReason::kCardUuidMismatch:

@@ -31,6 +31,8 @@ enum class CardReason : uint8_t {
   kCardMigTopologyInfeasible,
   kCardPartitionSizeMismatch,     // a card shared only by equal partitions holds another size
   kCardNotFoundCustomFilterRule,  // the vendor keeps a pod's containers on one device
+  kCardAppClassMismatch,          // the device's tasks are of an app class this one may not join
+  kCardQosPolicyMismatch,         // the device's tasks run under another QoS policy
   kNumaNotFit,
   kAllocatedCardsInsufficientRequest,
   kCount,

@@ -146,6 +146,7 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
   *undecodable = false;
   node.devices.clear();
   node.mig.reset();
+  node.task_classes.reset();
   node.pair_scores.clear();
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;
@@ -198,6 +199,14 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
     node.mig->in_use.resize(node.devices.size());
   }
   node.registered = !node.devices.empty();
+  node.task_classes.reset();
+  for (const LedgerDevice& d : node.devices) {
+    if (vendor_list[d.vendor]->uses_task_classes()) {
+      node.task_classes =
+          std::make_unique<std::vector<device::TaskClassCounts>>(node.devices.size());
+      break;
+    }
+  }
 
   // Cordon: UUIDs excluded from new allocations.
   for (std::string_view raw :
@@ -293,6 +302,7 @@ void Ledger::RemoveNode(std::string_view name) {
   node.devices.clear();
   node.devices.shrink_to_fit();
   node.mig.reset();
+  node.task_classes.reset();
   node.pair_scores.clear();
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;
@@ -318,6 +328,14 @@ void Ledger::ApplyPod(uint32_t pod_slot, int sign) {
     d.used_slots += sign * c.slots;
     d.used_mem += sign * int64_t{c.mem};
     d.used_cores += sign * int64_t{c.cores};
+    if (node.task_classes) {
+      const device::Vendor& v = *vendors_.vendors()[d.vendor];
+      if (v.uses_task_classes()) {
+        const bool exclusive = d.devcore > 0 && c.cores >= d.devcore;
+        uint8_t cls = v.ChargeClass(pod.task_class, exclusive) % device::kTaskClassCount;
+        (*node.task_classes)[i][cls] = static_cast<uint16_t>((*node.task_classes)[i][cls] + sign);
+      }
+    }
     if (d.mode == DeviceMode::kMig) {
       bool reserved = std::any_of(pod.mig.begin(), pod.mig.end(),
                                   [&](const MigCharge& m) { return m.uuid == c.uuid; });
@@ -360,7 +378,7 @@ Status Ledger::StorePod(std::string_view uid, std::string_view ns, std::string_v
                         std::string_view node_name, const device::PodDevices& devices,
                         size_t init_count, bool init_done,
                         const std::vector<device::MigAllocation>& mig, PodState state,
-                        int64_t expires_at) {
+                        int64_t expires_at, uint8_t task_class) {
   std::vector<CollapsedCharge> collapsed = CollapsePodDevices(devices, init_count, init_done);
   uint32_t node_slot = NodeSlot(node_name);
 
@@ -388,6 +406,7 @@ Status Ledger::StorePod(std::string_view uid, std::string_view ns, std::string_v
   pod.state = state;
   pod.live = true;
   pod.expires_at = state == PodState::kReserved ? expires_at : 0;
+  pod.task_class = task_class;
   ++pod.generation;
   pod.charges.clear();
   pod.charges.reserve(collapsed.size());
@@ -458,7 +477,8 @@ Status Ledger::UpsertPod(const PodObject& obj) {
     }
   }
   return StorePod(obj.uid, obj.name_space, obj.name, node, *devices, obj.init_container_count,
-                  obj.init_containers_done, mig, state, expires_at);
+                  obj.init_containers_done, mig, state, expires_at,
+                  TaskClassOf(*devices, obj.annotations));
 }
 
 void Ledger::RemovePod(std::string_view uid) {
@@ -479,6 +499,17 @@ void Ledger::RemovePod(std::string_view uid) {
   free_pods_.push_back(slot);
 }
 
+uint8_t Ledger::TaskClassOf(const device::PodDevices& devices,
+                            const device::Annotations& pod) const {
+  for (const auto& [key, list] : devices) {
+    const device::Vendor* v = vendors_.Find(key);
+    if (v != nullptr && v->uses_task_classes()) {
+      return static_cast<uint8_t>(v->TaskClass(pod) % device::kTaskClassCount);
+    }
+  }
+  return 0;
+}
+
 Status Ledger::Reserve(const Reservation& r) {
   int32_t node = FindNode(r.node);
   if (node < 0 || !nodes_[node].registered) {
@@ -488,7 +519,7 @@ Status Ledger::Reserve(const Reservation& r) {
   int64_t since = r.since != 0 ? r.since : clock_.NowUnixSeconds();
   int64_t expires_at = since + options_.reservation_ttl_seconds;
   return StorePod(r.uid, r.name_space, r.name, r.node, r.devices, r.init_container_count, false,
-                  r.mig, PodState::kReserved, expires_at);
+                  r.mig, PodState::kReserved, expires_at, r.task_class);
 }
 
 Status Ledger::Confirm(std::string_view uid) {
@@ -532,6 +563,12 @@ std::string DeviceLine(const LedgerStrings& s, const LedgerNode& node, size_t i,
       std::to_string(d.used_mem) + "/" + std::to_string(d.used_cores) +
       " anomalies=" + std::to_string(d.mig_anomalies);
   if (d.group != 0) out += " group=" + std::string(s.groups.Get(d.group - 1));
+  if (node.task_classes) {
+    for (size_t c = 0; c < device::kTaskClassCount; ++c) {
+      uint16_t n = (*node.task_classes)[i][c];
+      if (n != 0) out += " class" + std::to_string(c) + "=" + std::to_string(n);
+    }
+  }
   if (node.mig) {
     std::vector<std::string> mig;
     for (const MigInUse& m : node.mig->in_use[i]) {

@@ -100,7 +100,10 @@ struct LedgerNode {
   uint32_t name = 0;  // LedgerStrings::nodes
   bool registered = false;
   std::vector<LedgerDevice> devices;
-  std::unique_ptr<NodeMig> mig;      // null without MIG devices
+  std::unique_ptr<NodeMig> mig;  // null without MIG devices
+  // Per device, the task classes charged to it; null unless a device's vendor
+  // uses_task_classes() (devices of other vendors keep zeros).
+  std::unique_ptr<std::vector<device::TaskClassCounts>> task_classes;
   std::vector<int32_t> pair_scores;  // devices x devices link scores; empty when not published
   // Node-annotation policies (valid when has_*).
   bool has_node_policy = false;
@@ -148,6 +151,7 @@ struct LedgerPod {
   PodState state = PodState::kReserved;
   bool live = false;
   int64_t expires_at = 0;  // Unix seconds; reserved pods only
+  uint8_t task_class = 0;  // Vendor::TaskClass of its class-using vendor (0 without one)
   std::vector<Charge> charges;
   std::vector<MigCharge> mig;
 };
@@ -171,6 +175,7 @@ struct Reservation {
   device::PodDevices devices;  // every vendor list index-aligned, init containers first
   size_t init_container_count = 0;
   std::vector<device::MigAllocation> mig;
+  uint8_t task_class = 0;  // Vendor::TaskClass of the pod (Decision::task_class)
   // When the reservation was made (Unix seconds); 0 means now. Lets a restarted service restore
   // reservations it still holds with their original expiry.
   int64_t since = 0;
@@ -244,7 +249,9 @@ class Ledger {
   Status StorePod(std::string_view uid, std::string_view ns, std::string_view name,
                   std::string_view node, const device::PodDevices& devices, size_t init_count,
                   bool init_done, const std::vector<device::MigAllocation>& mig, PodState state,
-                  int64_t expires_at);
+                  int64_t expires_at, uint8_t task_class);
+  // The task class of a pod holding `devices` (its first class-using vendor's), 0 without one.
+  uint8_t TaskClassOf(const device::PodDevices& devices, const device::Annotations& pod) const;
   // `undecodable`: some vendor's registration did not decode (retried on the next update).
   Status BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undecodable);
 

@@ -47,6 +47,9 @@ struct VendorFilter {
   const device::Vendor* topology = nullptr;  // the vendor chooses multi-device sets itself
   bool equal_partitions = false;             // a used device takes only its tasks' size
   bool one_device = false;                   // the pod's containers share one device
+  const device::Vendor* share = nullptr;     // the vendor's task-class rule (uses_task_classes)
+  uint8_t task_class = 0;                    // the pod's class for `share`
+  bool no_cores = false;                     // the pod's tasks take no compute on this vendor
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -99,6 +102,9 @@ struct PodContext {
   const GpuPolicy* global_gpu = nullptr;
   NodePolicy global_node = NodePolicy::kBinpack;
   TraceLevel trace = TraceLevel::kNodes;
+  // The pod's task class for the ledger (its first class-using vendor's).
+  bool has_task_class = false;
+  uint8_t task_class = 0;
   // Per vendor index: quota room (-1 = unlimited).
   std::vector<int64_t> quota_mem, quota_cores;
   bool has_quota = false;
@@ -202,6 +208,18 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (!d.Healthy()) return CardReason::kCardNotHealth;
   if (d.cordoned) return CardReason::kCardCordoned;
   if (!f.TypeOk(strs, d)) return CardReason::kCardTypeMismatch;
+  if (f.share != nullptr && node.task_classes) {
+    const bool exclusive = d.devcore > 0 && cores >= d.devcore;
+    switch (f.share->CanShare(f.task_class, (*node.task_classes)[i], strs.modes.Get(d.mode_name),
+                              exclusive)) {
+      case device::ShareVerdict::kOk:
+        break;
+      case device::ShareVerdict::kAppClassMismatch:
+        return CardReason::kCardAppClassMismatch;
+      case device::ShareVerdict::kQosPolicyMismatch:
+        return CardReason::kCardQosPolicyMismatch;
+    }
+  }
   if (!f.UuidOk(d)) return CardReason::kCardUuidMismatch;
   if (d.count <= u.slots) return CardReason::kCardTimeSlicingExhausted;
   if (policy.mutex && u.slots > 0) return CardReason::kExclusiveDeviceAllocateConflict;
@@ -209,12 +227,14 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (f.equal_partitions && u.slots > 0 && u.mem != memreq * u.slots) {
     return CardReason::kCardPartitionSizeMismatch;
   }
-  if (d.devcore - u.cores < cores) return CardReason::kCardInsufficientCore;
-  if (d.devcore == device::kExclusiveCores && cores == device::kExclusiveCores && u.slots > 0) {
-    return CardReason::kExclusiveDeviceAllocateConflict;
-  }
-  if (d.devcore != 0 && u.cores >= d.devcore && cores == 0) {
-    return CardReason::kCardComputeUnitsExhausted;
+  if (!f.no_cores) {
+    if (d.devcore - u.cores < cores) return CardReason::kCardInsufficientCore;
+    if (d.devcore == device::kExclusiveCores && cores == device::kExclusiveCores && u.slots > 0) {
+      return CardReason::kExclusiveDeviceAllocateConflict;
+    }
+    if (d.devcore != 0 && u.cores >= d.devcore && cores == 0) {
+      return CardReason::kCardComputeUnitsExhausted;
+    }
   }
   if (d.mode == DeviceMode::kMig) {
     int32_t p;
@@ -420,9 +440,10 @@ class NodeEvaluator {
       if (d.vendor != req.vendor) continue;
       const Work& u = s_.work[i];
       int64_t memreq = r.MemOn(d.devmem);
-      int64_t dcores = f.cores_in_units ? UnitCores(d, cores, memreq)
-                       : f.core_mask    ? MaskCores(d, cores, u.cores)
-                                        : cores;
+      int64_t dcores = f.no_cores         ? 0
+                       : f.cores_in_units ? UnitCores(d, cores, memreq)
+                       : f.core_mask      ? MaskCores(d, cores, u.cores)
+                                          : cores;
       // Too few free cores for a mask: more than the device has, so the core check (after the
       // earlier ones, in upstream's order) says so.
       if (dcores < 0) dcores = int64_t{d.devcore} + 1;
@@ -722,6 +743,16 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
     f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
     f.one_device = vendors.vendors()[vi]->one_device_per_pod();
+    if (vendors.vendors()[vi]->uses_task_classes()) {
+      f.share = vendors.vendors()[vi].get();
+      f.task_class =
+          static_cast<uint8_t>(f.share->TaskClass(pod.annotations) % device::kTaskClassCount);
+      f.no_cores = f.share->TaskTakesNoCores(f.task_class);
+      if (!ctx.has_task_class) {
+        ctx.has_task_class = true;
+        ctx.task_class = f.task_class;
+      }
+    }
   }
 
   ctx.quota_mem.assign(vendors.vendors().size(), -1);
@@ -810,6 +841,7 @@ Reservation Decision::ToReservation(const PodSpec& pod) const {
   r.devices = devices;
   r.init_container_count = init_container_count;
   r.mig = mig;
+  r.task_class = task_class;
   return r;
 }
 
@@ -847,6 +879,7 @@ std::string ShapeKey(const PodContext& ctx) {
     str(f.mode_value);
     num(f.numa_bind);
     num(f.mig_allowed);
+    num(f.task_class);
   }
   num(static_cast<int64_t>(ctx.containers.size()));
   for (const std::vector<Req>& c : ctx.containers) {
@@ -967,6 +1000,7 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
   d.container_count = pod.requests.containers.size();
   d.init_container_count = pod.requests.init_count;
   d.requests_devices = !pod.requests.Empty();
+  d.task_class = ctx.task_class;
   if (!d.requests_devices) return d;
 
   Scratch s;

@@ -110,6 +110,7 @@ struct Decision {
   std::vector<device::MigAllocation> mig;
   size_t container_count = 0;
   size_t init_container_count = 0;
+  uint8_t task_class = 0;  // the pod's Vendor::TaskClass, for the reservation
 
   bool fit() const { return chosen >= 0; }
   // failedNodes of the extender reply: node -> reason.

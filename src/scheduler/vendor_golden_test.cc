@@ -1183,5 +1183,88 @@ TEST(Vastai, DiesOfOneCardGoTogether) {
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
+// MetaX sGPU sharing: app classes and QoS policies (the pods as the webhook leaves them).
+TEST(Metax, SgpuSharingFollowsAppClassesAndQosPolicies) {
+  SchedulerWorld w({}, Config("metax: {}\n"));
+  ASSERT_TRUE(w.AddNode("sgpu-node", {},
+                        {{"metax-tech.com/node-gpu-devices",
+                          R"([{"uuid":"GPU-a","model":"MXC500","totalDevCount":16,)"
+                          R"("totalCompute":100,"totalVRam":65536,"healthy":true},)"
+                          R"({"uuid":"GPU-b","model":"MXC500","totalDevCount":16,)"
+                          R"("totalCompute":100,"totalVRam":65536,"healthy":true},)"
+                          R"({"uuid":"GPU-c","model":"MXC500","totalDevCount":16,)"
+                          R"("totalCompute":100,"totalVRam":65536,"healthy":true,)"
+                          R"("qosPolicy":"fixed-share"}])"}})
+                  .ok());
+  auto pod = [&](const std::string& name, const std::string& gpu, Annotations a,
+                 const std::string& cores = "30") {
+    a["metax-tech.com/use-gpuuuid"] = gpu;
+    return w.Pod(name,
+                 {Limits({{"metax-tech.com/sgpu", "1"},
+                          {"metax-tech.com/vcore", cores},
+                          {"metax-tech.com/vmemory", "4"}})},
+                 std::move(a));
+  };
+  const Annotations best = {{"metax-tech.com/sgpu-qos-policy", "best-effort"}};
+  const Annotations fixed = {{"metax-tech.com/sgpu-qos-policy", "fixed-share"}};
+  const Annotations online = {{"metax-tech.com/sgpu-app-class", "online"}};
+  const Annotations offline = {{"metax-tech.com/sgpu-app-class", "offline"},
+                               {"metax-tech.com/sgpu-qos-policy", "best-effort"}};
+  auto reason = [&](const PodSpec& p) {
+    Result<Decision> d = w.Place(p);
+    EXPECT_TRUE(d.ok());
+    return d.ok() && !d->fit() ? ReasonOn(*d, "sgpu-node") : std::string("fits");
+  };
+
+  ASSERT_TRUE(w.Schedule(pod("plain", "GPU-a", best))->fit());
+  // Online pods do not join plain ones; they are given no compute.
+  EXPECT_EQ(reason(pod("online-a", "GPU-a", online)),
+            "1/3 CardAppClassMismatch, 2/3 CardUuidMismatch");
+  Result<Decision> on = w.Schedule(pod("online-b", "GPU-b", online));
+  ASSERT_TRUE(on.ok() && on->fit());
+  EXPECT_EQ(
+      w.pod_objects().at("uid-online-b").annotations.at("hami.io/metax-sgpu-devices-allocated"),
+      "GPU-b,Metax-SGPU,4096,0:;");
+  // Offline pods never join online ones, plain pods never join either.
+  EXPECT_EQ(reason(pod("offline-b", "GPU-b", offline)),
+            "1/3 CardUuidMismatch, 2/3 CardAppClassMismatch");  // GPU-a is plain's
+  EXPECT_EQ(reason(pod("plain-b", "GPU-b", best)),
+            "1/3 CardAppClassMismatch, 2/3 CardUuidMismatch");
+  // Another policy does not join a used sGPU; the same one does. (Upstream's order: the class
+  // checks come before the UUID check.)
+  EXPECT_EQ(reason(pod("fixed-a", "GPU-a", fixed)),
+            "1/3 CardAppClassMismatch, 1/3 CardQosPolicyMismatch, 1/3 CardUuidMismatch");
+  EXPECT_EQ(reason(pod("best-a", "GPU-a", best)), "fits");
+  // An sGPU registered with a policy: an unused one takes any, a used one only its own.
+  ASSERT_TRUE(w.Schedule(pod("best-c", "GPU-c", best))->fit());
+  EXPECT_EQ(reason(pod("fixed-c", "GPU-c", fixed)),
+            "1/3 CardAppClassMismatch, 2/3 CardQosPolicyMismatch");
+  w.DeletePod("uid-best-c");
+  ASSERT_TRUE(w.Schedule(pod("plain-c", "GPU-c", Annotations{}))->fit());  // no policy given
+  // The registered policy holds for GPU-c.
+  EXPECT_EQ(reason(pod("best-c2", "GPU-c", best)),
+            "1/3 CardAppClassMismatch, 1/3 CardQosPolicyMismatch, 1/3 CardUuidMismatch");
+  EXPECT_EQ(reason(pod("fixed-c2", "GPU-c", fixed)), "fits");
+  // The ledger rebuilt from the pods' annotations holds the same classes.
+  const std::string dump = w.ledger().CanonicalDump();
+  EXPECT_NE(dump.find("dev GPU-b "), std::string::npos);
+  EXPECT_NE(dump.find(" class1=1"), std::string::npos) << dump;  // the online pod on GPU-b
+  EXPECT_EQ(w.Rebuild()->CanonicalDump(), dump);
+
+  // The rule itself, with exclusive tasks: a task taking the whole sGPU is not held to the
+  // policy, and leaves none behind.
+  const device::Vendor& sg = *w.vendors().Find("Metax-SGPU");
+  device::TaskClassCounts on_device{};
+  const uint8_t best_cls = sg.TaskClass(best), fixed_cls = sg.TaskClass(fixed);
+  on_device[sg.ChargeClass(best_cls, false)] = 1;
+  EXPECT_EQ(sg.CanShare(fixed_cls, on_device, "", false), device::ShareVerdict::kQosPolicyMismatch);
+  EXPECT_EQ(sg.CanShare(fixed_cls, on_device, "", true), device::ShareVerdict::kOk);
+  device::TaskClassCounts whole{};
+  whole[sg.ChargeClass(best_cls, true)] = 1;
+  EXPECT_EQ(sg.CanShare(fixed_cls, whole, "", false), device::ShareVerdict::kOk);
+  EXPECT_TRUE(sg.TaskTakesNoCores(sg.TaskClass(online)));
+  EXPECT_FALSE(sg.TaskTakesNoCores(sg.TaskClass(offline)));
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1,5 +1,6 @@
 #include "device/vendors/metax_vendor.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "device/json_util.h"
@@ -16,6 +17,14 @@ using json_util::Json;
 constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
 constexpr std::string_view kQosAnnotation = "metax-tech.com/sgpu-qos-policy";
 constexpr std::string_view kAppClassAnnotation = "metax-tech.com/sgpu-app-class";
+
+// Task classes: the app class in bits 0-1 (0 none, 1 online, 2 offline), the QoS policy in bits
+// 2-3 (0 none, 1 best-effort, 2 fixed-share, 3 burst-share).
+constexpr uint8_t kOnline = 1, kOffline = 2;
+constexpr std::string_view kQosNames[] = {"", "best-effort", "fixed-share", "burst-share"};
+
+uint8_t AppOf(uint8_t cls) { return cls & 3; }
+uint8_t QosOf(uint8_t cls) { return (cls >> 2) & 3; }
 
 class MetaxSgpuVendor final : public AnnotatedVendor {
  public:
@@ -40,6 +49,7 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "totalVRam", p, &d.devmem));
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "numa", p, &d.numa));
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "healthy", p, &d.health));
+      HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "qosPolicy", p, &d.mode));
       if (d.id.empty()) return InvalidArgumentError(p + ".uuid: empty");
       if (d.count < 0 || d.devcore < 0 || d.devmem < 0) {
         return InvalidArgumentError(p + ": negative totals");
@@ -113,6 +123,64 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
     }
     return m;
   }
+
+  bool uses_task_classes() const override { return true; }
+
+  uint8_t TaskClass(const Annotations& pod) const override {
+    uint8_t app = 0;
+    if (auto it = pod.find(kAppClassAnnotation); it != pod.end()) {
+      app = it->second == "online" ? kOnline : it->second == "offline" ? kOffline : 0;
+    }
+    uint8_t qos = 0;
+    if (auto it = pod.find(kQosAnnotation); it != pod.end() && app != kOnline) {
+      for (uint8_t q = 1; q < 4; ++q) {
+        if (it->second == kQosNames[q]) qos = q;
+      }
+    }
+    return static_cast<uint8_t>(app | qos << 2);
+  }
+
+  // A task holding all of a device's compute leaves it no QoS to keep (it is alone).
+  uint8_t ChargeClass(uint8_t task_class, bool exclusive) const override {
+    return exclusive ? AppOf(task_class) : task_class;
+  }
+
+  // App classes: tasks without one never share with online or offline tasks; online tasks join
+  // devices without plain tasks; offline tasks join devices with offline tasks only (or empty
+  // ones). QoS (not for online tasks): a used device takes only tasks of its QoS policy (the
+  // policy of the tasks on it, else the one its plugin registered), unless the new task takes
+  // the whole device.
+  ShareVerdict CanShare(uint8_t task_class, const TaskClassCounts& on_device,
+                        std::string_view device_mode, bool exclusive) const override {
+    int64_t by_app[3] = {0, 0, 0};
+    bool qos_seen[4] = {false, false, false, false};
+    for (size_t c = 0; c < on_device.size(); ++c) {
+      if (on_device[c] == 0) continue;
+      by_app[std::min<uint8_t>(AppOf(static_cast<uint8_t>(c)), 2)] += on_device[c];
+      qos_seen[QosOf(static_cast<uint8_t>(c))] = true;
+    }
+    const uint8_t app = AppOf(task_class);
+    if ((app == 0 && by_app[kOnline] + by_app[kOffline] > 0) || (app == kOnline && by_app[0] > 0) ||
+        (app == kOffline && by_app[0] + by_app[kOnline] > 0)) {
+      return ShareVerdict::kAppClassMismatch;
+    }
+    const bool used = by_app[0] + by_app[kOnline] + by_app[kOffline] > 0;
+    const uint8_t qos = QosOf(task_class);
+    if (app == kOnline || !used || exclusive || qos == 0) return ShareVerdict::kOk;
+    bool tasks_have_qos = false;
+    for (uint8_t q = 1; q < 4; ++q) {
+      if (!qos_seen[q]) continue;
+      tasks_have_qos = true;
+      if (q != qos) return ShareVerdict::kQosPolicyMismatch;
+    }
+    if (!tasks_have_qos && !device_mode.empty() && device_mode != kQosNames[qos]) {
+      return ShareVerdict::kQosPolicyMismatch;
+    }
+    return ShareVerdict::kOk;
+  }
+
+  // Online tasks are given no compute (MetaX's plugin schedules them first).
+  bool TaskTakesNoCores(uint8_t task_class) const override { return AppOf(task_class) == kOnline; }
 
   void EncodePodExtras(const PodSingleDevice& devices, const PodWriteContext& ctx,
                        Annotations* pod) const override {

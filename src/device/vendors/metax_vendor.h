@@ -12,7 +12,11 @@
 //    `metax-tech.com/predicate-time`; the webhook sets `metax-tech.com/sgpu-qos-policy:
 //    best-effort` when a pod names none (not for `metax-tech.com/sgpu-app-class: online`) and
 //    refuses unknown policies and app classes, and app-class pods of more than one sGPU.
-//    `metax-tech.com/use-gpuuuid` / `nouse-gpuuuid` narrow by UUID.
+//    `metax-tech.com/use-gpuuuid` / `nouse-gpuuuid` narrow by UUID. Sharing (task classes, see
+//    MetaxSgpuVendor::CanShare): pods without an app class never share an sGPU with online or
+//    offline pods, offline pods never join online ones (CardAppClassMismatch); a used sGPU takes
+//    only pods of its QoS policy unless the pod takes all of its compute
+//    (CardQosPolicyMismatch); online pods are given no compute (device lists record 0 cores).
 //
 // Thread safety: immutable after construction.
 #pragma once
