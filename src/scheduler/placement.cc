@@ -398,6 +398,7 @@ class NodeEvaluator {
     }
     v->fit = true;
     v->failure.kind = NodeFailure::Kind::kNone;
+    v->cohesion = Cohesion();
     if (count == 0 || devmem == 0 || devcore == 0) {
       v->score = 0;
     } else {
@@ -587,6 +588,38 @@ class NodeEvaluator {
       return false;
     }
     return true;
+  }
+
+  // NodeVerdict::cohesion of the devices this evaluation took.
+  double Cohesion() const {
+    const LedgerNode& node = *node_;
+    bool grouped = false;
+    for (const Taken& t : s_.taken) grouped = grouped || node.devices[t.dev].group != 0;
+    if (!grouped) return 0;
+    double sum = 0;
+    for (size_t a = 0; a < s_.taken.size(); ++a) {
+      const Taken& first = s_.taken[a];
+      bool seen = false;  // each (container, vendor) once, at its first device
+      for (size_t b = 0; b < a && !seen; ++b) {
+        seen = s_.taken[b].container == first.container && s_.taken[b].vendor == first.vendor;
+      }
+      if (seen) continue;
+      int32_t total = 0, best = 0;
+      for (const Taken& t : s_.taken) {
+        if (t.container != first.container || t.vendor != first.vendor) continue;
+        ++total;
+        const uint32_t g = node.devices[t.dev].group;
+        if (g == 0) continue;
+        int32_t same = 0;
+        for (const Taken& u : s_.taken) {
+          same += u.container == first.container && u.vendor == first.vendor &&
+                  node.devices[u.dev].group == g;
+        }
+        best = std::max(best, same);
+      }
+      if (total > 1) sum += static_cast<double>(best) / total;
+    }
+    return 10.0 * sum;
   }
 
   // Whether device `i` is the one earlier containers of the pod got from `vendor` (or none yet).
@@ -915,6 +948,7 @@ struct CachedVerdict {
   bool fit = false;
   NodePolicy policy = NodePolicy::kBinpack;
   double score = 0;
+  double cohesion = 0;
   NodeFailure failure;
 };
 
@@ -1034,16 +1068,17 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
       v.fit = cached->fit;
       v.policy = cached->policy;
       v.score = cached->score;
+      v.cohesion = cached->cohesion;
       v.failure = cached->failure;
       from_cache = true;
     } else {
       s.verdict = static_cast<uint32_t>(i);
       eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
       if (cached != nullptr)
-        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.failure};
+        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.cohesion, v.failure};
     }
     if (!v.fit) continue;
-    double pref = v.policy == NodePolicy::kSpread ? -v.score : v.score;
+    double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.cohesion;
     if (d.chosen < 0 || pref > best) {
       best = pref;
       d.chosen = static_cast<int32_t>(i);

@@ -1266,5 +1266,40 @@ TEST(Metax, SgpuSharingFollowsAppClassesAndQosPolicies) {
   EXPECT_FALSE(sg.TaskTakesNoCores(sg.TaskClass(offline)));
 }
 
+// Between nodes, a multi-NPU pod prefers the one where its NPUs share a network, whatever the
+// node policy (upstream's Ascend ScoreNode, kept policy-neutral).
+TEST(Ascend, APodPrefersTheNodeWhereItsNpusShareANetwork) {
+  for (const char* policy : {"binpack", "spread"}) {
+    SchedulerWorld w({}, Config("vnpus: {}\n"), {.enable_ascend = true});
+    auto registration = [](const std::string& prefix, int per_network) {
+      std::string reg = "[";
+      for (int i = 0; i < 4; ++i) {
+        if (i > 0) reg += ",";
+        reg += R"({"id":")" + prefix + std::to_string(i) + R"(","index":)" + std::to_string(i) +
+               R"(,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,)"
+               R"("custominfo":{"NetworkID":)" +
+               std::to_string(i / per_network) + "}}";
+      }
+      return reg + "]";
+    };
+    // split: networks {0,1} and {2,3}; whole: one network of four.
+    ASSERT_TRUE(
+        w.AddNode("split", {}, {{"hami.io/node-register-Ascend910B3", registration("S-", 2)}})
+            .ok());
+    ASSERT_TRUE(
+        w.AddNode("whole", {}, {{"hami.io/node-register-Ascend910B3", registration("W-", 4)}})
+            .ok());
+    const device::Vendor& npu = *w.vendors().Find("Ascend910B3");
+    Result<Decision> d =
+        w.Place(w.Pod("three", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "3"}}))},
+                      {{"hami.io/node-scheduler-policy", policy}}));
+    ASSERT_TRUE(d.ok() && d->fit()) << policy;
+    EXPECT_EQ(d->node, "whole") << policy;
+    for (const NodeVerdict& v : d->verdicts) {
+      EXPECT_DOUBLE_EQ(v.cohesion, v.node == "whole" ? 10.0 : 10.0 * 2 / 3) << v.node;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hami::scheduler
