@@ -204,6 +204,16 @@ class Vendor {
     return ShareVerdict::kOk;
   }
   virtual bool TaskTakesNoCores(uint8_t /*task_class*/) const { return false; }
+  // How much a task of `task_class` would rather have a device holding `on_device` (higher is
+  // better; 0 = indifferent): it orders the devices that fit, ahead of the GPU policy, and the
+  // sum over the devices taken is added to a node's preference whatever the node policy.
+  virtual double DevicePreference(uint8_t /*task_class*/,
+                                  const TaskClassCounts& /*on_device*/) const {
+    return 0;
+  }
+  // Whether a pod under the `mutex` GPU policy needs every device of a topology group idle to
+  // take any of them (Vastai in die mode: a card's dies).
+  virtual bool mutex_takes_group() const { return false; }
   // The node lock a bind of this vendor's pods takes; kOwn names its annotation.
   virtual NodeLockKind node_lock() const { return NodeLockKind::kShared; }
   virtual std::string_view own_node_lock() const { return {}; }

@@ -50,6 +50,7 @@ struct VendorFilter {
   const device::Vendor* share = nullptr;     // the vendor's task-class rule (uses_task_classes)
   uint8_t task_class = 0;                    // the pod's class for `share`
   bool no_cores = false;                     // the pod's tasks take no compute on this vendor
+  bool mutex_group = false;                  // Vendor::mutex_takes_group
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -130,6 +131,7 @@ struct Cand {
   int64_t cores;  // the request's cores on this device, in the device's units
   int64_t free_after;
   double score;
+  double vendor_pref;  // Vendor::DevicePreference (0 for vendors without task classes)
 };
 
 // One chosen device while materialising the placement.
@@ -223,6 +225,13 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (!f.UuidOk(d)) return CardReason::kCardUuidMismatch;
   if (d.count <= u.slots) return CardReason::kCardTimeSlicingExhausted;
   if (policy.mutex && u.slots > 0) return CardReason::kExclusiveDeviceAllocateConflict;
+  if (policy.mutex && f.mutex_group && d.group != 0) {
+    for (size_t j = 0; j < node.devices.size(); ++j) {
+      if (node.devices[j].group == d.group && s.work[j].slots > 0) {
+        return CardReason::kExclusiveDeviceAllocateConflict;
+      }
+    }
+  }
   if (d.devmem - u.mem < memreq) return CardReason::kCardInsufficientMemory;
   if (f.equal_partitions && u.slots > 0 && u.mem != memreq * u.slots) {
     return CardReason::kCardPartitionSizeMismatch;
@@ -398,7 +407,7 @@ class NodeEvaluator {
     }
     v->fit = true;
     v->failure.kind = NodeFailure::Kind::kNone;
-    v->cohesion = Cohesion();
+    v->preference = Cohesion() + VendorPreference();
     if (count == 0 || devmem == 0 || devcore == 0) {
       v->score = 0;
     } else {
@@ -464,14 +473,26 @@ class NodeEvaluator {
         fails.Add(why);
         continue;
       }
-      s_.cands.push_back(
-          Cand{i, u.slots == 0, d.numa, d.index, memreq, dcores, d.devmem - u.mem - memreq, score});
+      double vendor_pref = f.share != nullptr && node.task_classes
+                               ? f.share->DevicePreference(f.task_class, (*node.task_classes)[i])
+                               : 0;
+      s_.cands.push_back(Cand{i, u.slots == 0, d.numa, d.index, memreq, dcores,
+                              d.devmem - u.mem - memreq, score, vendor_pref});
     }
     // Preference order over passing devices.
     s_.order.resize(s_.cands.size());
     for (uint16_t k = 0; k < s_.order.size(); ++k) s_.order[k] = k;
-    std::sort(s_.order.begin(), s_.order.end(),
-              [&](uint16_t a, uint16_t b) { return Before(policy, s_.cands[a], s_.cands[b]); });
+    if (f.share != nullptr) {
+      std::sort(s_.order.begin(), s_.order.end(), [&](uint16_t a, uint16_t b) {
+        if (s_.cands[a].vendor_pref != s_.cands[b].vendor_pref) {
+          return s_.cands[a].vendor_pref > s_.cands[b].vendor_pref;
+        }
+        return Before(policy, s_.cands[a], s_.cands[b]);
+      });
+    } else {
+      std::sort(s_.order.begin(), s_.order.end(),
+                [&](uint16_t a, uint16_t b) { return Before(policy, s_.cands[a], s_.cands[b]); });
+    }
 
     // Restrict to one NUMA node when bound (hard) or preferred (numa-first, soft).
     const std::vector<uint16_t>* pool = &s_.order;
@@ -590,7 +611,21 @@ class NodeEvaluator {
     return true;
   }
 
-  // NodeVerdict::cohesion of the devices this evaluation took.
+  // The vendors' DevicePreference of the devices this evaluation took (before the pod).
+  double VendorPreference() const {
+    const LedgerNode& node = *node_;
+    if (!node.task_classes) return 0;
+    double sum = 0;
+    for (const Taken& t : s_.taken) {
+      const VendorFilter& f = ctx_.filters[t.vendor];
+      if (f.share != nullptr) {
+        sum += f.share->DevicePreference(f.task_class, (*node.task_classes)[t.dev]);
+      }
+    }
+    return sum;
+  }
+
+  // NodeVerdict::preference (its topology part) of the devices this evaluation took.
   double Cohesion() const {
     const LedgerNode& node = *node_;
     bool grouped = false;
@@ -776,6 +811,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     if (vendors.vendors()[vi]->has_topology_rule()) f.topology = vendors.vendors()[vi].get();
     f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
     f.one_device = vendors.vendors()[vi]->one_device_per_pod();
+    f.mutex_group = vendors.vendors()[vi]->mutex_takes_group();
     if (vendors.vendors()[vi]->uses_task_classes()) {
       f.share = vendors.vendors()[vi].get();
       f.task_class =
@@ -948,7 +984,7 @@ struct CachedVerdict {
   bool fit = false;
   NodePolicy policy = NodePolicy::kBinpack;
   double score = 0;
-  double cohesion = 0;
+  double preference = 0;
   NodeFailure failure;
 };
 
@@ -1068,17 +1104,17 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
       v.fit = cached->fit;
       v.policy = cached->policy;
       v.score = cached->score;
-      v.cohesion = cached->cohesion;
+      v.preference = cached->preference;
       v.failure = cached->failure;
       from_cache = true;
     } else {
       s.verdict = static_cast<uint32_t>(i);
       eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
       if (cached != nullptr)
-        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.cohesion, v.failure};
+        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.preference, v.failure};
     }
     if (!v.fit) continue;
-    double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.cohesion;
+    double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.preference;
     if (d.chosen < 0 || pref > best) {
       best = pref;
       d.chosen = static_cast<int32_t>(i);

@@ -78,8 +78,9 @@ struct NodeVerdict {
   double score = 0;  // usage score with the pod placed (fit nodes)
   // Policy-neutral preference, added to the policy's ordering (fit nodes): 10 x the sum over
   // the pod's multi-device requests of the share of their devices in their biggest topology
-  // group (Ascend networks, Vastai cards; upstream's ScoreNode of those vendors).
-  double cohesion = 0;
+  // group (Ascend networks, Vastai cards), plus the vendors' Vendor::DevicePreference of the
+  // devices taken (MetaX sGPU online pods); upstream's ScoreNode of those vendors.
+  double preference = 0;
   NodeFailure failure;
 };
 

@@ -1172,6 +1172,12 @@ TEST(Vastai, DiesOfOneCardGoTogether) {
   };
   Result<Decision> one = w.Schedule(pod("one", 1, {{"vastaitech.com/use-gpuuuid", "VA-0"}}));
   ASSERT_TRUE(one.ok() && one->fit()) << (one.ok() ? one->FailedMessage() : "");
+  // One die: the fuller card (three free) for a plain pod; a mutex pod takes dies of an idle
+  // card only.
+  EXPECT_EQ(Uuids(*w.Place(pod("plain", 1)), "Vastai"), "VA-1");
+  Result<Decision> mutex = w.Place(pod("mutex", 1, {{"hami.io/gpu-scheduler-policy", "mutex"}}));
+  ASSERT_TRUE(mutex.ok() && mutex->fit());
+  EXPECT_EQ(Uuids(*mutex, "Vastai"), "VA-4");
   // Three dies: the first card has exactly three free.
   Result<Decision> three = w.Schedule(pod("three", 3));
   ASSERT_TRUE(three.ok() && three->fit());
@@ -1180,6 +1186,7 @@ TEST(Vastai, DiesOfOneCardGoTogether) {
   Result<Decision> four = w.Place(pod("four", 4));
   ASSERT_TRUE(four.ok() && four->fit());
   EXPECT_EQ(Uuids(*four, "Vastai"), "VA-4 VA-5 VA-6 VA-7");
+
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
 }
 
@@ -1296,9 +1303,56 @@ TEST(Ascend, APodPrefersTheNodeWhereItsNpusShareANetwork) {
     ASSERT_TRUE(d.ok() && d->fit()) << policy;
     EXPECT_EQ(d->node, "whole") << policy;
     for (const NodeVerdict& v : d->verdicts) {
-      EXPECT_DOUBLE_EQ(v.cohesion, v.node == "whole" ? 10.0 : 10.0 * 2 / 3) << v.node;
+      EXPECT_DOUBLE_EQ(v.preference, v.node == "whole" ? 10.0 : 10.0 * 2 / 3) << v.node;
     }
   }
+}
+
+// MetaX online pods: sGPUs with fewer online tasks first, one running offline tasks only last.
+TEST(Metax, OnlinePodsPreferQuietSgpus) {
+  SchedulerWorld w({}, Config("metax: {}\n"));
+  std::string reg = "[";
+  for (const char* id : {"GPU-a", "GPU-b", "GPU-c"}) {
+    if (reg.size() > 1) reg += ",";
+    reg += std::string(R"({"uuid":")") + id +
+           R"(","model":"MXC500","totalDevCount":16,"totalCompute":100,"totalVRam":65536,)"
+           R"("healthy":true})";
+  }
+  reg += "]";
+  ASSERT_TRUE(w.AddNode("sgpu-node", {}, {{"metax-tech.com/node-gpu-devices", reg}}).ok());
+  auto pod = [&](const std::string& name, Annotations a) {
+    return w.Pod(name,
+                 {Limits({{"metax-tech.com/sgpu", "1"},
+                          {"metax-tech.com/vcore", "30"},
+                          {"metax-tech.com/vmemory", "4"}})},
+                 std::move(a));
+  };
+  // binpack would put the pod on the busiest sGPU; the online preference comes first.
+  const Annotations online = {{"metax-tech.com/sgpu-app-class", "online"},
+                              {"hami.io/gpu-scheduler-policy", "binpack"}};
+  ASSERT_TRUE(w.Schedule(pod("offline-a", {{"metax-tech.com/sgpu-app-class", "offline"},
+                                           {"metax-tech.com/use-gpuuuid", "GPU-a"}}))
+                  ->fit());
+  Annotations on_b = online;
+  on_b["metax-tech.com/use-gpuuuid"] = "GPU-b";
+  ASSERT_TRUE(w.Schedule(pod("online-b", on_b))->fit());
+  // The idle sGPU first, then the one with an online task, the offline-only one last.
+  Result<Decision> d = w.Place(pod("next", online));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-c");
+  Annotations skip_c = online;
+  skip_c["metax-tech.com/nouse-gpuuuid"] = "GPU-c";
+  d = w.Place(pod("next2", skip_c));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-b");
+  EXPECT_DOUBLE_EQ(d->verdicts[0].preference, -20.0);
+  skip_c["metax-tech.com/nouse-gpuuuid"] = "GPU-b,GPU-c";
+  d = w.Place(pod("next3", skip_c));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-a");
+  EXPECT_DOUBLE_EQ(d->verdicts[0].preference, -100.0);
+  // Pods without an app class are indifferent.
+  EXPECT_EQ(w.vendors().Find("Metax-SGPU")->DevicePreference(0, device::TaskClassCounts{1}), 0);
 }
 
 }  // namespace

@@ -187,6 +187,8 @@ class VastaiVendor final : public AnnotatedVendor {
                                int32_t need) const override {
     return ChooseByGroup(candidates, need);
   }
+  // A mutex pod takes a card's dies only when the whole card is idle.
+  bool mutex_takes_group() const override { return true; }
 };
 
 }  // namespace

@@ -179,6 +179,19 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
     return ShareVerdict::kOk;
   }
 
+  // Online tasks would rather have sGPUs with fewer online tasks, and least of all one that runs
+  // offline tasks only (they would be preempted in turn); upstream's figures.
+  double DevicePreference(uint8_t task_class, const TaskClassCounts& on_device) const override {
+    if (AppOf(task_class) != kOnline) return 0;
+    int64_t online = 0, offline = 0, plain = 0;
+    for (size_t c = 0; c < on_device.size(); ++c) {
+      const uint8_t app = AppOf(static_cast<uint8_t>(c));
+      (app == kOnline ? online : app == 0 ? plain : offline) += on_device[c];
+    }
+    if (offline > 0 && online == 0 && plain == 0) return -100.0 * static_cast<double>(offline);
+    return -20.0 * static_cast<double>(online) - 2.0 * static_cast<double>(offline);
+  }
+
   // Online tasks are given no compute (MetaX's plugin schedules them first).
   bool TaskTakesNoCores(uint8_t task_class) const override { return AppOf(task_class) == kOnline; }
 
