@@ -1355,5 +1355,29 @@ TEST(Metax, OnlinePodsPreferQuietSgpus) {
   EXPECT_EQ(w.vendors().Find("Metax-SGPU")->DevicePreference(0, device::TaskClassCounts{1}), 0);
 }
 
+// MetaX sGPUs of one MetaLink zone go together.
+TEST(Metax, APodsSgpusStayInOneMetaLinkZone) {
+  SchedulerWorld w({}, Config("metax: {}\n"));
+  std::string reg = "[";
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) reg += ",";
+    reg += R"({"uuid":"GPU-)" + std::to_string(i) +
+           R"(","model":"MXC500","totalDevCount":16,"totalCompute":100,"totalVRam":65536,)"
+           R"("healthy":true,"linkZone":)" +
+           std::to_string(1 + i / 2) + "}";
+  }
+  reg += "]";
+  ASSERT_TRUE(w.AddNode("sgpu-node", {}, {{"metax-tech.com/node-gpu-devices", reg}}).ok());
+  EXPECT_NE(w.ledger().CanonicalDump().find("dev GPU-3 "), std::string::npos);
+  // GPU-0 kept out: zone 1 has one sGPU left, zone 2 both.
+  Result<Decision> d = w.Place(w.Pod("pair",
+                                     {Limits({{"metax-tech.com/sgpu", "2"},
+                                              {"metax-tech.com/vcore", "100"},
+                                              {"metax-tech.com/vmemory", "8"}})},
+                                     {{"metax-tech.com/nouse-gpuuuid", "GPU-0"}}));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
+  EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-2 GPU-3");
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -50,6 +50,9 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "numa", p, &d.numa));
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "healthy", p, &d.health));
       HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "qosPolicy", p, &d.mode));
+      int32_t zone = 0;  // MetaLink zone; 0 = no link
+      HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "linkZone", p, &zone));
+      if (zone > 0) d.group = std::to_string(zone);
       if (d.id.empty()) return InvalidArgumentError(p + ".uuid: empty");
       if (d.count < 0 || d.devcore < 0 || d.devmem < 0) {
         return InvalidArgumentError(p + ": negative totals");
@@ -125,6 +128,12 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
   }
 
   bool uses_task_classes() const override { return true; }
+  // A pod's sGPUs within one MetaLink zone where they can be (ChooseByGroup).
+  bool has_topology_rule() const override { return true; }
+  TopologyChoice ChooseDevices(std::span<const DeviceCandidate> candidates,
+                               int32_t need) const override {
+    return ChooseByGroup(candidates, need);
+  }
 
   uint8_t TaskClass(const Annotations& pod) const override {
     uint8_t app = 0;

@@ -16,7 +16,9 @@
 //    MetaxSgpuVendor::CanShare): pods without an app class never share an sGPU with online or
 //    offline pods, offline pods never join online ones (CardAppClassMismatch); a used sGPU takes
 //    only pods of its QoS policy unless the pod takes all of its compute
-//    (CardQosPolicyMismatch); online pods are given no compute (device lists record 0 cores).
+//    (CardQosPolicyMismatch); online pods are given no compute (device lists record 0 cores)
+//    and prefer sGPUs with fewer online tasks. A pod's sGPUs stay in one MetaLink zone
+//    (`linkZone` above 0) where they can.
 //
 // Thread safety: immutable after construction.
 #pragma once
