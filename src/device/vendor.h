@@ -103,6 +103,17 @@ using TaskClassCounts = std::array<uint16_t, kTaskClassCount>;
 // A vendor's verdict on a task joining a device that others use.
 enum class ShareVerdict : uint8_t { kOk, kAppClassMismatch, kQosPolicyMismatch };
 
+// Node preferences a vendor reads from its node's annotations (MetaX whole cards: the topology
+// losses and scores MetaX's plugin publishes per card count): a pod taking n of the vendor's
+// devices on the node adds binpack[n] (node policy binpack) or spread[n] (spread) to the node's
+// preference; counts without an entry add nothing.
+struct NodePreferenceTable {
+  std::map<int32_t, double> binpack;
+  std::map<int32_t, double> spread;
+  bool empty() const { return binpack.empty() && spread.empty(); }
+  friend bool operator==(const NodePreferenceTable&, const NodePreferenceTable&) = default;
+};
+
 // What the admission webhook does to one container for a vendor. The webhook owns the pod's
 // JSON and applies the edits; vendors only say what they are.
 struct ContainerMutation {
@@ -211,6 +222,10 @@ class Vendor {
                                   const TaskClassCounts& /*on_device*/) const {
     return 0;
   }
+  // The node annotations DecodeNodePreferences reads (a change of them is a change of the
+  // node's devices) and the table they give; a malformed annotation gives no entries.
+  virtual std::vector<std::string> node_preference_annotations() const { return {}; }
+  virtual NodePreferenceTable DecodeNodePreferences(const NodeView& /*node*/) const { return {}; }
   // Whether a pod under the `mutex` GPU policy needs every device of a topology group idle to
   // take any of them (Vastai in die mode: a card's dies).
   virtual bool mutex_takes_group() const { return false; }

@@ -104,6 +104,7 @@ Ledger::Ledger(const device::VendorRegistry& vendors, const Clock& clock, Ledger
          {&v->annotation_keys().node_register, &v->annotation_keys().node_setting}) {
       if (!k->empty()) device_keys_.push_back(*k);
     }
+    for (std::string& k : v->node_preference_annotations()) device_keys_.push_back(std::move(k));
   }
   std::sort(device_keys_.begin(), device_keys_.end());
   device_keys_.erase(std::unique(device_keys_.begin(), device_keys_.end()), device_keys_.end());
@@ -147,6 +148,7 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
   node.devices.clear();
   node.mig.reset();
   node.task_classes.reset();
+  node.preferences.reset();
   node.pair_scores.clear();
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;
@@ -199,6 +201,18 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
     node.mig->in_use.resize(node.devices.size());
   }
   node.registered = !node.devices.empty();
+  node.preferences.reset();
+  for (size_t vi = 0; vi < vendor_list.size(); ++vi) {
+    if (vendor_list[vi]->node_preference_annotations().empty()) continue;
+    device::NodePreferenceTable t = vendor_list[vi]->DecodeNodePreferences(
+        device::NodeView{obj.name, obj.annotations, obj.capacity, &obj.labels});
+    if (t.empty()) continue;
+    if (!node.preferences) {
+      node.preferences =
+          std::make_unique<std::vector<std::pair<uint8_t, device::NodePreferenceTable>>>();
+    }
+    node.preferences->emplace_back(static_cast<uint8_t>(vi), std::move(t));
+  }
   node.task_classes.reset();
   for (const LedgerDevice& d : node.devices) {
     if (vendor_list[d.vendor]->uses_task_classes()) {
@@ -590,6 +604,16 @@ std::string NodeText(const Ledger& l, const LedgerNode& node) {
   out += "\n";
   for (size_t i = 0; i < node.devices.size(); ++i) {
     out += DeviceLine(s, node, i, l.vendors()) + "\n";
+  }
+  if (node.preferences) {
+    for (const auto& [vi, t] : *node.preferences) {
+      out += "  prefer " + std::string(l.vendors().vendors()[vi]->Key());
+      for (const auto& [n, v] : t.binpack)
+        out += " binpack" + std::to_string(n) + "=" + std::to_string(v);
+      for (const auto& [n, v] : t.spread)
+        out += " spread" + std::to_string(n) + "=" + std::to_string(v);
+      out += "\n";
+    }
   }
   for (size_t i = 0; i < node.pair_scores.size(); ++i) {
     if (node.pair_scores[i] != 0) {

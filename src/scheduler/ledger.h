@@ -104,6 +104,9 @@ struct LedgerNode {
   // Per device, the task classes charged to it; null unless a device's vendor
   // uses_task_classes() (devices of other vendors keep zeros).
   std::unique_ptr<std::vector<device::TaskClassCounts>> task_classes;
+  // Vendor index -> the node preferences its annotations give (Vendor::DecodeNodePreferences);
+  // null when no vendor publishes any for this node.
+  std::unique_ptr<std::vector<std::pair<uint8_t, device::NodePreferenceTable>>> preferences;
   std::vector<int32_t> pair_scores;  // devices x devices link scores; empty when not published
   // Node-annotation policies (valid when has_*).
   bool has_node_policy = false;

@@ -407,7 +407,7 @@ class NodeEvaluator {
     }
     v->fit = true;
     v->failure.kind = NodeFailure::Kind::kNone;
-    v->preference = Cohesion() + VendorPreference();
+    v->preference = Cohesion() + VendorPreference() + NodeTablePreference(v->policy);
     if (count == 0 || devmem == 0 || devcore == 0) {
       v->score = 0;
     } else {
@@ -621,6 +621,30 @@ class NodeEvaluator {
       if (f.share != nullptr) {
         sum += f.share->DevicePreference(f.task_class, (*node.task_classes)[t.dev]);
       }
+    }
+    return sum;
+  }
+
+  // The node's published preferences (Vendor::DecodeNodePreferences) for the number of each
+  // vendor's devices this evaluation took.
+  double NodeTablePreference(NodePolicy policy) const {
+    const LedgerNode& node = *node_;
+    if (!node.preferences) return 0;
+    double sum = 0;
+    for (const auto& [vi, table] : *node.preferences) {
+      int32_t n = 0;
+      for (size_t a = 0; a < s_.taken.size(); ++a) {
+        if (s_.taken[a].vendor != vi) continue;
+        bool again = false;  // a device two containers share counts once
+        for (size_t b = 0; b < a && !again; ++b) {
+          again = s_.taken[b].vendor == vi && s_.taken[b].dev == s_.taken[a].dev;
+        }
+        n += again ? 0 : 1;
+      }
+      if (n == 0) continue;
+      const std::map<int32_t, double>& m =
+          policy == NodePolicy::kSpread ? table.spread : table.binpack;
+      if (auto it = m.find(n); it != m.end()) sum += it->second;
     }
     return sum;
   }

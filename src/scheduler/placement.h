@@ -79,7 +79,9 @@ struct NodeVerdict {
   // Policy-neutral preference, added to the policy's ordering (fit nodes): 10 x the sum over
   // the pod's multi-device requests of the share of their devices in their biggest topology
   // group (Ascend networks, Vastai cards), plus the vendors' Vendor::DevicePreference of the
-  // devices taken (MetaX sGPU online pods); upstream's ScoreNode of those vendors.
+  // devices taken (MetaX sGPU online pods) and the node's published preference for the number
+  // taken (Vendor::DecodeNodePreferences: MetaX whole cards); upstream's ScoreNode of those
+  // vendors.
   double preference = 0;
   NodeFailure failure;
 };

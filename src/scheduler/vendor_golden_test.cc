@@ -1379,5 +1379,35 @@ TEST(Metax, APodsSgpusStayInOneMetaLinkZone) {
   EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-2 GPU-3");
 }
 
+// MetaX whole cards: the node's published topology losses (binpack: least loss) and scores
+// (spread: highest score) for the number of cards a pod takes.
+TEST(Metax, WholeCardsFollowTheNodesTopologyLossesAndScores) {
+  for (const char* policy : {"binpack", "spread"}) {
+    SchedulerWorld w({}, Config("metax: {}\n"));
+    ASSERT_TRUE(w.AddNode("a", {},
+                          {{"metax-tech.com/gpu.topology.losses", R"({"1":0,"2":10})"},
+                           {"metax-tech.com/gpu.topology.scores", R"({"2":9})"}},
+                          {{"metax-tech.com/gpu", 4}})
+                    .ok());
+    ASSERT_TRUE(w.AddNode("b", {},
+                          {{"metax-tech.com/gpu.topology.losses", R"({"2":2})"},
+                           {"metax-tech.com/gpu.topology.scores", "not json"}},
+                          {{"metax-tech.com/gpu", 4}})
+                    .ok());
+    Result<Decision> d = w.Place(w.Pod("two", {Limits({{"metax-tech.com/gpu", "2"}})},
+                                       {{"hami.io/node-scheduler-policy", policy}}));
+    ASSERT_TRUE(d.ok() && d->fit()) << policy;
+    EXPECT_EQ(d->node, std::string(policy) == "binpack" ? "b" : "a") << policy;
+    for (const NodeVerdict& v : d->verdicts) {
+      double want =
+          std::string(policy) == "binpack" ? (v.node == "a" ? -10 : -2) : (v.node == "a" ? 9 : 0);
+      EXPECT_DOUBLE_EQ(v.preference, want) << policy << " " << v.node;
+    }
+    EXPECT_NE(w.ledger().CanonicalDump().find("prefer Metax-GPU binpack1=0.000000 binpack2=-10"), std::string::npos)
+        << w.ledger().CanonicalDump();
+    EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+  }
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -4,7 +4,8 @@
 // non-negative amounts, capacity never makes more than 4096 devices, a parsed request asks for
 // at least one device with memory and cores in range, the webhook's edits parse again and are
 // stable (mutating the edited container asks for no different values), and writing a pod's
-// annotations for the devices decoded never fails.
+// annotations for the devices decoded never fails, node preference tables hold finite values
+// for counts of at least one.
 //
 // Input: lines. Line 1 picks the vendor (by index); line 2 is the registration annotation's
 // value; line 3 two capacity numbers; then `resource=quantity` lines for the container and
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <string_view>
@@ -99,6 +101,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const DeviceInfo& d : *devices) {
       if (d.vendor != v.Key()) __builtin_trap();
       if (!v.registration_capacity().empty() && (d.devmem < 0 || d.count < 1)) __builtin_trap();
+    }
+  }
+
+  // Node preferences (MetaX's topology tables) from the same text.
+  for (const std::string& key : v.node_preference_annotations()) {
+    node_annos[key] = std::string(lines[1]);
+  }
+  NodePreferenceTable prefs =
+      v.DecodeNodePreferences(NodeView{"fuzz-node", node_annos, capacity, &labels});
+  for (const auto* m : {&prefs.binpack, &prefs.spread}) {
+    for (const auto& [n, value] : *m) {
+      if (n < 1 || !std::isfinite(value)) __builtin_trap();
     }
   }
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <map>
 
+#include "device/json_util.h"
 #include "device/request.h"
 #include "device/resource_quantity.h"
 #include "device/text_util.h"
@@ -274,6 +276,41 @@ class EnflameVgcuVendor final : public CapacityVendor {
   }
 };
 
+// MetaX whole cards: MetaX's plugin publishes, per number of cards, how much a placement loses
+// of the cards' links (binpack prefers the smallest loss) and how well it spreads (spread
+// prefers the highest score).
+class MetaxGpuVendor final : public CapacityVendor {
+ public:
+  using CapacityVendor::CapacityVendor;
+
+  std::vector<std::string> node_preference_annotations() const override {
+    return {std::string(kMetaxTopologyLosses), std::string(kMetaxTopologyScores)};
+  }
+
+  NodePreferenceTable DecodeNodePreferences(const NodeView& node) const override {
+    NodePreferenceTable t;
+    ReadTable(node, kMetaxTopologyLosses, -1, &t.binpack);
+    ReadTable(node, kMetaxTopologyScores, +1, &t.spread);
+    return t;
+  }
+
+ private:
+  // A JSON object {"<cards>": <number>, ...}; anything else gives nothing.
+  static void ReadTable(const NodeView& node, std::string_view key, double sign,
+                        std::map<int32_t, double>* out) {
+    auto it = node.annotations.find(key);
+    if (it == node.annotations.end()) return;
+    Result<json_util::Json> j = json_util::Parse(it->second, key);
+    if (!j.ok() || !j->is_object()) return;
+    for (auto e = j->begin(); e != j->end(); ++e) {
+      int64_t n = 0;
+      if (!e->is_number() || text::ParseInt(e.key(), 1, 4096, &n) != nullptr) continue;
+      const double v = e->get<double>();
+      if (std::isfinite(v)) (*out)[static_cast<int32_t>(n)] = sign * v + 0.0;  // no -0
+    }
+  }
+};
+
 }  // namespace
 
 TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, int32_t need,
@@ -424,7 +461,7 @@ std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config) {
   syn.type = "Metax-GPU";
   syn.units = config.count;
   syn.fixed_memory_mib = 65536;  // upstream's figure: capacity does not carry the card's memory
-  return std::make_unique<CapacityVendor>(std::move(s), std::move(syn));
+  return std::make_unique<MetaxGpuVendor>(std::move(s), std::move(syn));
 }
 
 std::unique_ptr<Vendor> MakeMthreadsVendor(const VendorResources& config) {

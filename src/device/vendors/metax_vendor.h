@@ -31,6 +31,10 @@
 namespace hami::device {
 
 inline constexpr std::string_view kMetaxDevicesAnnotation = "metax-tech.com/node-gpu-devices";
+// Node annotations MetaX's plugin publishes for whole cards: JSON {"<cards>": loss} and
+// {"<cards>": score}; binpack takes the node of least loss, spread the one of highest score.
+inline constexpr std::string_view kMetaxTopologyLosses = "metax-tech.com/gpu.topology.losses";
+inline constexpr std::string_view kMetaxTopologyScores = "metax-tech.com/gpu.topology.scores";
 
 // nullptr when the section's count resource is the sGPU count (no whole-card module).
 std::unique_ptr<Vendor> MakeMetaxGpuVendor(const VendorResources& config);
