@@ -178,6 +178,12 @@ struct NodeView {
   const NodeCapacity& capacity;
   // The node labels vendor modules read (kInstanceTypeLabel); null when unknown.
   const Annotations* labels = nullptr;
+
+  // capacity[resource], 0 when absent.
+  int64_t Capacity(std::string_view resource) const {
+    auto it = capacity.find(resource);
+    return it == capacity.end() ? 0 : it->second;
+  }
 };
 
 // The node labels a vendor module may read (copied into the scheduler's node objects).

@@ -201,7 +201,6 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
     node.mig->in_use.resize(node.devices.size());
   }
   node.registered = !node.devices.empty();
-  node.preferences.reset();
   for (size_t vi = 0; vi < vendor_list.size(); ++vi) {
     if (vendor_list[vi]->node_preference_annotations().empty()) continue;
     device::NodePreferenceTable t = vendor_list[vi]->DecodeNodePreferences(
@@ -213,7 +212,6 @@ Status Ledger::BuildDevices(const NodeObject& obj, LedgerNode& node, bool* undec
     }
     node.preferences->emplace_back(static_cast<uint8_t>(vi), std::move(t));
   }
-  node.task_classes.reset();
   for (const LedgerDevice& d : node.devices) {
     if (vendor_list[d.vendor]->uses_task_classes()) {
       node.task_classes =
@@ -317,6 +315,7 @@ void Ledger::RemoveNode(std::string_view name) {
   node.devices.shrink_to_fit();
   node.mig.reset();
   node.task_classes.reset();
+  node.preferences.reset();
   node.pair_scores.clear();
   node.registered = false;
   node.has_gpu_policy = node.has_node_policy = false;

@@ -628,53 +628,48 @@ class NodeEvaluator {
   // The node's published preferences (Vendor::DecodeNodePreferences) for the number of each
   // vendor's devices this evaluation took.
   double NodeTablePreference(NodePolicy policy) const {
-    const LedgerNode& node = *node_;
-    if (!node.preferences) return 0;
+    if (!node_->preferences) return 0;
     double sum = 0;
-    for (const auto& [vi, table] : *node.preferences) {
+    for (const auto& [vi, table] : *node_->preferences) {
       int32_t n = 0;
       for (size_t a = 0; a < s_.taken.size(); ++a) {
-        if (s_.taken[a].vendor != vi) continue;
-        bool again = false;  // a device two containers share counts once
-        for (size_t b = 0; b < a && !again; ++b) {
-          again = s_.taken[b].vendor == vi && s_.taken[b].dev == s_.taken[a].dev;
-        }
-        n += again ? 0 : 1;
+        const Taken& t = s_.taken[a];
+        // A device two containers share counts once.
+        n += t.vendor == vi &&
+             std::none_of(s_.taken.begin(), s_.taken.begin() + a,
+                          [&](const Taken& u) { return u.vendor == vi && u.dev == t.dev; });
       }
-      if (n == 0) continue;
       const std::map<int32_t, double>& m =
           policy == NodePolicy::kSpread ? table.spread : table.binpack;
-      if (auto it = m.find(n); it != m.end()) sum += it->second;
+      if (auto it = m.find(n); n > 0 && it != m.end()) sum += it->second;
     }
     return sum;
   }
 
-  // NodeVerdict::preference (its topology part) of the devices this evaluation took.
+  // NodeVerdict::preference (its topology part): per (container, vendor) request of several
+  // devices, the share of them in its biggest topology group.
   double Cohesion() const {
     const LedgerNode& node = *node_;
-    bool grouped = false;
-    for (const Taken& t : s_.taken) grouped = grouped || node.devices[t.dev].group != 0;
-    if (!grouped) return 0;
+    auto group = [&](const Taken& t) { return node.devices[t.dev].group; };
+    if (std::none_of(s_.taken.begin(), s_.taken.end(), [&](const Taken& t) { return group(t); })) {
+      return 0;
+    }
     double sum = 0;
     for (size_t a = 0; a < s_.taken.size(); ++a) {
-      const Taken& first = s_.taken[a];
-      bool seen = false;  // each (container, vendor) once, at its first device
-      for (size_t b = 0; b < a && !seen; ++b) {
-        seen = s_.taken[b].container == first.container && s_.taken[b].vendor == first.vendor;
-      }
-      if (seen) continue;
+      auto same_request = [&](const Taken& t) {
+        return t.container == s_.taken[a].container && t.vendor == s_.taken[a].vendor;
+      };
+      // Each request once, at its first device.
+      if (std::any_of(s_.taken.begin(), s_.taken.begin() + a, same_request)) continue;
       int32_t total = 0, best = 0;
       for (const Taken& t : s_.taken) {
-        if (t.container != first.container || t.vendor != first.vendor) continue;
+        if (!same_request(t)) continue;
         ++total;
-        const uint32_t g = node.devices[t.dev].group;
-        if (g == 0) continue;
-        int32_t same = 0;
-        for (const Taken& u : s_.taken) {
-          same += u.container == first.container && u.vendor == first.vendor &&
-                  node.devices[u.dev].group == g;
-        }
-        best = std::max(best, same);
+        if (group(t) == 0) continue;
+        best = std::max<int32_t>(best, static_cast<int32_t>(std::count_if(
+                                           s_.taken.begin(), s_.taken.end(), [&](const Taken& u) {
+                                             return same_request(u) && group(u) == group(t);
+                                           })));
       }
       if (total > 1) sum += static_cast<double>(best) / total;
     }

@@ -68,7 +68,6 @@ std::string FailureSummary(const Decision& d) {
   return out;
 }
 
-// The webhook's quota pre-check: reads the ledger under its shared lock only while checking.
 // The webhook's view of node capacity, read from the node informer's cache on demand (only
 // rules of vendors that need it ask: an Enflame vGCU container).
 class InformerCapacityFacts final : public device::NodeCapacityFacts {
@@ -90,6 +89,7 @@ class InformerCapacityFacts final : public device::NodeCapacityFacts {
   const k8s::Informer* nodes_;
 };
 
+// The webhook's quota pre-check: reads the ledger under its shared lock only while checking.
 class LedgerQuotaChecker final : public QuotaChecker {
  public:
   LedgerQuotaChecker(std::shared_mutex& mu, const Ledger& ledger, const QuotaBook& book)

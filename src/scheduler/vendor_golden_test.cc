@@ -1403,7 +1403,8 @@ TEST(Metax, WholeCardsFollowTheNodesTopologyLossesAndScores) {
           std::string(policy) == "binpack" ? (v.node == "a" ? -10 : -2) : (v.node == "a" ? 9 : 0);
       EXPECT_DOUBLE_EQ(v.preference, want) << policy << " " << v.node;
     }
-    EXPECT_NE(w.ledger().CanonicalDump().find("prefer Metax-GPU binpack1=0.000000 binpack2=-10"), std::string::npos)
+    EXPECT_NE(w.ledger().CanonicalDump().find("prefer Metax-GPU binpack1=0.000000 binpack2=-10"),
+              std::string::npos)
         << w.ledger().CanonicalDump();
     EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
   }

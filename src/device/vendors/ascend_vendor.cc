@@ -194,7 +194,7 @@ void AscendVendor::EncodePodExtras(const PodSingleDevice& devices, const PodWrit
       json_util::AppendGoString(&list, d.uuid);
       const AscendTemplate* tmpl = nullptr;
       for (const AscendTemplate& t : chip_.templates) {
-        if (t.memory_mib == d.mem_mib) tmpl = &t;
+        if (t.memory_mib == d.mem_mib && tmpl == nullptr) tmpl = &t;
       }
       if (hami_core) {
         // Soft split: the amounts themselves.

@@ -19,11 +19,6 @@ namespace {
 
 constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
 
-int64_t CapacityOf(const NodeView& node, std::string_view resource) {
-  auto it = node.capacity.find(resource);
-  return it == node.capacity.end() ? 0 : it->second;
-}
-
 int32_t Clamp32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, kMax32)); }
 
 // How a vendor's cards are made out of capacity.
@@ -55,7 +50,7 @@ class CapacityVendor : public AnnotatedVendor {
   std::string_view registration_capacity() const override { return syn_.units; }
 
   Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
-    int64_t units = CapacityOf(node, syn_.units);
+    int64_t units = node.Capacity(syn_.units);
     if (units <= 0) return NotFoundError("node has no " + syn_.units + " capacity");
     int64_t cards = (units + syn_.units_per_card - 1) / syn_.units_per_card;
     if (cards > 4096) {
@@ -65,7 +60,7 @@ class CapacityVendor : public AnnotatedVendor {
     int64_t mem = syn_.fixed_memory_mib;
     if (!syn_.memory.empty()) {
       // Memory of the node's cards split evenly (upstream: total x unit x per-card / units).
-      long double total = static_cast<long double>(CapacityOf(node, syn_.memory)) *
+      long double total = static_cast<long double>(node.Capacity(syn_.memory)) *
                           syn_.memory_unit_mib * syn_.units_per_card / units;
       mem = static_cast<int64_t>(std::min<long double>(total, kMax32));
     }
@@ -102,16 +97,21 @@ const ContainerDevice* FirstDevice(const PodSingleDevice& devices) {
   return nullptr;
 }
 
+// The device indices of one container's devices, comma-separated.
+std::string JoinIndices(const ContainerDevices& c) {
+  std::string out;
+  for (const ContainerDevice& d : c) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(d.index);
+  }
+  return out;
+}
+
 std::string IndexList(const PodSingleDevice& devices) {
   // The last container with devices, as upstream writes it (one container per pod is the norm).
   std::string out;
   for (const ContainerDevices& c : devices) {
-    if (c.empty()) continue;
-    out.clear();
-    for (const ContainerDevice& d : c) {
-      if (!out.empty()) out += ',';
-      out += std::to_string(d.index);
-    }
+    if (!c.empty()) out = JoinIndices(c);
   }
   return out;
 }
@@ -240,10 +240,10 @@ class EnflameVgcuVendor final : public CapacityVendor {
                               "pod again once an Enflame node has registered");
     }
     // The slices per card most nodes have (the smaller on a tie: larger slices).
-    int64_t factor = factors.begin()->first;
-    for (const auto& [f, nodes] : factors) {
-      if (nodes > factors[factor]) factor = f;
-    }
+    const int64_t factor =
+        std::max_element(factors.begin(), factors.end(), [](const auto& a, const auto& b) {
+          return a.second < b.second;
+        })->first;
     int64_t slices = factor * r->count;
     int64_t pct = 100;
     if (r->count == 1) {
@@ -263,14 +263,9 @@ class EnflameVgcuVendor final : public CapacityVendor {
     // leaves the key out when that one asks for none).
     for (const ContainerDevices& c : devices) {
       if (c.empty()) continue;
-      std::string idx;
-      for (const ContainerDevice& d : c) {
-        if (!idx.empty()) idx += ',';
-        idx += std::to_string(d.index);
-      }
       (*pod)["enflame.com/gcu-assigned"] = "false";
       (*pod)["enflame.com/gcu-assigned-time"] = std::to_string(ctx.unix_seconds * 1000000000LL);
-      (*pod)["enflame.com/gcu-assigned-id"] = idx;
+      (*pod)["enflame.com/gcu-assigned-id"] = JoinIndices(c);
       return;
     }
   }

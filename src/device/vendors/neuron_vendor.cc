@@ -20,11 +20,6 @@ constexpr int64_t kCoresPerShare = 2;
 constexpr int32_t kWholeDevice = kExclusiveCores;
 constexpr int64_t kMaxCoresPerDevice = 30;  // devcore is an int32 bitmask
 
-int64_t CapacityOf(const NodeView& node, std::string_view resource) {
-  auto it = node.capacity.find(resource);
-  return it == node.capacity.end() ? 0 : it->second;
-}
-
 class NeuronVendor final : public Vendor {
  public:
   explicit NeuronVendor(const VendorResources& config) {
@@ -74,13 +69,13 @@ class NeuronVendor final : public Vendor {
   }
 
   Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
-    const int64_t devices = CapacityOf(node, names_.count);
+    const int64_t devices = node.Capacity(names_.count);
     if (devices <= 0) return NotFoundError("node has no " + names_.count + " capacity");
     if (devices > 4096) {
       return InvalidArgumentError(names_.count + "=" + std::to_string(devices) +
                                   ": refusing more than 4096 devices");
     }
-    const int64_t cores = names_.core.empty() ? 0 : CapacityOf(node, names_.core);
+    const int64_t cores = names_.core.empty() ? 0 : node.Capacity(names_.core);
     const int64_t per_device = cores / devices;
     if (per_device < 1 || per_device > kMaxCoresPerDevice) {
       return InvalidArgumentError(names_.core + "=" + std::to_string(cores) + " for " +
