@@ -53,12 +53,13 @@ struct VendorAnnotationKeys {
   std::string to_allocate;     // e.g. hami.io/vgpu-devices-to-allocate (consumed by Allocate)
   std::string allocated;       // e.g. hami.io/vgpu-devices-allocated (immutable after Filter)
   // Pod annotations that narrow which devices a pod may get; empty when the vendor has none.
-  std::string use_type;     // comma list, case-insensitive substring of the device type
-  std::string nouse_type;   // comma list, case-insensitive substring of the device type
-  std::string use_uuid;     // comma list of exact UUIDs
-  std::string nouse_uuid;   // comma list of exact UUIDs
-  std::string numa_bind;    // bool: all devices of a container on one NUMA node
-  std::string mode_select;  // the device mode must be a substring of this value
+  std::string use_type;            // comma list, case-insensitive substring of the device type
+  std::string nouse_type;          // comma list, case-insensitive substring of the device type
+  std::string use_uuid;            // comma list of exact UUIDs
+  std::string nouse_uuid;          // comma list of exact UUIDs
+  std::string numa_bind;           // bool: all devices of a container on one NUMA node
+  std::string mode_select;         // the device mode must be a substring of this value
+  bool mode_select_exact = false;  // ... must equal it (Enflame: the slices per card)
   // Another node annotation the vendor's devices depend on (Ascend: hami-vnpu-core); a change
   // of it re-reads the node's devices.
   std::string node_setting;
@@ -226,6 +227,13 @@ class Vendor {
   // node's devices) and the table they give; a malformed annotation gives no entries.
   virtual std::vector<std::string> node_preference_annotations() const { return {}; }
   virtual NodePreferenceTable DecodeNodePreferences(const NodeView& /*node*/) const { return {}; }
+  // Whether the pod's whole-device requests (gpucores 100) of this vendor are scored by the links
+  // they keep and break (MetaX sGPU topology-aware, off unless the vendor's config or the pod
+  // says so): a link is a pair of devices of one topology group, worth 10; a node's preference
+  // gains 10 x the links among the devices such requests take, less the links between those
+  // devices and the node's other idle devices of this vendor (the pod's cohesion term then
+  // leaves these requests out).
+  virtual bool scores_links(const Annotations& /*pod*/) const { return false; }
   // Whether a pod under the `mutex` GPU policy needs every device of a topology group idle to
   // take any of them (Vastai in die mode: a card's dies).
   virtual bool mutex_takes_group() const { return false; }

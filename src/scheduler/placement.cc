@@ -38,6 +38,7 @@ struct VendorFilter {
   std::vector<uint32_t> use_uuids;
   std::vector<uint32_t> nouse_uuids;
   bool has_mode = false;
+  bool mode_exact = false;  // VendorAnnotationKeys::mode_select_exact
   std::string mode_value;
   bool numa_bind = false;
   bool mig_allowed = true;                   // vgpu-mode absent or mentions mig
@@ -51,6 +52,7 @@ struct VendorFilter {
   uint8_t task_class = 0;                    // the pod's class for `share`
   bool no_cores = false;                     // the pod's tasks take no compute on this vendor
   bool mutex_group = false;                  // Vendor::mutex_takes_group
+  bool link_score = false;                   // Vendor::scores_links for this pod
   // Lazily filled per type / mode id: 0 unknown, 1 ok, 2 mismatch.
   mutable std::vector<uint8_t> type_ok;
   mutable std::vector<uint8_t> mode_ok;
@@ -70,7 +72,8 @@ struct VendorFilter {
     if (has_mode) {
       uint8_t& m = mode_ok[d.mode_name];
       if (m == 0) {
-        m = mode_value.find(s.modes.Get(d.mode_name)) != std::string::npos ? 1 : 2;
+        std::string_view mode = s.modes.Get(d.mode_name);
+        m = (mode_exact ? mode_value == mode : mode_value.find(mode) != std::string::npos) ? 1 : 2;
       }
       if (m == 2) return false;
     }
@@ -407,7 +410,7 @@ class NodeEvaluator {
     }
     v->fit = true;
     v->failure.kind = NodeFailure::Kind::kNone;
-    v->preference = Cohesion() + VendorPreference() + NodeTablePreference(v->policy);
+    v->preference = Cohesion() + LinkScore() + VendorPreference() + NodeTablePreference(v->policy);
     if (count == 0 || devmem == 0 || devcore == 0) {
       v->score = 0;
     } else {
@@ -646,8 +649,63 @@ class NodeEvaluator {
     return sum;
   }
 
+  // Whether the take `t` belongs to a whole-device request its vendor scores by links.
+  bool LinkScored(const Taken& t) const {
+    if (!ctx_.filters[t.vendor].link_score) return false;
+    for (const Req& r : ctx_.containers[t.container]) {
+      if (r.vendor == t.vendor) return r.r.Exclusive();
+    }
+    return false;
+  }
+
+  // NodeVerdict::preference (its link part, Vendor::scores_links): per such vendor, with a link
+  // worth 10 between two devices of one group, 10 x the links among the devices its whole-device
+  // requests took, less the links lost: those of the node's idle devices (before the pod) that
+  // neither the taken set nor the idle rest keeps.
+  double LinkScore() const {
+    const LedgerNode& node = *node_;
+    double sum = 0;
+    for (size_t vi = 0; vi < ctx_.filters.size(); ++vi) {
+      if (!ctx_.filters[vi].link_score) continue;
+      std::vector<uint16_t> taken;  // once each
+      for (const Taken& t : s_.taken) {
+        if (t.vendor == vi && LinkScored(t) &&
+            std::find(taken.begin(), taken.end(), t.dev) == taken.end()) {
+          taken.push_back(t.dev);
+        }
+      }
+      if (taken.empty()) continue;
+      // Per group: idle devices, devices taken, idle devices not taken; a set of n devices of one
+      // group holds n(n-1)/2 links.
+      struct Counts {
+        uint32_t group;
+        int64_t n[3];
+      };
+      std::vector<Counts> per_group;
+      for (size_t i = 0; i < node.devices.size(); ++i) {
+        const LedgerDevice& d = node.devices[i];
+        if (d.vendor != vi || d.group == 0) continue;
+        auto it = std::find_if(per_group.begin(), per_group.end(),
+                               [&](const Counts& c) { return c.group == d.group; });
+        if (it == per_group.end()) it = per_group.insert(per_group.end(), Counts{d.group, {}});
+        const bool took = std::find(taken.begin(), taken.end(), i) != taken.end();
+        const bool idle = s_.base[i].slots == 0;
+        it->n[0] += idle;
+        it->n[1] += took;
+        it->n[2] += idle && !took;
+      }
+      int64_t links[3] = {0, 0, 0};
+      for (const Counts& c : per_group) {
+        for (int k = 0; k < 3; ++k) links[k] += 10 * c.n[k] * (c.n[k] - 1) / 2;
+      }
+      const int64_t lost = links[0] - links[1] - links[2];
+      sum += static_cast<double>(10 * links[1] - lost);
+    }
+    return sum;
+  }
+
   // NodeVerdict::preference (its topology part): per (container, vendor) request of several
-  // devices, the share of them in its biggest topology group.
+  // devices (but those LinkScore counts), the share of them in its biggest topology group.
   double Cohesion() const {
     const LedgerNode& node = *node_;
     auto group = [&](const Taken& t) { return node.devices[t.dev].group; };
@@ -656,6 +714,7 @@ class NodeEvaluator {
     }
     double sum = 0;
     for (size_t a = 0; a < s_.taken.size(); ++a) {
+      if (LinkScored(s_.taken[a])) continue;
       auto same_request = [&](const Taken& t) {
         return t.container == s_.taken[a].container && t.vendor == s_.taken[a].vendor;
       };
@@ -816,6 +875,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     }
     if (!k.mode_select.empty() && pod.annotations.find(k.mode_select) != pod.annotations.end()) {
       f.has_mode = true;
+      f.mode_exact = k.mode_select_exact;
       f.mode_value = std::string(Lookup(pod.annotations, k.mode_select));
       f.mig_allowed = f.mode_value.find(device::kModeMig) != std::string::npos;
     }
@@ -831,6 +891,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.equal_partitions = vendors.vendors()[vi]->equal_partitions();
     f.one_device = vendors.vendors()[vi]->one_device_per_pod();
     f.mutex_group = vendors.vendors()[vi]->mutex_takes_group();
+    f.link_score = vendors.vendors()[vi]->scores_links(pod.annotations);
     if (vendors.vendors()[vi]->uses_task_classes()) {
       f.share = vendors.vendors()[vi].get();
       f.task_class =
@@ -968,6 +1029,7 @@ std::string ShapeKey(const PodContext& ctx) {
     num(f.numa_bind);
     num(f.mig_allowed);
     num(f.task_class);
+    num(f.link_score);
   }
   num(static_cast<int64_t>(ctx.containers.size()));
   for (const std::vector<Req>& c : ctx.containers) {

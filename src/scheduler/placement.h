@@ -78,10 +78,11 @@ struct NodeVerdict {
   double score = 0;  // usage score with the pod placed (fit nodes)
   // Policy-neutral preference, added to the policy's ordering (fit nodes): 10 x the sum over
   // the pod's multi-device requests of the share of their devices in their biggest topology
-  // group (Ascend networks, Vastai cards), plus the vendors' Vendor::DevicePreference of the
-  // devices taken (MetaX sGPU online pods) and the node's published preference for the number
-  // taken (Vendor::DecodeNodePreferences: MetaX whole cards); upstream's ScoreNode of those
-  // vendors.
+  // group (Ascend networks, Vastai cards) or, for whole-device requests of a vendor that scores
+  // links (Vendor::scores_links: MetaX sGPU topology-aware), the links kept and lost, plus the
+  // vendors' Vendor::DevicePreference of the devices taken (MetaX sGPU online pods) and the
+  // node's published preference for the number taken (Vendor::DecodeNodePreferences: MetaX whole
+  // cards); upstream's ScoreNode of those vendors.
   double preference = 0;
   NodeFailure failure;
 };

@@ -1032,6 +1032,23 @@ TEST(EnflameVgcu, TheUsersSectionWebhookRounding) {
   EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "1");
   EXPECT_EQ(m->set_requests.at("enflame.com/vgcu-percentage"), "25");
   EXPECT_EQ(m->set_requests.at("enflame.com/shared-gcu"), "1");
+  // The factor used goes on the pod: the scheduler then keeps it to nodes cut that way.
+  EXPECT_EQ(m->set_pod_annotations.at("hami.io/enflame-slices-per-card"), "4");
+  // A pod may name another factor some node has: 15 % of eight slices is two, 25 %.
+  Annotations eight = {{"hami.io/enflame-slices-per-card", "8"}};
+  m = vgcu->MutateContainer(c, {eight, &four});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->set_limits.at("enflame.com/shared-gcu"), "2");
+  EXPECT_EQ(m->set_limits.at("enflame.com/vgcu-percentage"), "25");
+  EXPECT_EQ(m->set_pod_annotations.at("hami.io/enflame-slices-per-card"), "8");
+  // ... but not one no node has, nor garbage.
+  for (const char* bad : {"5", "0", "four", "-4", "101"}) {
+    m = vgcu->MutateContainer(c, {{{"hami.io/enflame-slices-per-card", bad}}, &four});
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_EQ(m.status().message(),
+              "hami.io/enflame-slices-per-card: \"" + std::string(bad) +
+                  "\" is not the slices per card of any Enflame node (they have 4, 8)");
+  }
   // Three slices: 40 % takes two, 66 %.
   FixedFactors three(std::map<int64_t, int32_t>{{3, 1}});
   m = vgcu->MutateContainer(
@@ -1096,6 +1113,43 @@ TEST(EnflameVgcu, CardsFromCapacityAndTheAnnotationsEnflamesPluginReads) {
   EXPECT_FALSE(d->fit());
   EXPECT_EQ(ReasonOn(*d, "gcu-node"), "2/2 CardInsufficientMemory") << d->FailedMessage();
   EXPECT_EQ(w.Rebuild()->CanonicalDump(), w.ledger().CanonicalDump());
+}
+
+// Nodes cutting their cards differently: a pod whose shared-gcu count was worked out for four
+// slices per card fits only nodes cut in four (elsewhere Enflame's plugin would hand it another
+// share of a card than it asked for).
+TEST(EnflameVgcu, APodFitsOnlyNodesCutAsItsSlicesWereCounted) {
+  SchedulerWorld w({}, Config(kEnflameSection));
+  ASSERT_TRUE(
+      w.AddNode("four", {}, {}, {{"enflame.com/gcu-count", 2}, {"enflame.com/shared-gcu", 8}})
+          .ok());
+  ASSERT_TRUE(
+      w.AddNode("eight", {}, {}, {{"enflame.com/gcu-count", 1}, {"enflame.com/shared-gcu", 8}})
+          .ok());
+  ASSERT_TRUE(w.AddNode("uncut", {}, {}, {{"enflame.com/gcu-count", 1}}).ok());
+  auto pod = [&](const std::string& name, const char* factor) {
+    Annotations a;
+    if (factor != nullptr) a["hami.io/enflame-slices-per-card"] = factor;
+    return w.Pod(name,
+                 {Limits({{"enflame.com/vgcu", "1"},
+                          {"enflame.com/vgcu-percentage", "25"},
+                          {"enflame.com/shared-gcu", "1"}})},
+                 a);
+  };
+  Result<Decision> d = w.Place(pod("four-slices", "4"));
+  ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : d.status().ToString());
+  EXPECT_EQ(d->node, "four");
+  EXPECT_EQ(ReasonOn(*d, "eight"), "1/1 CardTypeMismatch") << d->FailedMessage();
+  EXPECT_EQ(ReasonOn(*d, "uncut"), "1/1 CardTypeMismatch") << d->FailedMessage();
+  d = w.Place(pod("eight-slices", "8"));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(d->node, "eight");
+  EXPECT_EQ(ReasonOn(*d, "four"), "2/2 CardTypeMismatch") << d->FailedMessage();
+  // Pods from before the annotation (or written by hand) are not narrowed.
+  d = w.Place(pod("old", nullptr));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(d->verdicts.size(), 3u);
+  for (const NodeVerdict& v : d->verdicts) EXPECT_TRUE(v.fit) << v.node;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1377,6 +1431,58 @@ TEST(Metax, APodsSgpusStayInOneMetaLinkZone) {
                                      {{"metax-tech.com/nouse-gpuuuid", "GPU-0"}}));
   ASSERT_TRUE(d.ok() && d->fit()) << (d.ok() ? d->FailedMessage() : "");
   EXPECT_EQ(Uuids(*d, "Metax-SGPU"), "GPU-2 GPU-3");
+}
+
+// MetaX sGPU topology-aware (the config's sgpuTopologyAware, or the pod's annotation): whole
+// sGPUs are scored by the MetaLink links they keep (10 x 10 per pair taken together) less the
+// links their taking breaks among the node's idle sGPUs.
+TEST(Metax, TopologyAwareSgpusKeepTheNodesOtherLinks) {
+  auto reg = [](const std::string& prefix, std::vector<int> zones) {
+    std::string out = "[";
+    for (size_t i = 0; i < zones.size(); ++i) {
+      if (i > 0) out += ",";
+      out += R"({"uuid":")" + prefix + std::to_string(i) +
+             R"(","model":"MXC500","totalDevCount":16,"totalCompute":100,"totalVRam":65536,)"
+             R"("healthy":true,"linkZone":)" +
+             std::to_string(zones[i]) + "}";
+    }
+    return out + "]";
+  };
+  for (const char* mode : {"off", "config", "annotation", "annotation-off"}) {
+    const std::string m = mode;
+    SchedulerWorld w(
+        {}, Config(m == "config" || m == "annotation-off" ? "metax:\n  sgpuTopologyAware: true\n"
+                                                          : "metax: {}\n"));
+    // a: four linked idle sGPUs and a busy unlinked one (binpack likes a better);
+    // b: two zones of two.
+    ASSERT_TRUE(
+        w.AddNode("a", {}, {{"metax-tech.com/node-gpu-devices", reg("A-", {1, 1, 1, 1, 0})}}).ok());
+    ASSERT_TRUE(
+        w.AddNode("b", {}, {{"metax-tech.com/node-gpu-devices", reg("B-", {1, 1, 2, 2})}}).ok());
+    ASSERT_TRUE(w.Schedule(w.Pod("busy",
+                                 {Limits({{"metax-tech.com/sgpu", "1"},
+                                          {"metax-tech.com/vcore", "100"},
+                                          {"metax-tech.com/vmemory", "32"}})},
+                                 {{"metax-tech.com/use-gpuuuid", "A-4"}}))
+                    ->fit());
+    Annotations a;
+    if (m == "annotation") a["metax-tech.com/sgpu-topology-aware"] = "true";
+    if (m == "annotation-off") a["metax-tech.com/sgpu-topology-aware"] = "false";
+    Result<Decision> d = w.Place(w.Pod("pair",
+                                       {Limits({{"metax-tech.com/sgpu", "2"},
+                                                {"metax-tech.com/vcore", "100"},
+                                                {"metax-tech.com/vmemory", "8"}})},
+                                       a));
+    ASSERT_TRUE(d.ok() && d->fit()) << mode;
+    const bool on = m == "config" || m == "annotation";
+    EXPECT_EQ(d->node, on ? "b" : "a") << mode;
+    for (const NodeVerdict& v : d->verdicts) {
+      // Off: the cohesion term (both sGPUs in one zone) on either node. On: a keeps one link
+      // and breaks four (6 among its idle sGPUs, 1 left among the other two): 100 - 40.
+      EXPECT_DOUBLE_EQ(v.preference, on ? (v.node == "a" ? 60.0 : 100.0) : 10.0)
+          << mode << " " << v.node;
+    }
+  }
 }
 
 // MetaX whole cards: the node's published topology losses (binpack: least loss) and scores

@@ -159,7 +159,9 @@ def case_helm_values(ctx):
         "devicePlugin": {"deviceSplitCount": 4, "deviceMemoryScaling": 1.5,
                          "nodeConfiguration": {"externalConfigName": "my-node-config"}},
         "devices": {"nvidia": {"gpuCorePolicy": "force"}, "ascend": {"enabled": True},
-                    "hygon": {"enabled": True, "customresources": ["hygon.com/dcunum", "hygon.com/dcumem"]}},
+                    "hygon": {"enabled": True, "customresources": ["hygon.com/dcunum", "hygon.com/dcumem"]},
+                    "metax": {"enabled": True}},
+        "metaxsGPUTopologyAware": "true",
         "legacyMetrics": True,
     }
     objs = ctx.helm(values)
@@ -190,7 +192,7 @@ def case_helm_values(ctx):
     dev = find(objs, "ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
     for want in ["resourceMemoryName: example.com/gpumem", "deviceSplitCount: 4",
                  "deviceMemoryScaling: 1.5", "gpuCorePolicy: force", "\nhygon: {}\n",
-                 "\nvnpus:\n  hamiVnpuCore: false\n"]:
+                 "\nvnpus:\n  hamiVnpuCore: false\n", "\nmetax:\n  sgpuTopologyAware: true\n"]:
         assert want in dev, f"{want} not in {dev}"
     hook = find(objs, "MutatingWebhookConfiguration", "hami-webhook")["webhooks"][0]
     assert hook["failurePolicy"] == "Fail"

@@ -383,6 +383,7 @@ TEST(HeteroE2E, EnflameSlicesAndNeuronCoresFromNodeCapacity) {
   EXPECT_TRUE(idx == "0" || idx == "1") << idx;
   EXPECT_EQ(list.substr(0, list.find(',')), "gcu-node-enflame-" + idx);
   EXPECT_EQ(c.Annotation("default", "gcu-test", "enflame.com/gcu-assigned"), "false");
+  EXPECT_EQ(c.Annotation("default", "gcu-test", "hami.io/enflame-slices-per-card"), "4");
 
   // A trn1.32xlarge: sixteen devices of two cores.
   c.AddVendorNode("trn-node", {},

@@ -205,6 +205,17 @@ class EnflameVgcuVendor final : public CapacityVendor {
  public:
   using CapacityVendor::CapacityVendor;
 
+  // Each card's mode is the node's slices per card (none while the node reports no slices).
+  Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
+    HAMI_ASSIGN_OR_RETURN(std::vector<DeviceInfo> out, CapacityVendor::DecodeNodeDevices(node));
+    const int64_t cards = node.Capacity(synthesis().units);
+    const int64_t slices = node.Capacity(kEnflameSharedGcu);
+    if (cards > 0 && slices > 0) {
+      for (DeviceInfo& d : out) d.mode = std::to_string(slices / cards);
+    }
+    return out;
+  }
+
   Result<std::optional<ContainerRequest>> ParseRequest(const ContainerResources& c) const override {
     const ResourceNames& n = resource_names();
     HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> count, ReadIntegerResource(c, n.count, 0, kMax32));
@@ -239,11 +250,28 @@ class EnflameVgcuVendor final : public CapacityVendor {
                               " capacity yet, so the size of a vGCU slice is unknown; create the "
                               "pod again once an Enflame node has registered");
     }
-    // The slices per card most nodes have (the smaller on a tie: larger slices).
-    const int64_t factor =
+    // The pod's choice, else the slices per card most nodes have (the smaller on a tie: larger
+    // slices).
+    int64_t factor =
         std::max_element(factors.begin(), factors.end(), [](const auto& a, const auto& b) {
           return a.second < b.second;
         })->first;
+    const std::string slices_key(kEnflameSlicesAnnotation);
+    if (auto it = ctx.pod.find(slices_key); it != ctx.pod.end()) {
+      int64_t named = 0;
+      if (text::ParseInt(text::TrimSpace(it->second), 1, 100, &named) != nullptr ||
+          !factors.contains(named)) {
+        std::string known;
+        for (const auto& [f, nodes] : factors) {
+          known += (known.empty() ? "" : ", ") + std::to_string(f);
+        }
+        return InvalidArgumentError(slices_key + ": " + text::Quote(it->second) +
+                                    " is not the slices per card of any Enflame node (they have " +
+                                    known + ")");
+      }
+      factor = named;
+    }
+    m.set_pod_annotations[slices_key] = std::to_string(factor);
     int64_t slices = factor * r->count;
     int64_t pct = 100;
     if (r->count == 1) {
@@ -412,6 +440,8 @@ std::unique_ptr<Vendor> MakeEnflameVgcuVendor(const VendorResources& config) {
   s.keys.allocated = "hami.io/enflame-vgpu-devices-allocated";
   s.keys.use_uuid = "enflame.com/use-gpuuuid";
   s.keys.nouse_uuid = "enflame.com/nouse-gpuuuid";
+  s.keys.mode_select = std::string(kEnflameSlicesAnnotation);
+  s.keys.mode_select_exact = true;
   Synthesis syn;
   syn.id_infix = "enflame";
   syn.type = "Enflame";

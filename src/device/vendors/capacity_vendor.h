@@ -48,6 +48,10 @@ TopologyChoice ChooseKunlunBoard(std::span<const DeviceCandidate> candidates, in
 std::unique_ptr<Vendor> MakeCambriconMluVendor(const VendorResources& config);
 inline constexpr std::string_view kEnflameGcuCount = "enflame.com/gcu-count";
 inline constexpr std::string_view kEnflameSharedGcu = "enflame.com/shared-gcu";
+// The slices per card a vGCU pod's shared-gcu count was worked out for (the webhook writes it;
+// a pod may name one to pick nodes cutting their cards that way); such a pod fits only nodes
+// whose shared-gcu / gcu-count is that number.
+inline constexpr std::string_view kEnflameSlicesAnnotation = "hami.io/enflame-slices-per-card";
 
 std::unique_ptr<Vendor> MakeEnflameGcuVendor(const VendorResources& config);
 // Null when the section names no vGCU resource.

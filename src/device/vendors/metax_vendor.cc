@@ -17,6 +17,7 @@ using json_util::Json;
 constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
 constexpr std::string_view kQosAnnotation = "metax-tech.com/sgpu-qos-policy";
 constexpr std::string_view kAppClassAnnotation = "metax-tech.com/sgpu-app-class";
+constexpr std::string_view kTopologyAwareAnnotation = "metax-tech.com/sgpu-topology-aware";
 
 // Task classes: the app class in bits 0-1 (0 none, 1 online, 2 offline), the QoS policy in bits
 // 2-3 (0 none, 1 best-effort, 2 fixed-share, 3 burst-share).
@@ -28,7 +29,18 @@ uint8_t QosOf(uint8_t cls) { return (cls >> 2) & 3; }
 
 class MetaxSgpuVendor final : public AnnotatedVendor {
  public:
-  using AnnotatedVendor::AnnotatedVendor;
+  MetaxSgpuVendor(AnnotatedVendorSpec spec, bool topology_aware)
+      : AnnotatedVendor(std::move(spec)), topology_aware_(topology_aware) {}
+
+  // The device config's sgpuTopologyAware, unless the pod's annotation says true or false.
+  bool scores_links(const Annotations& pod) const override {
+    bool on = topology_aware_;
+    if (auto it = pod.find(kTopologyAwareAnnotation); it != pod.end()) {
+      bool v = false;
+      if (text::ParseBool(text::TrimSpace(it->second), &v)) on = v;
+    }
+    return on;
+  }
 
   Result<std::vector<DeviceInfo>> DecodeNodeDevices(const NodeView& node) const override {
     const std::string& key = annotation_keys().node_register;
@@ -227,6 +239,9 @@ class MetaxSgpuVendor final : public AnnotatedVendor {
     (*pod)["metax-tech.com/gpu-devices-allocated"] = out;
     (*pod)["metax-tech.com/predicate-time"] = std::to_string(ctx.unix_seconds * 1000000000LL);
   }
+
+ private:
+  bool topology_aware_;
 };
 
 }  // namespace
@@ -248,7 +263,8 @@ std::unique_ptr<Vendor> MakeMetaxSgpuVendor(const VendorResources& config) {
   s.keys.allocated = "hami.io/metax-sgpu-devices-allocated";
   s.keys.use_uuid = "metax-tech.com/use-gpuuuid";
   s.keys.nouse_uuid = "metax-tech.com/nouse-gpuuuid";
-  return std::make_unique<MetaxSgpuVendor>(std::move(s));
+  return std::make_unique<MetaxSgpuVendor>(std::move(s),
+                                           config.Extra("sgpuTopologyAware", "false") == "true");
 }
 
 }  // namespace hami::device
