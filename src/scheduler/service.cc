@@ -262,6 +262,16 @@ void SchedulerService::LeaveBindGate(const std::string& node) {
 
 void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
   const k8s::Object& pod = *obj;
+  // Counted once the event is fully handled (a test waits on it to know a change was seen).
+  struct Handled {
+    SchedulerService* s;
+    int64_t rv;
+    ~Handled() {
+      std::lock_guard<std::mutex> l(s->stats_mu_);
+      ++s->stats_.pod_events;
+      s->stats_.last_pod_version = std::max(s->stats_.last_pod_version, rv);
+    }
+  } handled{this, ResourceVersionNumber(pod)};
   std::string uid = k8s::Uid(pod);
   if (uid.empty()) return;
   PodObject p = PodObjectOf(pod);
@@ -346,6 +356,10 @@ void SchedulerService::QueueLockRelease(const std::string& node, const std::stri
     first = releases_.empty();
     releases_.push_back(
         LockRelease{node, ns, pod, std::chrono::steady_clock::now() + options_.lock_release_grace});
+  }
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++stats_.lock_releases_queued;
   }
   // The background loop sleeps until the oldest entry is due: only a first entry changes that.
   // (Waking it for every bound pod cost a context switch per pod.)
@@ -1326,13 +1340,44 @@ std::string SchedulerService::Metrics() {
       ++pending[k8s::Namespace(*pod)];
     }
   }
+  const ServiceStats st = stats();
+  const std::vector<CounterMetric> counters = {
+      {"hami_scheduler_filter_requests_total", "Filter calls from kube-scheduler", "", "",
+       st.filters},
+      {"hami_scheduler_filter_results_total", "Filter answers by result", "result", "fit",
+       st.filter_fit},
+      {"hami_scheduler_filter_results_total", "", "result", "no_fit", st.filter_no_fit},
+      {"hami_scheduler_filter_results_total", "", "result", "error", st.filter_errors},
+      {"hami_scheduler_filter_replaced_after_race_total",
+       "Placements redone because the allocation view changed meanwhile", "", "",
+       st.replaced_after_race},
+      {"hami_scheduler_bind_requests_total", "Bind calls from kube-scheduler", "", "", st.binds},
+      {"hami_scheduler_bind_errors_total", "Bind calls answered with an error", "", "",
+       st.bind_errors},
+      {"hami_scheduler_bind_busy_total",
+       "Filter and bind calls refused because a bind of the pod was still running", "", "",
+       st.bind_busy},
+      {"hami_scheduler_bind_lock_waits_total",
+       "Binds that waited for another allocation's node lock", "", "", st.lock_waits},
+      {"hami_scheduler_bind_unsettled_total", "Binds whose Binding outcome was unknown", "", "",
+       st.bind_unsettled},
+      {"hami_scheduler_bind_recovered_total", "Binds whose lost answer turned out to be a success",
+       "", "", st.bind_recovered},
+      {"hami_scheduler_node_lock_releases_total",
+       "Node locks of finished holders their device plugin left behind", "stage", "queued",
+       st.lock_releases_queued},
+      {"hami_scheduler_node_lock_releases_total", "", "stage", "released", st.locks_released},
+      {"hami_scheduler_pod_events_total", "Pod informer events handled", "", "", st.pod_events},
+      {"hami_scheduler_stale_pod_events_total",
+       "Pod events older than the scheduler's own write, ignored", "", "", st.stale_pod_events},
+  };
   std::shared_lock<std::shared_mutex> lock(mu_);
   std::vector<QuotaMetric> quotas;
   for (const QuotaUsageLine& l : quota_.Lines(ledger_)) {
     quotas.push_back(QuotaMetric{l.ns, l.quota_name, l.resource, static_cast<double>(l.used),
                                  static_cast<double>(l.limit)});
   }
-  return RenderSchedulerMetrics(ledger_, quotas, build, mo, pending);
+  return RenderSchedulerMetrics(ledger_, quotas, build, mo, pending, counters);
 }
 
 void SchedulerService::RegisterRoutes(net::HttpServer& server) {

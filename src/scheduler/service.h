@@ -108,9 +108,12 @@ struct ServiceStats {
   uint64_t binds = 0, bind_errors = 0, lock_waits = 0;
   uint64_t stale_pod_events = 0;  // informer events older than our own write, ignored
   uint64_t locks_released = 0;
-  uint64_t bind_busy = 0;       // filters and binds refused: a bind of the pod was still running
-  uint64_t bind_unsettled = 0;  // binds that ended with the Binding's outcome unknown
-  uint64_t bind_recovered = 0;  // binds whose lost answer turned out to be a success
+  uint64_t lock_releases_queued = 0;  // finished holders whose node lock was queued for release
+  uint64_t pod_events = 0;            // pod informer events handled (stale ones included)
+  int64_t last_pod_version = 0;  // highest numeric resourceVersion among the pod events handled
+  uint64_t bind_busy = 0;        // filters and binds refused: a bind of the pod was still running
+  uint64_t bind_unsettled = 0;   // binds that ended with the Binding's outcome unknown
+  uint64_t bind_recovered = 0;   // binds whose lost answer turned out to be a success
 };
 
 class SchedulerService {

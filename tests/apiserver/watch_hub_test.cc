@@ -76,6 +76,10 @@ class RecordingWriter : public net::ChunkWriter {
     std::lock_guard<std::mutex> l(mu_);
     return drains_;
   }
+  std::string text() {
+    std::lock_guard<std::mutex> l(mu_);
+    return text_ + held_;
+  }
 
  private:
   const int hold_every_;
@@ -98,12 +102,15 @@ class WatchHubTest : public ::testing::Test {
     serving_.clear();
   }
 
-  // Opens a watch from the current revision on its own thread (Serve blocks until it ends).
-  // Returns the revision it starts after.
-  int64_t Open(WatchSpec spec, RecordingWriter* writer, int64_t start = -1) {
+  // Opens a watch from the current revision on its own thread (Serve blocks until it ends);
+  // `*ended` (when given) turns true once Serve has returned. Returns the revision it starts
+  // after.
+  int64_t Open(WatchSpec spec, RecordingWriter* writer, int64_t start = -1,
+               std::atomic<bool>* ended = nullptr) {
     if (start < 0) start = store_.revision();
-    serving_.emplace_back([this, spec = std::move(spec), start, writer]() mutable {
+    serving_.emplace_back([this, spec = std::move(spec), start, writer, ended]() mutable {
       hub_.Serve(std::move(spec), start, *writer);
+      if (ended != nullptr) ended->store(true);
     });
     return start;
   }
@@ -231,15 +238,31 @@ TEST_F(WatchHubTest, ABrokenStreamEndsOnlyItsOwnWatch) {
 TEST_F(WatchHubTest, DeadlineEndsTheStreamAndStopEndsTheRest) {
   RecordingWriter& short_lived = Writer();
   RecordingWriter& long_lived = Writer();
+  std::atomic<bool> long_ended{false};
   WatchSpec spec = Spec(pods_);
-  spec.deadline = Clock::now() + std::chrono::milliseconds(50);
+  const Clock::time_point opened = Clock::now();
+  spec.deadline = opened + std::chrono::milliseconds(50);
   Open(std::move(spec), &short_lived);
-  Open(Spec(pods_), &long_lived);
-  serving_[0].join();  // returns at its deadline with nothing written
+  Open(Spec(pods_), &long_lived, -1, &long_ended);
+  // The short watch returns at its deadline (not before), having written nothing; the other
+  // goes on and still gets events.
+  serving_[0].join();
   serving_.erase(serving_.begin());
-  StopAll();  // the other one ends too
-  // Serve after Stop returns at once.
-  hub_.Serve(Spec(pods_), store_.revision(), Writer());
+  EXPECT_GE(Clock::now() - opened, std::chrono::milliseconds(50));
+  EXPECT_EQ(short_lived.text(), "");
+  EXPECT_FALSE(long_ended.load());
+  ASSERT_TRUE(store_.Create(pods_, "a", Obj("after-deadline", "gpu")).ok());
+  EXPECT_NE(long_lived.WaitForSubstring("after-deadline").find("\"type\":\"ADDED\""),
+            std::string::npos);
+  EXPECT_FALSE(long_ended.load());
+  EXPECT_EQ(short_lived.text(), "");
+  // Stop ends the other one too.
+  StopAll();
+  EXPECT_TRUE(long_ended.load());
+  // Serve after Stop returns at once (it does not block this thread), writing nothing.
+  RecordingWriter& late = Writer();
+  hub_.Serve(Spec(pods_), store_.revision(), late);
+  EXPECT_EQ(late.text(), "");
 }
 
 TEST_F(WatchHubTest, BookmarksCarryTheRevisionEverythingWasSentUpTo) {

@@ -7,6 +7,7 @@
 
 #include "device/node_lock.h"
 #include "k8s/typed.h"
+#include "scheduler/k8s_objects.h"
 #include "scheduler/node_locker.h"
 #include "scheduler/quota.h"
 #include "scheduler/test_util.h"
@@ -238,8 +239,15 @@ TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
   };
   EXPECT_NE(lock().find(",default,p"), std::string::npos) << lock();
   EXPECT_EQ(c.Annotation("default", "p", "hami.io/bind-phase"), "allocating");
-  // An unrelated change to the pod while it allocates does not release anything.
-  ASSERT_TRUE(k8s::PatchPodAnnotations(c.client(), "default", "p", {{"example.com/x", "1"}}).ok());
+  // An unrelated change to the pod while it allocates does not release anything: once the
+  // scheduler has handled that very change, no release is queued and the lock is still there.
+  Result<k8s::WriteAck> unrelated =
+      k8s::PatchPodAnnotations(c.client(), "default", "p", {{"example.com/x", "1"}});
+  ASSERT_TRUE(unrelated.ok());
+  const int64_t rv = scheduler::ResourceVersionNumberOf(unrelated->resource_version);
+  ASSERT_GT(rv, 0);
+  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().last_pod_version >= rv; }));
+  EXPECT_EQ(c.scheduler().stats().lock_releases_queued, 0u);
   EXPECT_NE(lock().find(",default,p"), std::string::npos) << lock();
   EXPECT_EQ(c.scheduler().stats().locks_released, 0u);
   ASSERT_TRUE(
@@ -247,6 +255,16 @@ TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
           .ok());
   EXPECT_TRUE(SimCluster::WaitFor([&] { return lock().empty(); })) << lock();
   EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().locks_released == 1; }));
+  EXPECT_EQ(c.scheduler().stats().lock_releases_queued, 1u);
+  // The service's counters are on its /metrics page.
+  const std::string metrics = c.scheduler().Metrics();
+  for (const char* line :
+       {"hami_scheduler_node_lock_releases_total{stage=\"queued\",zone=\"vGPU\"} 1",
+        "hami_scheduler_node_lock_releases_total{stage=\"released\",zone=\"vGPU\"} 1",
+        "hami_scheduler_bind_requests_total{zone=\"vGPU\"} 1",
+        "hami_scheduler_filter_results_total{result=\"fit\",zone=\"vGPU\"} 1"}) {
+    EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
+  }
 }
 
 TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {

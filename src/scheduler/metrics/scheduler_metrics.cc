@@ -329,7 +329,8 @@ void RenderCharges(PromPage& p, const std::vector<ChargeRow>& rows, bool legacy)
 
 std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
                                    const BuildInfo& build, const MetricsOptions& options,
-                                   const PendingPods& pending) {
+                                   const PendingPods& pending,
+                                   const std::vector<CounterMetric>& counters) {
   const LedgerStrings& s = ledger.strings();
   std::deque<std::string> escaped_store;  // stable storage for the rare values that need escaping
   auto escaped = [&](std::string_view v) -> std::string_view {
@@ -419,6 +420,13 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
     p.Begin();
     p.Label("namespace", ns);
     p.End(static_cast<double>(count));
+  }
+  for (size_t i = 0; i < counters.size(); ++i) {
+    const CounterMetric& c = counters[i];
+    if (i == 0 || counters[i - 1].family != c.family) p.Family(c.family, c.help, "counter");
+    p.Begin();
+    if (!c.label_key.empty()) p.Label(c.label_key, c.label_value);
+    p.End(static_cast<double>(c.value));
   }
   p.Family("hami_build_info", "Build of the running hami-scheduler (always 1)");
   p.Begin();

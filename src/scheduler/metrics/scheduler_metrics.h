@@ -1,6 +1,6 @@
 // The hami-scheduler's `/metrics` page (port 9395): the scheduler's allocation view rendered as
-// Prometheus text exposition (format 0.0.4). Every family is a gauge; every series carries the
-// constant label zone="vGPU".
+// Prometheus text exposition (format 0.0.4). Every family is a gauge but the service's counters
+// (hami_scheduler_*_total); every series carries the constant label zone="vGPU".
 //
 // Families and labels (label values escaped; memory reported in bytes = MiB x 1048576):
 //   per registered device   node, device_uuid, device_index, device_type
@@ -18,6 +18,8 @@
 //     hami_vgpu_memory_allocated_bytes, hami_vgpu_core_allocated_ratio. A pod's charge is the
 //     collapse of all its containers, so container_index is always "0" (as upstream's).
 //   per namespace           hami_scheduler_pending_pods{namespace}: pods waiting for a node
+//   the service's counters  hami_scheduler_*_total (CounterMetric; type counter, one optional
+//                           label), e.g. hami_scheduler_filter_requests_total
 //   hami_build_info{version, revision, build_date, compiler, platform} = 1
 // With MetricsOptions::legacy the pre-rename families follow as well, with their own label names:
 // GPUDeviceMemoryLimit, GPUDeviceCoreLimit, GPUDeviceMemoryAllocated, GPUDeviceSharedNum,
@@ -66,8 +68,18 @@ struct MetricsOptions {
 // with none are left out. Exported as hami_scheduler_pending_pods{namespace}.
 using PendingPods = std::map<std::string, int64_t>;
 
+// One series of a counter the service keeps. Series of one family come one after another;
+// `label_key` empty means none.
+struct CounterMetric {
+  std::string_view family;  // ends in _total
+  std::string_view help;
+  std::string_view label_key, label_value;
+  uint64_t value = 0;
+};
+
 std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
                                    const BuildInfo& build, const MetricsOptions& options,
-                                   const PendingPods& pending = {});
+                                   const PendingPods& pending = {},
+                                   const std::vector<CounterMetric>& counters = {});
 
 }  // namespace hami::scheduler

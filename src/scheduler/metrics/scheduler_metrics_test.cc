@@ -55,7 +55,8 @@ std::string ReadName(const std::string& s, size_t* i, bool colon) {
 
 // "" when `page` is valid text exposition (format 0.0.4) as this renderer promises it: every
 // family introduced by # HELP then # TYPE gauge (untyped for hami_gpu_shared_count, whose
-// upstream name linters reserve for summaries), its samples contiguous after it, every sample
+// upstream name linters reserve for summaries; counter for the service's hami_scheduler_*_total
+// counters), its samples contiguous after it, every sample
 // `name{label="value",...} number` with properly escaped values, and no series twice.
 std::string CheckExposition(const std::string& page) {
   if (page.empty() || page.back() != '\n') return "page does not end with a newline";
@@ -72,7 +73,10 @@ std::string CheckExposition(const std::string& page) {
       size_t i = 7;
       std::string name = ReadName(line, &i, true);
       if (name != pending_help) return "TYPE without its HELP: " + line;
-      const std::string want = name == "hami_gpu_shared_count" ? " untyped" : " gauge";
+      const bool counter = name.rfind("hami_scheduler_", 0) == 0 && name.ends_with("_total");
+      const std::string want = name == "hami_gpu_shared_count" ? " untyped"
+                               : counter                       ? " counter"
+                                                               : " gauge";
       if (line.substr(i) != want) return "not a" + want + ": " + line;
       if (!families.insert(name).second) return "family repeated: " + name;
       current = name;
@@ -240,6 +244,29 @@ TEST(SchedulerMetrics, PendingPodsPerNamespace) {
   EXPECT_EQ(page.find("team-b"), std::string::npos) << "namespaces with none are left out";
   page = RenderSchedulerMetrics(w.ledger(), {}, BuildInfo{}, MetricsOptions{});
   EXPECT_EQ(page.find("hami_scheduler_pending_pods"), std::string::npos);
+}
+
+TEST(SchedulerMetrics, ServiceCountersAreCountersWithOneHeaderPerFamily) {
+  SchedulerWorld w;
+  std::vector<CounterMetric> counters = {
+      {"hami_scheduler_filter_requests_total", "Filter calls", "", "", 7},
+      {"hami_scheduler_filter_results_total", "Filter answers by result", "result", "fit", 5},
+      {"hami_scheduler_filter_results_total", "", "result", "no_fit", 2},
+  };
+  std::string page =
+      RenderSchedulerMetrics(w.ledger(), {}, BuildInfo{}, MetricsOptions{}, {}, counters);
+  ASSERT_EQ(CheckExposition(page), "");
+  EXPECT_TRUE(HasLine(page, "# TYPE hami_scheduler_filter_requests_total counter")) << page;
+  EXPECT_TRUE(HasLine(page, R"(hami_scheduler_filter_requests_total{zone="vGPU"} 7)")) << page;
+  EXPECT_TRUE(HasLine(page, "# TYPE hami_scheduler_filter_results_total counter")) << page;
+  EXPECT_TRUE(HasLine(page, R"(hami_scheduler_filter_results_total{result="fit",zone="vGPU"} 5)"))
+      << page;
+  EXPECT_TRUE(
+      HasLine(page, R"(hami_scheduler_filter_results_total{result="no_fit",zone="vGPU"} 2)"))
+      << page;
+  size_t first = page.find("# HELP hami_scheduler_filter_results_total");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(page.find("# HELP hami_scheduler_filter_results_total", first + 1), std::string::npos);
 }
 
 TEST(SchedulerMetrics, QuotaSeries) {
