@@ -36,9 +36,9 @@ namespace {
 
 using namespace hami;  // NOLINT(build/namespaces): a benchmark driver
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 void Report(const char* what, std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
     (void)k8s::PatchNodeAnnotations(
         *client, "node-a", {{"hami.io/mutex.lock", "2026-11-24T10:00:00Z,default," + name}})
         .value();
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     auto r = kubelet->AllocatePod(uid, "nvidia.com/gpu", {{"main", false, 1}});
-    lat.push_back(Ms(Clock::now() - t0));
+    lat.push_back(Ms(SteadyClock::now() - t0));
     if (!r.ok()) {
       std::fprintf(stderr, "allocation %d: %s\n", i, r.status().ToString().c_str());
       return 1;
@@ -133,11 +133,11 @@ int main(int argc, char** argv) {
   std::vector<double> xid, after_exit;
   for (int g = 0; g < 8; ++g) {
     std::string prefix = inventory.gpus[static_cast<size_t>(g)].uuid + "-";
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     ProcessResult r = RunProcess({HAMI_SIMCTL, "--state", dir + "/gpu-state", "inject-xid",
                                   "--device", std::to_string(g), "--xid", "79"},
                                  {"HAMI_SIM_CONFIG=" + dir + "/gpu.conf"});
-    auto injected = Clock::now();
+    auto injected = SteadyClock::now();
     if (r.exit_code != 0) {
       std::fprintf(stderr, "inject-xid: %s\n", r.err.c_str());
       return 1;
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "GPU %d never turned unhealthy\n", g);
       return 1;
     }
-    auto now = Clock::now();
+    auto now = SteadyClock::now();
     xid.push_back(Ms(now - t0));
     after_exit.push_back(Ms(now - injected));
   }

@@ -15,7 +15,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < iterations; ++i) {
     for (int which = 0; which < 2; ++which) {
       const std::string& body = which == 0 ? plain : escaped;
-      Clock::time_point a = Clock::now();
+      SteadyClock::time_point a = SteadyClock::now();
       hami::Result<hami::scheduler::ExtenderArgs> r = hami::scheduler::ParseExtenderArgs(body);
-      Clock::time_point b = Clock::now();
+      SteadyClock::time_point b = SteadyClock::now();
       if (!r.ok() || r->names.size() != static_cast<size_t>(names) || r->names[0] != "node-0") {
         std::fprintf(stderr, "unexpected parse result\n");
         return 1;

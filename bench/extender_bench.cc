@@ -47,7 +47,7 @@
 namespace {
 
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 struct Args {
   int nodes = 1000;
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   auto client = hami::k8s::RestClient::Create(cfg).value();
 
   // Cluster: N nodes x 8 V100 (10 slots each), P pods of 1 GPU / 1024 MiB / 10 % cores.
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   std::vector<std::string> names;
   for (int n = 0; n < a.nodes; ++n) {
     std::vector<hami::device::DeviceInfo> gpus;
@@ -195,12 +195,12 @@ int main(int argc, char** argv) {
     if (!created.ok()) return 1;
     pods.push_back(*created);
   }
-  double setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double setup_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   // Four acknowledging workers keep up with the binds, so the measured window carries the
   // plugins' API load too (a cluster has one plugin per node, working in parallel).
   std::unique_ptr<hami::k8s::RestClient> plugin_client;
   if (a.plugin_api == "inprocess") {
-    static hami::k8s::RealClock clock;
+    static hami::RealClock clock;
     plugin_client = std::make_unique<hami::k8s::RestClient>(
         cfg, std::make_unique<hami::sim::InProcessTransport>(*server), clock);
   }
@@ -284,9 +284,9 @@ int main(int argc, char** argv) {
       const Json& pod = pods[static_cast<size_t>(i)];
       std::string body = "{\"pod\":" + pod_texts[static_cast<size_t>(i)] +
                          ",\"nodenames\":" + offers[static_cast<size_t>(i) % offers.size()] + "}";
-      auto s0 = Clock::now();
+      auto s0 = SteadyClock::now();
       auto fr = post("/filter", std::move(body));
-      auto s1 = Clock::now();
+      auto s1 = SteadyClock::now();
       if (!fr.ok() || fr->status != 200) {
         ++errors;
         continue;
@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
       bind["podUID"] = pod["metadata"]["uid"];
       bind["node"] = res["nodenames"][0];
       auto br = post("/bind", bind.dump());
-      auto s2 = Clock::now();
+      auto s2 = SteadyClock::now();
       if (!br.ok() || br->status != 200 || br->body != "{}") ++errors;
       if (record) {
         std::lock_guard<std::mutex> l(mu);
@@ -316,22 +316,22 @@ int main(int argc, char** argv) {
   next = 0;
   std::map<std::string, uint64_t> requests0 = server->RequestCounts();
   double cpu0 = CpuSeconds(sched.pid()), self0 = CpuSeconds(getpid());
-  auto m0 = Clock::now();
+  auto m0 = SteadyClock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < a.clients; ++t) threads.emplace_back(work, a.warmup, a.pods, true);
   for (std::thread& t : threads) t.join();
-  double secs = std::chrono::duration<double>(Clock::now() - m0).count();
+  double secs = std::chrono::duration<double>(SteadyClock::now() - m0).count();
   double sched_cpu = CpuSeconds(sched.pid()) - cpu0;
   double other_cpu = CpuSeconds(getpid()) - self0;
   std::map<std::string, uint64_t> requests1 = server->RequestCounts();
   // The device plugin's backlog at the end of the window, and how long it took to clear.
   const uint64_t expected = static_cast<uint64_t>(a.warmup + a.pods - unfit.load() - errors.load());
   const uint64_t backlog = expected - std::min(expected, plugin.acknowledged());
-  auto d0 = Clock::now();
-  while (plugin.acknowledged() < expected && Clock::now() - d0 < std::chrono::seconds(60)) {
+  auto d0 = SteadyClock::now();
+  while (plugin.acknowledged() < expected && SteadyClock::now() - d0 < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  double drain_s = std::chrono::duration<double>(Clock::now() - d0).count();
+  double drain_s = std::chrono::duration<double>(SteadyClock::now() - d0).count();
   // The scheduler posts two events per placed pod (FilteringSucceed, BindingSucceed) from a
   // background queue: how many were still queued when the window closed, and how long they took.
   auto events_posted = [&] {
@@ -344,11 +344,11 @@ int main(int argc, char** argv) {
     auto it = requests1.find("POST events");
     return it == requests1.end() ? uint64_t{0} : it->second;
   }();
-  auto e0 = Clock::now();
-  while (events_posted() < events_expected && Clock::now() - e0 < std::chrono::seconds(60)) {
+  auto e0 = SteadyClock::now();
+  while (events_posted() < events_expected && SteadyClock::now() - e0 < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  double events_drain_s = std::chrono::duration<double>(Clock::now() - e0).count();
+  double events_drain_s = std::chrono::duration<double>(SteadyClock::now() - e0).count();
   long rss = hami::bench::ProcStatusKb(sched.pid(), "VmRSS:");  // NOLINT(runtime/int)
   long hwm = hami::bench::ProcStatusKb(sched.pid(), "VmHWM:");  // NOLINT(runtime/int)
   std::printf(

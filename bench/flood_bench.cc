@@ -40,7 +40,7 @@
 namespace {
 
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 size_t OpenFds(int pid) {
   size_t n = 0;
@@ -82,7 +82,7 @@ void Report(const char* what, Stats s) {
 // One request on a new TLS connection (no verification: the point is the server's latency).
 bool Once(int port, const std::string& method, const std::string& path, const std::string& body,
           Stats* stats) {
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   httplib::SSLClient cli("127.0.0.1", port);
   cli.enable_server_certificate_verification(false);
   cli.set_keep_alive(false);
@@ -90,7 +90,7 @@ bool Once(int port, const std::string& method, const std::string& path, const st
   cli.set_connection_timeout(30);
   cli.set_read_timeout(30);
   httplib::Result r = method == "GET" ? cli.Get(path) : cli.Post(path, body, "application/json");
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
   if (!r || r->status != 200) {
     ++stats->failed;
     return false;

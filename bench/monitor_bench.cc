@@ -28,7 +28,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 long RssKiB(int pid) {  // NOLINT(runtime/int)
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   if (!transport.ok()) return 1;
   // Until every container is on the page (pods synced, regions mapped).
   std::string page;
-  for (auto end = Clock::now() + std::chrono::seconds(30); Clock::now() < end;) {
+  for (auto end = SteadyClock::now() + std::chrono::seconds(30); SteadyClock::now() < end;) {
     hami::k8s::HttpRequest req;
     req.url = url;
     auto r = (*transport)->Do(req);
@@ -140,9 +140,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < scrapes; ++i) {
     hami::k8s::HttpRequest req;
     req.url = url;
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     auto r = (*transport)->Do(req);
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count());
     if (!r.ok() || r->status != 200) return 1;
     page = r->body;
   }

@@ -29,9 +29,9 @@
 namespace {
 
 using namespace hami;  // NOLINT(build/namespaces): a benchmark driver
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 long RssKiB(int pid) {  // NOLINT(runtime/int)
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -88,27 +88,27 @@ int main(int argc, char** argv) {
   // When each pod was created, allocated (bind phase success) and first seen Running, from a pod
   // informer.
   std::mutex mu;
-  std::map<std::string, Clock::time_point> created, allocated, running;
+  std::map<std::string, SteadyClock::time_point> created, allocated, running;
   k8s::Informer informer(world.client(), k8s::kPods, {});
   auto seen = [&](const k8s::ObjectPtr& p) {
     std::lock_guard<std::mutex> l(mu);
     if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") == "success") {
-      allocated.emplace(k8s::Name(*p), Clock::now());
+      allocated.emplace(k8s::Name(*p), SteadyClock::now());
     }
-    if (sim::PodPhase(*p) == "Running") running.emplace(k8s::Name(*p), Clock::now());
+    if (sim::PodPhase(*p) == "Running") running.emplace(k8s::Name(*p), SteadyClock::now());
   };
   informer.AddEventHandler(
       {.on_add = seen, .on_update = [&](const auto&, const auto& p) { seen(p); }});
   informer.Start();
   informer.WaitForSync(nullptr);
   auto wait_running = [&](size_t n, std::chrono::seconds timeout) {
-    auto end = Clock::now() + timeout;
+    auto end = SteadyClock::now() + timeout;
     for (;;) {
       {
         std::lock_guard<std::mutex> l(mu);
         if (running.size() >= n) return true;
       }
-      if (Clock::now() > end) return false;
+      if (SteadyClock::now() > end) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   };
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     std::string name = "single-" + std::to_string(i);
     {
       std::lock_guard<std::mutex> l(mu);
-      created[name] = Clock::now();
+      created[name] = SteadyClock::now();
     }
     if (!world.Apply(Pod(name), "default").ok() ||
         !wait_running(static_cast<size_t>(i + 1), std::chrono::seconds(30))) {
@@ -140,14 +140,14 @@ int main(int argc, char** argv) {
   for (int i = 0; i < pods; ++i) {
     if (!world.Apply(Pod("burst-" + std::to_string(i)), "default").ok()) return 1;
   }
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   if (!world.Signal("kube-scheduler", SIGCONT).ok()) return 1;
   if (!wait_running(static_cast<size_t>(latency_pods + pods), std::chrono::seconds(120))) {
     std::fprintf(stderr, "the burst did not finish\n");
     return 1;
   }
-  auto t1 = Clock::now();
-  Clock::time_point last_allocated = t0;
+  auto t1 = SteadyClock::now();
+  SteadyClock::time_point last_allocated = t0;
   {
     std::lock_guard<std::mutex> l(mu);
     for (const auto& [name, t] : allocated) {

@@ -27,7 +27,7 @@ using hami::scheduler::NodeObject;
 using hami::scheduler::PodObject;
 using hami::scheduler::PodPhase;
 using hami::scheduler::PodSpec;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 long RssKiB() {
   std::ifstream f("/proc/self/status");
@@ -38,7 +38,7 @@ long RssKiB() {
   return -1;
 }
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -98,16 +98,16 @@ int main(int argc, char** argv) {
 
   // 2 + 3: rebuild time and memory.
   long rss_before = RssKiB();
-  Clock::time_point t0 = Clock::now();
+  SteadyClock::time_point t0 = SteadyClock::now();
   Ledger& ledger = world.ledger();
   for (const NodeObject& n : node_objects) {
     if (!ledger.UpsertNode(n).ok()) return 1;
   }
-  Clock::time_point t1 = Clock::now();
+  SteadyClock::time_point t1 = SteadyClock::now();
   for (const PodObject& p : pod_objects) {
     if (!ledger.UpsertPod(p).ok()) return 1;
   }
-  Clock::time_point t2 = Clock::now();
+  SteadyClock::time_point t2 = SteadyClock::now();
   long rss_after = RssKiB();
   std::printf("cluster: %d nodes x %d GPUs, %d pods (%.0f%% memory, %.0f%% cores in use)\n", nodes,
               gpus, pods, 100.0 * pods * pod_mem / (double(nodes) * gpus * kMem),
@@ -155,10 +155,10 @@ int main(int argc, char** argv) {
           hami::Result<Decision> r = PlaceAndReserve(ledger, engine, other, views);
           if (!r.ok() || !r->fit()) return 1;
         }
-        Clock::time_point a = Clock::now();
+        SteadyClock::time_point a = SteadyClock::now();
         hami::Result<Decision> d =
             v.by_name ? engine.Place(ledger, pod, views) : engine.PlaceOnAllNodes(ledger, pod);
-        Clock::time_point b = Clock::now();
+        SteadyClock::time_point b = SteadyClock::now();
         if (!d.ok() || !d->fit()) return 1;
         fit = d->verdicts.size();
         samples.push_back(Ms(b - a));

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "device/node_config.h"
 #include "deviceplugin/allocation.h"
@@ -38,7 +39,6 @@
 #include "deviceplugin/health.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
-#include "scheduler/clock.h"
 #include "scheduler/node_locker.h"
 
 namespace hami::deviceplugin {
@@ -105,7 +105,7 @@ class PluginService {
   k8s::RestClient& client_;
   GpuDriver& driver_;
   const PluginOptions options_;
-  scheduler::SystemClock clock_;
+  hami::RealClock clock_;
   scheduler::NodeLocker locker_;  // releases the node lock after an allocation (owner-checked)
   std::unique_ptr<HealthMonitor> health_;
 

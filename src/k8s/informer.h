@@ -36,8 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 

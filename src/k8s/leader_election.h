@@ -21,8 +21,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 #include "k8s/rest_client.h"
 
 namespace hami::k8s {

@@ -9,7 +9,7 @@
 
 #include <mutex>
 
-#include "k8s/clock.h"
+#include "common/clock.h"
 
 namespace hami::k8s {
 

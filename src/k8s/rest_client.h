@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 #include "k8s/config.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rate_limiter.h"

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "k8s/clock.h"
+#include "common/clock.h"
 #include "k8s/fake_transport.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"

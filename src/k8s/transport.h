@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 
 namespace hami::k8s {
 

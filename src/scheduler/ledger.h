@@ -40,11 +40,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "device/device.h"
 #include "device/mig_allocation.h"
 #include "device/vendor.h"
-#include "scheduler/clock.h"
 #include "scheduler/interner.h"
 #include "scheduler/objects.h"
 #include "scheduler/policy.h"

@@ -140,9 +140,9 @@ TEST_F(LedgerTest, ReserveConfirmExpire) {
   ASSERT_TRUE(ledger_.Reserve(r).ok());
   EXPECT_EQ(Dev("node-a", 1).used_mem, 4000);
   EXPECT_EQ(ledger_.FindPod("p")->state, PodState::kReserved);
-  clock_.Advance(299);
+  clock_.Advance(std::chrono::seconds(299));
   EXPECT_EQ(ledger_.ExpireReservations(), 0u);
-  clock_.Advance(1);
+  clock_.Advance(std::chrono::seconds(1));
   EXPECT_EQ(ledger_.ExpireReservations(), 1u);
   EXPECT_EQ(Dev("node-a", 1).used_mem, 0);
   EXPECT_EQ(ledger_.FindPod("p"), nullptr);
@@ -150,7 +150,7 @@ TEST_F(LedgerTest, ReserveConfirmExpire) {
   // Confirmed reservations never expire.
   ASSERT_TRUE(ledger_.Reserve(r).ok());
   ASSERT_TRUE(ledger_.Confirm("p").ok());
-  clock_.Advance(10000);
+  clock_.Advance(std::chrono::seconds(10000));
   EXPECT_EQ(ledger_.ExpireReservations(), 0u);
   EXPECT_EQ(Dev("node-a", 1).used_mem, 4000);
   EXPECT_FALSE(ledger_.Confirm("nope").ok());
@@ -165,7 +165,7 @@ TEST_F(LedgerTest, UnboundAnnotatedPodExpiresFromItsStamp) {
   PodObject p = Pod("p", "node-a", "node-a-gpu0,NVIDIA,3000,30:;", /*bound=*/false);
   ASSERT_TRUE(ledger_.UpsertPod(p).ok());
   EXPECT_EQ(ledger_.FindPod("p")->expires_at, clock_.NowUnixSeconds() + 300);
-  clock_.Advance(300);
+  clock_.Advance(std::chrono::seconds(300));
   EXPECT_EQ(ledger_.ExpireReservations(), 1u);
   // Seen again unchanged (resync): the stamp is old, so it stays released.
   ASSERT_TRUE(ledger_.UpsertPod(p).ok());

@@ -24,10 +24,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
-#include "scheduler/clock.h"
 
 namespace hami::scheduler {
 

@@ -45,12 +45,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "device/config.h"
 #include "device/vendor.h"
 #include "k8s/informer.h"
 #include "k8s/rest_client.h"
-#include "scheduler/clock.h"
 #include "scheduler/event_recorder.h"
 #include "scheduler/ledger.h"
 #include "scheduler/node_locker.h"
@@ -193,7 +193,7 @@ class SchedulerService {
   const device::DeviceConfig config_;
   const device::VendorRegistry vendors_;
   const SchedulerOptions options_;
-  SystemClock system_clock_;
+  RealClock system_clock_;
   const Clock& clock_;
   const PlacementEngine engine_;
   NodeLocker locker_;

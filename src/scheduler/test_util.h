@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "device/config.h"
 #include "device/mig_allocation.h"
 #include "device/node_registration.h"
 #include "device/nvidia/nvidia_vendor.h"
 #include "device/vendor.h"
-#include "scheduler/clock.h"
 #include "scheduler/ledger.h"
 #include "scheduler/objects.h"
 #include "scheduler/placement.h"

@@ -293,7 +293,7 @@ Result<WebhookCertPlan> PlanWebhookCertificates(const std::optional<WebhookCertB
   return plan;
 }
 
-WebhookCertManager::WebhookCertManager(k8s::RestClient& client, k8s::Clock& clock,
+WebhookCertManager::WebhookCertManager(k8s::RestClient& client, hami::Clock& clock,
                                        WebhookCertOptions options)
     : client_(client), clock_(clock), options_(std::move(options)) {}
 

@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 #include "k8s/rest_client.h"
 #include "net/tls.h"
 
@@ -113,7 +113,7 @@ class WebhookCertManager {
  public:
   // `client` and `clock` must outlive the manager. The clock gives the time certificates are
   // judged and issued at, and paces the loop.
-  WebhookCertManager(k8s::RestClient& client, k8s::Clock& clock, WebhookCertOptions options);
+  WebhookCertManager(k8s::RestClient& client, hami::Clock& clock, WebhookCertOptions options);
   ~WebhookCertManager();
   WebhookCertManager(const WebhookCertManager&) = delete;
   WebhookCertManager& operator=(const WebhookCertManager&) = delete;
@@ -144,7 +144,7 @@ class WebhookCertManager {
   std::string SecretRef() const;
 
   k8s::RestClient& client_;
-  k8s::Clock& clock_;
+  hami::Clock& clock_;
   const WebhookCertOptions options_;
 
   mutable std::mutex mu_;
@@ -153,7 +153,7 @@ class WebhookCertManager {
   // Only the sync thread (Bootstrap/SyncOnce callers) touches these.
   std::string secret_rv_;  // resourceVersion of the Secret last adopted
 
-  k8s::Cancellation stop_;
+  hami::Cancellation stop_;
   std::thread loop_;
 };
 

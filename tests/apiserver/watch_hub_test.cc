@@ -17,7 +17,7 @@ namespace hami::sim {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // A stream that records what reaches the "peer". Every `hold_every`-th TryWrite leaves its data
 // held, as a full socket buffer would (1 = always, like a TLS connection); `broken` fails writes.
@@ -140,7 +140,7 @@ class WatchHubTest : public ::testing::Test {
     s.resource = &r;
     s.ns = std::move(ns);
     s.labels = LabelSelector::Parse(labels).value();
-    s.deadline = Clock::now() + std::chrono::hours(1);
+    s.deadline = SteadyClock::now() + std::chrono::hours(1);
     return s;
   }
 
@@ -240,7 +240,7 @@ TEST_F(WatchHubTest, DeadlineEndsTheStreamAndStopEndsTheRest) {
   RecordingWriter& long_lived = Writer();
   std::atomic<bool> long_ended{false};
   WatchSpec spec = Spec(pods_);
-  const Clock::time_point opened = Clock::now();
+  const SteadyClock::time_point opened = SteadyClock::now();
   spec.deadline = opened + std::chrono::milliseconds(50);
   Open(std::move(spec), &short_lived);
   Open(Spec(pods_), &long_lived, -1, &long_ended);
@@ -248,7 +248,7 @@ TEST_F(WatchHubTest, DeadlineEndsTheStreamAndStopEndsTheRest) {
   // goes on and still gets events.
   serving_[0].join();
   serving_.erase(serving_.begin());
-  EXPECT_GE(Clock::now() - opened, std::chrono::milliseconds(50));
+  EXPECT_GE(SteadyClock::now() - opened, std::chrono::milliseconds(50));
   EXPECT_EQ(short_lived.text(), "");
   EXPECT_FALSE(long_ended.load());
   ASSERT_TRUE(store_.Create(pods_, "a", Obj("after-deadline", "gpu")).ok());

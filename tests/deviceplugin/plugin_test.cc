@@ -30,7 +30,7 @@ namespace hami::deviceplugin {
 namespace {
 
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kGpu0 = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 constexpr const char* kGpu1 = "GPU-aaaaaaaa-0000-4000-8000-000000000001";
@@ -54,8 +54,8 @@ Inventory TwoGpus() {
 
 bool Poll(const std::function<bool()>& cond,
           std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
+  auto end = SteadyClock::now() + timeout;
+  while (SteadyClock::now() < end) {
     if (cond()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -325,13 +325,13 @@ TEST_F(PluginTest, AnXidMakesTheGpuUnhealthyForKubeletAndTheScheduler) {
 TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
   kubelet_->Stop();
   kubelet_.reset();
-  auto start = Clock::now();
+  auto start = SteadyClock::now();
   kubelet_ =
       sim::DeviceManager::Start(kubelet_dir_).value();  // removes our socket, new kubelet.sock
   ASSERT_TRUE(kubelet_->WaitFor(
       [](const auto& r) { return r.count(kResource) && r.at(kResource).devices.size() == 8; },
       std::chrono::seconds(5)));
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start);
   RecordProperty("reregistration_ms", static_cast<int>(took.count()));
   // Kubelet may list the devices before the runner's Register call has returned to it.
   {

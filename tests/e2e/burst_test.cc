@@ -151,7 +151,7 @@ TEST(BurstE2E, ThousandPodsHundredNodesDeletionsAndRestart) {
   // The ledger equals what the objects say.
   device::VendorRegistry vendors =
       device::VendorRegistry::FromConfig(device::DefaultDeviceConfig()).value();
-  scheduler::SystemClock clock;
+  hami::RealClock clock;
   scheduler::Ledger fresh(vendors, clock);
   Result<k8s::Object> nodes = c.client().List(k8s::kNodes, "");
   ASSERT_TRUE(nodes.ok());

@@ -3,6 +3,8 @@
 // simulation path, and garbage request bodies.
 #include <gtest/gtest.h>
 
+#include <ctime>
+#include <regex>
 #include <thread>
 
 #include "device/node_lock.h"
@@ -60,7 +62,7 @@ class LockTest : public ::testing::Test {
     return n.ok() ? k8s::GetString(*n, "/metadata/annotations/hami.io~1mutex.lock") : "?";
   }
   std::unique_ptr<SimCluster> c_;
-  scheduler::FakeClock clock_{1'800'000'000};
+  hami::FakeClock clock_{1'800'000'000};
 };
 
 TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
@@ -98,11 +100,11 @@ TEST_F(LockTest, ATimestampLockIsRefusedForTwoMinutesThenTakenOver) {
   };
   ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
   EXPECT_EQ(held(), "2027-01-15T08:00:00Z");
-  clock_.Advance(119);
+  clock_.Advance(std::chrono::seconds(119));
   Status busy = scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key);
   EXPECT_EQ(busy.code(), StatusCode::kUnavailable) << busy.ToString();
   EXPECT_NE(busy.message().find("119 s old"), std::string::npos) << busy.message();
-  clock_.Advance(1);
+  clock_.Advance(std::chrono::seconds(1));
   ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
   EXPECT_EQ(held(), "2027-01-15T08:02:00Z");
   ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1", {{key, "garbage"}}).ok());
@@ -152,19 +154,19 @@ TEST_F(LockTest, BindInFlightHoldsAndAbandonedOrMisplacedHoldersDoNot) {
   scheduler::NodeLocker locker(c_->client(), clock_);
   ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
   EXPECT_EQ(locker.Acquire("n1", "default", "b", nullptr).code(), StatusCode::kUnavailable);
-  clock_.Advance(scheduler::kBindInFlightSeconds + 1);
+  clock_.Advance(std::chrono::seconds(scheduler::kBindInFlightSeconds + 1));
   ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());  // a's bind died
   EXPECT_NE(Lock().find(",default,b"), std::string::npos) << Lock();
   // b gets bound and allocates on n1: it holds.
   ASSERT_TRUE(
       k8s::BindPod(c_->client(), "default", "b", "", "n1", {{"hami.io/bind-phase", "allocating"}})
           .ok());
-  clock_.Advance(scheduler::kBindInFlightSeconds + 1);
+  clock_.Advance(std::chrono::seconds(scheduler::kBindInFlightSeconds + 1));
   EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
   // A holder that ended up on another node will not release n1's lock.
   ASSERT_TRUE(locker.Release("n1", "default", "b").ok());
   ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());
-  clock_.Advance(1);
+  clock_.Advance(std::chrono::seconds(1));
   EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
   Json spec;
   spec["spec"]["nodeName"] = "n2";
@@ -206,7 +208,7 @@ TEST_F(LockTest, ExpiredGoneAndLegacyLocks) {
                                         {{"hami.io/mutex.lock", "2027-01-15T07:59:00Z"}})
                   .ok());
   EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
-  clock_.Advance(301);
+  clock_.Advance(std::chrono::seconds(301));
   EXPECT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
   // Held by a pod that no longer exists: taken over.
   ASSERT_TRUE(k8s::PatchNodeAnnotations(
@@ -493,13 +495,26 @@ TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {
   SimClusterOptions o;
   o.device_plugin = false;
   SimCluster c(o);
+  const time_t before = time(nullptr);
   c.AddNode("n1", {Gpu("GPU-gone", 0, 16384)});
-  // The scheduler asked for a registration (handshake) when it first saw the node.
+  // The scheduler asked for a registration (handshake) when it first saw the node, in HAMi's
+  // literal format: "Requesting_" and the scheduler's local time to the second.
+  std::string handshake;
   EXPECT_TRUE(SimCluster::WaitFor([&] {
     Result<k8s::Object> n = k8s::GetNode(c.client(), "n1");
-    return n.ok() && k8s::GetString(*n, "/metadata/annotations/hami.io~1node-handshake")
-                             .rfind("Requesting_", 0) == 0;
+    if (n.ok()) handshake = k8s::GetString(*n, "/metadata/annotations/hami.io~1node-handshake");
+    return handshake.rfind("Requesting_", 0) == 0;
   }));
+  const time_t after = time(nullptr);
+  EXPECT_TRUE(
+      std::regex_match(handshake, std::regex(R"(Requesting_\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")))
+      << handshake;
+  tm written{};
+  ASSERT_NE(strptime(handshake.c_str() + 11, "%Y-%m-%d %H:%M:%S", &written), nullptr) << handshake;
+  written.tm_isdst = -1;
+  const time_t at = mktime(&written);
+  EXPECT_GE(at, before) << handshake;
+  EXPECT_LE(at, after) << handshake;
   // Allocatable drops to 0 (kubelet lost the plugin): the node is taken out and asked to
   // register again.
   Json patch;

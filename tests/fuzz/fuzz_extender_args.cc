@@ -19,7 +19,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const hami::device::VendorRegistry* vendors = new hami::device::VendorRegistry(
       hami::device::VendorRegistry::FromConfig(hami::device::DefaultDeviceConfig()).value());
-  static const hami::scheduler::FakeClock clock;
+  static const hami::FakeClock clock;
   static const hami::scheduler::PlacementEngine engine;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   hami::Result<hami::k8s::Object> args = hami::k8s::ParseObject(body);

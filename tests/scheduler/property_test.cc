@@ -156,7 +156,7 @@ class PropertyRun {
     } else if (op < 77) {
       DeleteRandomPod(true);
     } else if (op < 87) {
-      w_.clock().Advance(30 + rng_.Below(120));
+      w_.clock().Advance(std::chrono::seconds(30 + rng_.Below(120)));
       w_.ledger().ExpireReservations();
       for (auto it = memory_only_.begin(); it != memory_only_.end();) {
         it = w_.ledger().FindPod(it->first) == nullptr ? memory_only_.erase(it) : std::next(it);

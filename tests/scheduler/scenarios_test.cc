@@ -353,7 +353,7 @@ TEST(DeliberateDifferences, UnboundReservationExpires) {
   ASSERT_TRUE(PlaceAndReserve(w.ledger(), w.engine(), pod, names)->fit());
   PodSpec next = w.Pod("next", {Gpus({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "16000"}})});
   EXPECT_FALSE(Try(w, next).fit());
-  w.clock().Advance(w.ledger().options().reservation_ttl_seconds);
+  w.clock().Advance(std::chrono::seconds(w.ledger().options().reservation_ttl_seconds));
   EXPECT_EQ(w.ledger().ExpireReservations(), 1u);
   EXPECT_TRUE(Try(w, next).fit());
 }

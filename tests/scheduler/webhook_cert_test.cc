@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "common/base64.h"
+#include "common/clock.h"
 #include "common/subprocess.h"
 #include "k8s/api_error.h"
-#include "k8s/clock.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "net/tls.h"
@@ -412,7 +412,7 @@ TEST_F(WebhookCertTest, ConflictingOrIncompleteFlagsAreRefusedAtStart) {
 // The controller in-process on a fake clock: a CA rollover keeps the old CA in the caBundle until
 // it expires, and a second replica loads what the first renewed.
 TEST_F(WebhookCertTest, CaRolloverOnAFakeClockAndAReplicaFollowing) {
-  k8s::FakeClock clock;
+  hami::FakeClock clock;
   WebhookCertOptions options;
   options.ns = kNs;
   options.secret_name = kSecret;

@@ -25,7 +25,7 @@ namespace {
 using net::HttpRequest;
 using net::HttpResponse;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -807,7 +807,7 @@ class ApiServer::Impl {
     Result<Selectors> sel = ParseSelectors(req);
     if (!sel.ok()) return WriteError(res, sel.status());
     std::string rv_param = req.Param("resourceVersion");
-    auto deadline = Clock::now() + options.max_watch_duration;
+    auto deadline = SteadyClock::now() + options.max_watch_duration;
     if (req.HasParam("timeoutSeconds")) {
       char* end = nullptr;
       std::string ts = req.Param("timeoutSeconds");
@@ -815,7 +815,7 @@ class ApiServer::Impl {
       if (ts.empty() || *end != '\0' || secs < 0) {
         return WriteStatus(res, 400, "BadRequest", "invalid timeoutSeconds: " + ts);
       }
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(secs));
+      deadline = std::min(deadline, SteadyClock::now() + std::chrono::seconds(secs));
     }
     bool bookmarks = req.Param("allowWatchBookmarks") == "true";
     bool table = WantsTable(req);

@@ -13,7 +13,7 @@
 namespace hami::sim {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // How often the dispatcher looks at quiet watches' ServerRunning().
 constexpr auto kIdleCheck = std::chrono::milliseconds(200);
@@ -21,10 +21,10 @@ constexpr auto kIdleCheck = std::chrono::milliseconds(200);
 // The dispatcher sleeps on a plain futex rather than a condition variable: a writer that finds
 // it awake pays one atomic increment, and one that must wake it is never made to wait for it
 // (glibc's notify can block until earlier waiters have left).
-void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, Clock::time_point until) {
-  auto left = until - Clock::now();
-  if (left <= Clock::duration::zero()) return;
-  left = std::min<Clock::duration>(left, std::chrono::hours(1));
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, SteadyClock::time_point until) {
+  auto left = until - SteadyClock::now();
+  if (left <= SteadyClock::duration::zero()) return;
+  left = std::min<SteadyClock::duration>(left, std::chrono::hours(1));
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
   timespec rel{};
   rel.tv_sec = static_cast<time_t>(secs.count());
@@ -70,7 +70,7 @@ struct WatchHub::Watch {
   const WatchSpec spec;
   // Guarded by the hub's mu_:
   int64_t start;  // events up to this revision have been sent
-  Clock::time_point next_bookmark;
+  SteadyClock::time_point next_bookmark;
   std::string out;      // gathered in this dispatch
   bool listed = false;  // in watches_ (and counted in watched_)
 
@@ -184,7 +184,7 @@ void WatchHub::Serve(WatchSpec spec, int64_t start, net::ChunkWriter& writer) {
       }
     }
     if (expired.empty()) {
-      w->next_bookmark = Clock::now() + w->spec.bookmark_every;
+      w->next_bookmark = SteadyClock::now() + w->spec.bookmark_every;
       w->listed = true;
       watches_.push_back(w);
       watched_[index].fetch_add(1);
@@ -228,7 +228,7 @@ void WatchHub::Loop() {
   std::vector<WatchEvent> events;
   for (;;) {
     const uint32_t seen = seq_.load();
-    Clock::time_point wake_at = Clock::now() + std::chrono::hours(1);
+    SteadyClock::time_point wake_at = SteadyClock::now() + std::chrono::hours(1);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -267,7 +267,7 @@ void WatchHub::Loop() {
           }
         }
         position_ = now_rev;
-        const Clock::time_point now = Clock::now();
+        const SteadyClock::time_point now = SteadyClock::now();
         for (size_t i = 0; i < watches_.size();) {
           Watch& w = *watches_[i];
           w.start = std::max(w.start, position_);

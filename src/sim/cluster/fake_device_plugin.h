@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/thread_name.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
-#include "scheduler/clock.h"
 #include "scheduler/node_locker.h"
 
 namespace hami::sim {
@@ -95,7 +95,7 @@ class FakeDevicePlugin {
   }
 
   k8s::RestClient& client_;
-  scheduler::SystemClock clock_;
+  hami::RealClock clock_;
   scheduler::NodeLocker locker_;
   k8s::Informer pods_;
   mutable std::mutex mu_;

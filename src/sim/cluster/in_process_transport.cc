@@ -29,7 +29,7 @@ class Collector : public net::ChunkWriter {
 class CallbackWriter : public net::ChunkWriter {
  public:
   CallbackWriter(const std::function<bool(std::string_view)>& on_body,
-                 const k8s::Cancellation* cancel)
+                 const hami::Cancellation* cancel)
       : on_body_(on_body), cancel_(cancel) {}
   bool Write(std::string_view data) override {
     if (!ServerRunning()) return false;
@@ -42,7 +42,7 @@ class CallbackWriter : public net::ChunkWriter {
 
  private:
   const std::function<bool(std::string_view)>& on_body_;
-  const k8s::Cancellation* const cancel_;
+  const hami::Cancellation* const cancel_;
   std::atomic<bool> done_{false};  // the consumer ended the stream
 };
 

@@ -25,7 +25,7 @@ k8s::Object Pod(const std::string& name, const std::string& app) {
 }
 
 std::unique_ptr<k8s::RestClient> InProcessClient(const ApiServer& server, std::string token) {
-  static k8s::RealClock clock;
+  static hami::RealClock clock;
   k8s::RestConfig cfg;
   cfg.server = server.url();
   cfg.bearer_token = std::move(token);
@@ -88,7 +88,7 @@ TEST(InProcessTransportTest, WatchesRunInProcessAndSeeEveryWrite) {
   ASSERT_TRUE(first.ok());
   k8s::ListOptions from;
   from.resource_version = k8s::ResourceVersion(*first);
-  k8s::Cancellation cancel;
+  hami::Cancellation cancel;
   std::string seen;
   std::thread writer([&] {
     (void)k8s::PatchPodAnnotations(*client, "default", "p", {{"phase", "two"}});
@@ -112,7 +112,7 @@ TEST(InProcessTransportTest, WatchesRunInProcessAndSeeEveryWrite) {
 TEST(InProcessTransportTest, CancellingAQuietWatchEndsIt) {
   auto server = ApiServer::Start({}).value();
   auto client = InProcessClient(*server, "");
-  k8s::Cancellation cancel;
+  hami::Cancellation cancel;
   std::atomic<bool> opened{false};
   std::thread canceller([&] {
     // Cancel once the watch is registered (its request counted), with no event ever coming.

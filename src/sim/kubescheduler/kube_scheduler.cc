@@ -301,7 +301,7 @@ class KubeScheduler::Impl {
   k8s::RestClient& client_;
   const KubeSchedulerConfig config_;
   const KubeSchedulerOptions options_;
-  k8s::Clock& clock_;
+  hami::Clock& clock_;
   const std::string identity_;
   const std::string host_;
 
@@ -314,7 +314,7 @@ class KubeScheduler::Impl {
   std::unique_ptr<WorkPool> event_pool_;
   std::vector<std::thread> workers_;
   std::thread election_;
-  k8s::Cancellation stop_;
+  hami::Cancellation stop_;
   std::atomic<bool> leader_{false};
 
   std::mutex lifecycle_mu_;
@@ -489,7 +489,7 @@ Decision KubeScheduler::Impl::Decide(const Object& pod, const std::vector<Object
   for (const std::unique_ptr<Extender>& ext : extenders_) {
     if (feasible.empty()) break;
     if (!ext->IsFilter() || !ext->IsInterested(pod)) continue;
-    k8s::MonoTime t0 = clock_.Now();
+    hami::MonoTime t0 = clock_.Now();
     Result<ExtenderFilterResult> r = ext->Filter(pod, feasible);
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
@@ -530,7 +530,7 @@ void KubeScheduler::Impl::RunCycle(const QueuedPod& qp) {
     stats_.dropped++;
     return;
   }
-  k8s::MonoTime start = clock_.Now();
+  hami::MonoTime start = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.cycles++;
@@ -557,10 +557,10 @@ void KubeScheduler::Impl::Bind(const QueuedPod& qp, const ObjectPtr& pod, const 
       break;
     }
   }
-  k8s::MonoTime t0 = clock_.Now();
+  hami::MonoTime t0 = clock_.Now();
   Status s = binder != nullptr ? binder->Bind({name, ns, uid, node})
                                : k8s::BindPod(client_, ns, name, uid, node);
-  k8s::MonoTime t1 = clock_.Now();
+  hami::MonoTime t1 = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.bind_latency.Record(t1 - t0);

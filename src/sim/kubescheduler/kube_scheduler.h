@@ -49,8 +49,8 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "k8s/clock.h"
 #include "k8s/rest_client.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/extender.h"
@@ -74,7 +74,7 @@ struct KubeSchedulerOptions {
   // Leader-election identity; "" = "<hostname>_<random hex>".
   std::string identity{};
   // Time source for backoff and statistics; nullptr = the client's clock.
-  k8s::Clock* clock = nullptr;
+  hami::Clock* clock = nullptr;
   // Builds the client of each configured extender; empty = Extender::Create (libcurl).
   std::function<Result<std::unique_ptr<Extender>>(const ExtenderConfig&)> extender_factory{};
 };

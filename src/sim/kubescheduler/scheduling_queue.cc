@@ -5,7 +5,7 @@
 
 namespace hami::sim {
 
-SchedulingQueue::SchedulingQueue(k8s::Clock& clock, SchedulingQueueOptions options)
+SchedulingQueue::SchedulingQueue(hami::Clock& clock, SchedulingQueueOptions options)
     : clock_(clock), options_(options) {}
 
 std::chrono::milliseconds SchedulingQueue::BackoffFor(int attempts) const {
@@ -51,7 +51,7 @@ void SchedulingQueue::ToBackoff(Map::iterator it) {
   cv_.notify_one();
 }
 
-void SchedulingQueue::Requeue(Map::iterator it, k8s::MonoTime now) {
+void SchedulingQueue::Requeue(Map::iterator it, hami::MonoTime now) {
   Entry& e = it->second;
   if (e.attempts > 0 && now < e.last_failure + BackoffFor(e.attempts)) {
     ToBackoff(it);
@@ -63,7 +63,7 @@ void SchedulingQueue::Requeue(Map::iterator it, k8s::MonoTime now) {
 void SchedulingQueue::AddOrUpdate(const std::string& key, bool changed) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  k8s::MonoTime now = clock_.Now();
+  hami::MonoTime now = clock_.Now();
   auto it = pods_.find(key);
   if (it == pods_.end()) {
     it = pods_.emplace(key, Entry{}).first;
@@ -110,14 +110,14 @@ void SchedulingQueue::Delete(const std::string& key) {
 void SchedulingQueue::MoveAllToActiveOrBackoff() {
   std::lock_guard<std::mutex> lock(mu_);
   ++moves_;
-  k8s::MonoTime now = clock_.Now();
+  hami::MonoTime now = clock_.Now();
   std::vector<std::string> keys;
   keys.reserve(unschedulable_.size());
   for (const auto& [since, key] : unschedulable_) keys.push_back(key);
   for (const std::string& key : keys) Requeue(pods_.find(key), now);
 }
 
-void SchedulingQueue::Flush(k8s::MonoTime now) {
+void SchedulingQueue::Flush(hami::MonoTime now) {
   while (!backoff_.empty() && backoff_.begin()->first <= now) {
     ToActive(pods_.find(backoff_.begin()->second));
   }
@@ -127,8 +127,8 @@ void SchedulingQueue::Flush(k8s::MonoTime now) {
   }
 }
 
-k8s::MonoTime SchedulingQueue::NextDeadline() const {
-  k8s::MonoTime next = k8s::MonoTime::max();
+hami::MonoTime SchedulingQueue::NextDeadline() const {
+  hami::MonoTime next = hami::MonoTime::max();
   if (!backoff_.empty()) next = std::min(next, backoff_.begin()->first);
   if (!unschedulable_.empty()) {
     next = std::min(next, unschedulable_.begin()->first + options_.unschedulable_timeout);
@@ -136,7 +136,7 @@ k8s::MonoTime SchedulingQueue::NextDeadline() const {
   return next;
 }
 
-std::optional<QueuedPod> SchedulingQueue::PopLocked(k8s::MonoTime now) {
+std::optional<QueuedPod> SchedulingQueue::PopLocked(hami::MonoTime now) {
   Flush(now);
   if (paused_ || active_.empty()) return std::nullopt;
   auto it = pods_.find(active_.begin()->second);
@@ -157,17 +157,17 @@ std::optional<QueuedPod> SchedulingQueue::TryPop() {
   return PopLocked(clock_.Now());
 }
 
-std::optional<QueuedPod> SchedulingQueue::Pop(const k8s::Cancellation* cancel) {
+std::optional<QueuedPod> SchedulingQueue::Pop(const hami::Cancellation* cancel) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     if (closed_ || (cancel != nullptr && cancel->cancelled())) return std::nullopt;
-    k8s::MonoTime now = clock_.Now();
+    hami::MonoTime now = clock_.Now();
     if (std::optional<QueuedPod> p = PopLocked(now)) return p;
     // Sleep until the next backoff/unschedulable deadline, in slices so that a cancellation
     // (which cannot notify this condition variable) and a fake clock are both noticed.
     auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.max_wait_slice);
-    k8s::MonoTime next = NextDeadline();
-    if (next != k8s::MonoTime::max()) {
+    hami::MonoTime next = NextDeadline();
+    if (next != hami::MonoTime::max()) {
       wait = std::clamp(std::chrono::duration_cast<std::chrono::nanoseconds>(next - now),
                         std::chrono::nanoseconds(0), wait);
     }
@@ -180,7 +180,7 @@ void SchedulingQueue::Done(const std::string& key, CycleOutcome outcome) {
   auto it = pods_.find(key);
   if (it == pods_.end() || it->second.state != State::kInFlight) return;
   Entry& e = it->second;
-  k8s::MonoTime now = clock_.Now();
+  hami::MonoTime now = clock_.Now();
   if (e.recreated_in_flight && !closed_) {
     e = Entry{};
     e.first_seen = now;

@@ -20,7 +20,7 @@
 // a pod of the same name is added after that Delete, it enters active as a new pod once the
 // cycle of the old one ends.
 //
-// Time comes from a k8s::Clock. Pop() blocks on real time but wakes at least every
+// Time comes from a hami::Clock. Pop() blocks on real time but wakes at least every
 // max_wait_slice so that a FakeClock advanced by a test is noticed; TryPop() never blocks.
 //
 // Thread safety: all methods may be called from any thread.
@@ -36,7 +36,7 @@
 #include <string>
 #include <utility>
 
-#include "k8s/clock.h"
+#include "common/clock.h"
 
 namespace hami::sim {
 
@@ -51,8 +51,8 @@ struct SchedulingQueueOptions {
 // What a worker gets from Pop().
 struct QueuedPod {
   std::string key;
-  int attempt = 0;             // 1 for the first cycle of this pod
-  k8s::MonoTime first_seen{};  // when the pod first entered the queue
+  int attempt = 0;              // 1 for the first cycle of this pod
+  hami::MonoTime first_seen{};  // when the pod first entered the queue
 };
 
 enum class CycleOutcome { kScheduled, kUnschedulable, kError, kDropped };
@@ -67,7 +67,7 @@ struct QueueSizes {
 
 class SchedulingQueue {
  public:
-  SchedulingQueue(k8s::Clock& clock, SchedulingQueueOptions options);
+  SchedulingQueue(hami::Clock& clock, SchedulingQueueOptions options);
   SchedulingQueue(const SchedulingQueue&) = delete;
   SchedulingQueue& operator=(const SchedulingQueue&) = delete;
 
@@ -82,7 +82,7 @@ class SchedulingQueue {
   void MoveAllToActiveOrBackoff();
 
   // Blocks until a pod is ready (it is then in flight), `cancel` fires or Close() was called.
-  std::optional<QueuedPod> Pop(const k8s::Cancellation* cancel);
+  std::optional<QueuedPod> Pop(const hami::Cancellation* cancel);
   std::optional<QueuedPod> TryPop();
   void Done(const std::string& key, CycleOutcome outcome);
   // Wakes and ends every Pop(); later Pops return nothing.
@@ -102,11 +102,11 @@ class SchedulingQueue {
   struct Entry {
     State state = State::kNone;
     int attempts = 0;
-    k8s::MonoTime first_seen{};
-    k8s::MonoTime last_failure{};
-    k8s::MonoTime backoff_until{};
-    k8s::MonoTime unschedulable_since{};
-    k8s::MonoTime assumed_at{};
+    hami::MonoTime first_seen{};
+    hami::MonoTime last_failure{};
+    hami::MonoTime backoff_until{};
+    hami::MonoTime unschedulable_since{};
+    hami::MonoTime assumed_at{};
     uint64_t active_seq = 0;    // position in active_ while kActive
     uint64_t popped_moves = 0;  // moves_ when popped
     bool updated_in_flight = false;
@@ -119,27 +119,27 @@ class SchedulingQueue {
   void ToActive(Map::iterator it);
   void ToBackoff(Map::iterator it);
   // Moves an unschedulable or failed pod on: backoff while its backoff lasts, else active.
-  void Requeue(Map::iterator it, k8s::MonoTime now);
+  void Requeue(Map::iterator it, hami::MonoTime now);
   void Unlink(Map::iterator it);
   // Moves expired backoffs and timed-out unschedulable pods to active.
-  void Flush(k8s::MonoTime now);
-  std::optional<QueuedPod> PopLocked(k8s::MonoTime now);
+  void Flush(hami::MonoTime now);
+  std::optional<QueuedPod> PopLocked(hami::MonoTime now);
   // The earliest time Flush() could move something (MonoTime::max() when nothing waits).
-  k8s::MonoTime NextDeadline() const;
+  hami::MonoTime NextDeadline() const;
 
-  k8s::Clock& clock_;
+  hami::Clock& clock_;
   const SchedulingQueueOptions options_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  Map pods_;                                                       // guarded by mu_
-  std::map<uint64_t, std::string> active_;                         // guarded by mu_; seq -> key
-  std::set<std::pair<k8s::MonoTime, std::string>> backoff_;        // guarded by mu_; (until, key)
-  std::set<std::pair<k8s::MonoTime, std::string>> unschedulable_;  // guarded by mu_; (since, key)
-  uint64_t next_seq_ = 0;                                          // guarded by mu_
-  uint64_t moves_ = 0;                                             // guarded by mu_
-  bool closed_ = false;                                            // guarded by mu_
-  bool paused_ = false;                                            // guarded by mu_
+  Map pods_;                                                        // guarded by mu_
+  std::map<uint64_t, std::string> active_;                          // guarded by mu_; seq -> key
+  std::set<std::pair<hami::MonoTime, std::string>> backoff_;        // guarded by mu_; (until, key)
+  std::set<std::pair<hami::MonoTime, std::string>> unschedulable_;  // guarded by mu_; (since, key)
+  uint64_t next_seq_ = 0;                                           // guarded by mu_
+  uint64_t moves_ = 0;                                              // guarded by mu_
+  bool closed_ = false;                                             // guarded by mu_
+  bool paused_ = false;                                             // guarded by mu_
 };
 
 }  // namespace hami::sim

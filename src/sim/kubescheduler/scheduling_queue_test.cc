@@ -28,7 +28,7 @@ class SchedulingQueueTest : public ::testing::Test {
     std::optional<QueuedPod> p = queue_.TryPop();
     return p ? p->key : "";
   }
-  k8s::FakeClock clock_;
+  hami::FakeClock clock_;
   SchedulingQueue queue_;
 };
 
@@ -201,7 +201,7 @@ TEST_F(SchedulingQueueTest, BlockingPopWakesOnAddAndClose) {
   t2.join();
   EXPECT_FALSE(got);
 
-  k8s::Cancellation cancel;
+  hami::Cancellation cancel;
   cancel.Cancel();
   EXPECT_FALSE(queue_.Pop(&cancel));
 }

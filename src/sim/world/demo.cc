@@ -21,7 +21,7 @@
 
 namespace hami::sim {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
 namespace {
@@ -468,7 +468,7 @@ class DemoRun {
   DemoRun(const DemoOptions& o, std::ostream& out) : o_(o), out_(out) {}
 
   Result<DemoReport> Run() {
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     out_ << "hami-cpp on a simulated cluster: API server, hami-scheduler (extender + webhook),\n"
             "kube-scheduler stand-in, and per node hami-sim-kubelet, hami-device-plugin,\n"
             "hami-monitor on simulated GPUs:\n"
@@ -517,8 +517,8 @@ class DemoRun {
   }
 
  private:
-  static double Seconds(Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
+  static double Seconds(SteadyClock::time_point since) {
+    return std::chrono::duration<double>(SteadyClock::now() - since).count();
   }
 
   Status CollectGpus() {
@@ -542,7 +542,7 @@ class DemoRun {
 
   // Running, or unschedulable with the scheduler's reason.
   Status Settle(const std::string& scenario) {
-    auto end = Clock::now() + o_.scenario_timeout;
+    auto end = SteadyClock::now() + o_.scenario_timeout;
     for (;;) {
       bool all = true;
       for (const auto& [sc, name] : applied_) {
@@ -557,7 +557,7 @@ class DemoRun {
         all = false;
       }
       if (all) return OkStatus();
-      if (Clock::now() > end) {
+      if (SteadyClock::now() > end) {
         return Status(StatusCode::kDeadlineExceeded,
                       "scenario " + scenario + " did not settle within " +
                           std::to_string(o_.scenario_timeout.count()) +
@@ -654,8 +654,8 @@ spec:
   // Until every running container shows memory in use and an SM measurement (the monitors
   // update every second), at most 30 s; then 2.5 s more.
   void WaitForUsage() {
-    auto end = Clock::now() + std::chrono::seconds(30);
-    Clock::time_point settled{};
+    auto end = SteadyClock::now() + std::chrono::seconds(30);
+    SteadyClock::time_point settled{};
     for (;;) {
       std::map<std::string, std::vector<MetricSample>> m = ScrapeMonitors();
       bool all = true;
@@ -672,9 +672,9 @@ spec:
         all &= used && util;
       }
       // Then two more monitor updates, so that SM figures cover whole sampling windows.
-      if (all && settled == Clock::time_point{}) settled = Clock::now();
-      if ((all && Clock::now() - settled >= std::chrono::milliseconds(2500)) ||
-          Clock::now() > end) {
+      if (all && settled == SteadyClock::time_point{}) settled = SteadyClock::now();
+      if ((all && SteadyClock::now() - settled >= std::chrono::milliseconds(2500)) ||
+          SteadyClock::now() > end) {
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));

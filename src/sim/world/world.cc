@@ -23,7 +23,7 @@
 namespace hami::sim {
 
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -93,7 +93,7 @@ class World::Process {
 
   // Waits for `marker` in the output written since Spawn; the whole line that holds it.
   Result<std::string> WaitForMarker(const std::string& marker, std::chrono::seconds timeout) {
-    auto end = Clock::now() + timeout;
+    auto end = SteadyClock::now() + timeout;
     for (;;) {
       std::string text = ReadAll(log_);
       text = text.size() > offset_ ? text.substr(offset_) : "";
@@ -109,7 +109,7 @@ class World::Process {
         return Status(StatusCode::kUnavailable,
                       name_ + " exited before it was ready; its log ends with:\n" + Tail(text, 15));
       }
-      if (Clock::now() > end) {
+      if (SteadyClock::now() > end) {
         return Status(StatusCode::kDeadlineExceeded,
                       name_ + " not ready after " + std::to_string(timeout.count()) +
                           " s; its log ends with:\n" + Tail(text, 15));
@@ -121,17 +121,17 @@ class World::Process {
   // SIGTERM, then SIGKILL after `grace`.
   void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10)) {
     Terminate();
-    Reap(Clock::now() + grace);
+    Reap(SteadyClock::now() + grace);
   }
   // SIGTERM without waiting (Reap waits), so that several processes stop at once.
   void Terminate() {
     if (pid_ > 0) kill(pid_, SIGTERM);
   }
-  void Reap(Clock::time_point deadline) {
+  void Reap(SteadyClock::time_point deadline) {
     if (pid_ <= 0) return;
     int status = 0;
     while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
+      if (SteadyClock::now() > deadline) {
         kill(pid_, SIGKILL);
         waitpid(pid_, &status, 0);
         break;
@@ -165,7 +165,7 @@ World::~World() {
       processes_[*it]->Terminate();
       stopping.push_back(processes_[*it].get());
     }
-    auto deadline = Clock::now() + std::chrono::seconds(10);
+    auto deadline = SteadyClock::now() + std::chrono::seconds(10);
     for (Process* p : stopping) p->Reap(deadline);
   };
   auto control_plane = [](const std::string& n) {
@@ -303,14 +303,14 @@ Status World::Boot() {
     Result<k8s::Object> hook =
         client_->Patch(hooks, "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
     if (!hook.ok()) return hook.status();
-    for (auto end = Clock::now() + options_.start_timeout;;) {  // until the scheduler's CA is in
+    for (auto end = SteadyClock::now() + options_.start_timeout;;) {  // until the scheduler's CA is in
       Result<k8s::Object> h = client_->Get(hooks, "", "hami-webhook");
       if (h.ok() &&
           !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
                .empty()) {
         break;
       }
-      if (Clock::now() > end) {
+      if (SteadyClock::now() > end) {
         return Status(StatusCode::kDeadlineExceeded,
                       "hami-scheduler never filled in the webhook's caBundle; last seen: " +
                           (h.ok() ? h->dump() : h.status().ToString()));
@@ -347,7 +347,7 @@ Status World::Boot() {
   // Ready once each node has its registration (the scheduler places pods on it) and its GPUs as
   // allocatable (its kubelet admits them).
   for (const WorldNode& n : options_.nodes) {
-    auto end = Clock::now() + options_.start_timeout;
+    auto end = SteadyClock::now() + options_.start_timeout;
     for (;;) {
       Result<k8s::Object> node = k8s::GetNode(*client_, n.name);
       std::string gpus =
@@ -357,7 +357,7 @@ Status World::Boot() {
           !gpus.empty() && gpus != "0") {
         break;
       }
-      if (Clock::now() > end) {
+      if (SteadyClock::now() > end) {
         return Status(StatusCode::kDeadlineExceeded, "node " + n.name + " never registered GPUs");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -544,7 +544,7 @@ Result<std::vector<std::string>> World::Apply(const std::string& yaml, const std
 Result<k8s::Object> World::WaitForPod(const std::string& ns, const std::string& name,
                                       const std::function<bool(const k8s::Object&)>& pred,
                                       std::chrono::milliseconds timeout) {
-  auto end = Clock::now() + timeout;
+  auto end = SteadyClock::now() + timeout;
   Result<k8s::Object> last = NotFoundError("pod " + ns + "/" + name + " not found");
   for (;;) {
     Result<k8s::Object> pod = k8s::GetPod(*client_, ns, name);
@@ -552,7 +552,7 @@ Result<k8s::Object> World::WaitForPod(const std::string& ns, const std::string& 
       if (pred(*pod)) return pod;
       last = std::move(pod);
     }
-    if (Clock::now() > end) {
+    if (SteadyClock::now() > end) {
       if (!last.ok()) return last.status();
       return Status(StatusCode::kDeadlineExceeded,
                     "pod " + ns + "/" + name + " did not reach the expected state; last seen " +

@@ -1,8 +1,11 @@
-// Clock and Cancellation: the API client's only sources of time and of "stop now".
+// Clock and Cancellation: the one source of time and of "stop now" for the whole tree (API client,
+// scheduler engine and service, device plugin, simulators).
 //
-// Everything in hami_k8s that waits (rate limiting, retry backoff, informer and leader-election
-// loops) waits through Clock::Sleep, so tests inject a FakeClock whose Sleep advances virtual time
-// at once and records what was asked; nothing in the tests depends on wall-clock speed.
+// Everything that waits (rate limiting, retry backoff, informer and leader-election loops) waits
+// through Clock::Sleep, and everything that reads the time reads it here (reservation ages and
+// handshakes in Unix seconds through NowUnixSeconds), so tests inject a FakeClock whose Sleep
+// advances virtual time at once and records what was asked; nothing in the tests depends on
+// wall-clock speed.
 //
 //   RealClock clock;
 //   Cancellation stop;
@@ -15,10 +18,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
-namespace hami::k8s {
+namespace hami {
 
 using Duration = std::chrono::nanoseconds;
 using MonoTime = std::chrono::steady_clock::time_point;
@@ -51,6 +55,10 @@ class Clock {
   virtual WallTime WallNow() const = 0;
   // Waits `d`; returns true when `cancel` (may be null) fired first.
   virtual bool Sleep(Duration d, const Cancellation* cancel) = 0;
+  // WallNow in whole Unix seconds (the resolution of HAMi's time annotations).
+  int64_t NowUnixSeconds() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(WallNow().time_since_epoch()).count();
+  }
 };
 
 class RealClock final : public Clock {
@@ -64,7 +72,8 @@ class RealClock final : public Clock {
 // cancelled) and records it, so code under test runs at full speed.
 class FakeClock final : public Clock {
  public:
-  FakeClock();
+  FakeClock();                               // 2024-01-01T00:00:00Z
+  explicit FakeClock(int64_t unix_seconds);  // wall time starting there
   MonoTime Now() const override;
   WallTime WallNow() const override;
   bool Sleep(Duration d, const Cancellation* cancel) override;
@@ -81,4 +90,4 @@ class FakeClock final : public Clock {
   std::vector<Duration> sleeps_;  // guarded by mu_
 };
 
-}  // namespace hami::k8s
+}  // namespace hami

@@ -1,8 +1,8 @@
-#include "k8s/clock.h"
+#include "common/clock.h"
 
 #include <thread>
 
-namespace hami::k8s {
+namespace hami {
 
 void Cancellation::Cancel() {
   {
@@ -27,6 +27,10 @@ FakeClock::FakeClock()
     // A fixed, recognisable epoch: 2024-01-01T00:00:00Z.
     : mono_(MonoTime(std::chrono::hours(1000))),
       wall_(WallTime(std::chrono::seconds(1704067200))) {}
+
+FakeClock::FakeClock(int64_t unix_seconds)
+    : mono_(MonoTime(std::chrono::hours(1000))),
+      wall_(WallTime(std::chrono::seconds(unix_seconds))) {}
 
 MonoTime FakeClock::Now() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -65,4 +69,4 @@ Duration FakeClock::total_slept() const {
   return total;
 }
 
-}  // namespace hami::k8s
+}  // namespace hami
