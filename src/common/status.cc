@@ -1,5 +1,9 @@
 #include "common/status.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 namespace hami {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -87,5 +91,13 @@ Status PermissionDeniedError(std::string m) {
   return Status(StatusCode::kPermissionDenied, std::move(m));
 }
 Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
+
+namespace status_internal {
+void DieReadingError(const Status& status) {
+  const std::string line = "Result holds no value: " + status.ToString() + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
+  std::abort();
+}
+}  // namespace status_internal
 
 }  // namespace hami

@@ -90,6 +90,11 @@ Status DeadlineExceededError(std::string message);
 Status PermissionDeniedError(std::string message);
 Status DataLossError(std::string message);
 
+namespace status_internal {
+// Prints "Result holds no value: <status>" to stderr and aborts (a Result read on an error).
+[[noreturn]] void DieReadingError(const Status& status);
+}  // namespace status_internal
+
 // Result<T>: a T or an error Status. Constructing from an OK Status is a programming error
 // (caught by assert in debug builds; becomes an kInternal error in release builds).
 template <typename T>
@@ -115,15 +120,16 @@ class [[nodiscard]] Result {
   // OK when a value is held.
   const Status& status() const { return status_; }
 
-  // Precondition: ok().
-  const T& value() const& { return *value_; }
-  T& value() & { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  const T& operator*() const& { return *value_; }
-  T& operator*() & { return *value_; }
-  T&& operator*() && { return std::move(*value_); }
-  const T* operator->() const { return &*value_; }
-  T* operator->() { return &*value_; }
+  // Precondition: ok(). Reading the value of an error aborts with the status message (never
+  // undefined behaviour).
+  const T& value() const& { return Checked(); }
+  T& value() & { return Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  const T& operator*() const& { return Checked(); }
+  T& operator*() & { return Checked(); }
+  T&& operator*() && { return std::move(Checked()); }
+  const T* operator->() const { return &Checked(); }
+  T* operator->() { return &Checked(); }
 
   // The value, or `fallback` on error.
   template <typename U>
@@ -132,6 +138,17 @@ class [[nodiscard]] Result {
   }
 
  private:
+  const T& Checked() const {
+    if (!value_.has_value()) [[unlikely]]
+      status_internal::DieReadingError(status_);
+    return *value_;
+  }
+  T& Checked() {
+    if (!value_.has_value()) [[unlikely]]
+      status_internal::DieReadingError(status_);
+    return *value_;
+  }
+
   Status status_;
   std::optional<T> value_;
 };

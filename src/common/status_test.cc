@@ -57,6 +57,15 @@ TEST(ResultTest, HoldsError) {
   EXPECT_EQ(r.value_or(7), 7);
 }
 
+TEST(ResultDeathTest, ReadingTheValueOfAnErrorAbortsWithItsMessage) {
+  Result<int> r = OutOfRangeError("too big");
+  EXPECT_DEATH((void)r.value(), "Result holds no value: .*too big");
+  EXPECT_DEATH((void)*r, "too big");
+  Result<std::string> s = NotFoundError("no such pod");
+  EXPECT_DEATH((void)s->size(), "no such pod");
+  EXPECT_DEATH((void)std::move(s).value(), "no such pod");
+}
+
 TEST(ResultTest, ConvertingConstructorAndMoveOnly) {
   Result<std::string> s = "abc";
   EXPECT_EQ(*s, "abc");

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "k8s/curl_transport.h"
+#include "net/http_wire.h"
 #include "net/socket_bio.h"
 
 namespace hami::k8s {
@@ -667,10 +668,8 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
       if (line_end == std::string_view::npos) {
         return Status(StatusCode::kUnknown, "malformed chunk from " + url.host_header);
       }
-      std::string size_text(c.data(), line_end);
-      char* end = nullptr;
-      unsigned long long size = std::strtoull(size_text.c_str(), &end, 16);  // NOLINT
-      if (end == size_text.c_str() || (*end != '\0' && *end != ';' && *end != ' ')) {
+      uint64_t size = 0;
+      if (!net::wire::ParseChunkSizeLine(std::string_view(c.data(), line_end), &size)) {
         return Status(StatusCode::kUnknown, "malformed chunk size from " + url.host_header);
       }
       c.Consume(line_end + 2);
@@ -697,9 +696,8 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
       c.Consume(2);
     }
   } else if (!cl.empty()) {
-    char* end = nullptr;
-    unsigned long long length = std::strtoull(cl.c_str(), &end, 10);  // NOLINT(runtime/int)
-    if (end == cl.c_str() || *end != '\0') {
+    uint64_t length = 0;
+    if (!net::wire::ParseContentLength(cl, &length)) {
       return Status(StatusCode::kUnknown, "malformed Content-Length from " + url.host_header);
     }
     // The length is the server's word: reserve only what a sane response needs up front.

@@ -181,10 +181,7 @@ Status ParseRequestHead(std::string_view head, RequestHead* out) {
     }
     if (EqualsNoCase(name, "Content-Length")) {
       uint64_t n = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
-        return InvalidArgumentError("bad Content-Length");
-      }
+      if (!ParseContentLength(value, &n)) return InvalidArgumentError("bad Content-Length");
       if (out->has_length && out->content_length != n) {
         return InvalidArgumentError("conflicting Content-Length headers");
       }
@@ -224,6 +221,25 @@ Status ParseRequestHead(std::string_view head, RequestHead* out) {
   return OkStatus();
 }
 
+bool ParseContentLength(std::string_view text, uint64_t* length) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return false;
+  }
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *length);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool ParseChunkSizeLine(std::string_view line, uint64_t* size) {
+  size_t digits = line.find_first_not_of("0123456789abcdefABCDEF");
+  if (digits == std::string_view::npos) digits = line.size();
+  if (digits == 0) return false;
+  auto [end, ec] = std::from_chars(line.data(), line.data() + digits, *size, 16);
+  if (ec != std::errc() || end != line.data() + digits) return false;
+  std::string_view rest = line.substr(digits);
+  size_t semi = rest.find_first_not_of(" \t");
+  return rest.empty() || (semi != std::string_view::npos && rest[semi] == ';');
+}
+
 ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view in, size_t* used, std::string* body) {
   constexpr size_t kMaxLine = 4096;       // a chunk-size line with extensions
   constexpr size_t kMaxTrailers = 16384;  // all trailer lines together
@@ -254,15 +270,8 @@ ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view in, size_t* used, st
           line_.clear();
           break;
         }
-        std::string_view size_text = line_;
-        size_text = size_text.substr(0, size_text.find(';'));
-        size_text = Trim(size_text);
         uint64_t n = 0;
-        auto [end, ec] =
-            std::from_chars(size_text.data(), size_text.data() + size_text.size(), n, 16);
-        if (size_text.empty() || ec != std::errc() || end != size_text.data() + size_text.size()) {
-          return fail("bad chunk size");
-        }
+        if (!ParseChunkSizeLine(line_, &n)) return fail("bad chunk size");
         line_.clear();
         if (n == 0) {
           phase_ = Phase::kTrailer;

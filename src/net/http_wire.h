@@ -46,6 +46,15 @@ std::string PercentDecode(std::string_view s, bool plus_as_space);
 // Decodes "a=1&b=&c" into params (values decoded, keys too).
 void ParseQuery(std::string_view query, std::multimap<std::string, std::string>* params);
 
+// A Content-Length value: 1*DIGIT that fits in 64 bits; no sign, no spaces, no other base.
+bool ParseContentLength(std::string_view text, uint64_t* length);
+
+// A chunk-size line (its CRLF removed), RFC 9112 section 7.1: 1*HEXDIG, then nothing, or
+// optional spaces or tabs and a ";" that starts the (ignored) extensions. "0x", signs, leading
+// spaces, sizes past 64 bits and anything else after the digits are refused. Both the server's
+// ChunkedDecoder and the API client's response reader use it.
+bool ParseChunkSizeLine(std::string_view line, uint64_t* size);
+
 // Incremental decoder for a chunked request body. Feed() consumes what it can from `in` and
 // reports how many bytes it used; the decoded data is appended to *body.
 class ChunkedDecoder {

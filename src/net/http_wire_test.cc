@@ -1,6 +1,9 @@
 #include "net/http_wire.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -129,6 +132,39 @@ TEST(HttpWireTest, ChunkedErrorsAndLimits) {
   EXPECT_EQ(huge.Feed("ffffffffffffffffff\r\n", &used, &body), ChunkedDecoder::State::kError);
   ChunkedDecoder long_line(100);
   EXPECT_EQ(long_line.Feed(std::string(5000, '1'), &used, &body), ChunkedDecoder::State::kError);
+}
+
+TEST(HttpWireTest, ChunkSizeLinesAndContentLengthsAreStrict) {
+  uint64_t n = 0;
+  for (const auto& [line, want] :
+       std::vector<std::pair<std::string, uint64_t>>{{"0", 0},
+                                                     {"1a", 26},
+                                                     {"FF", 255},
+                                                     {"10;ext=1", 16},
+                                                     {"10 ;ext", 16},
+                                                     {"10\t;x", 16},
+                                                     {"ffffffffffffffff", UINT64_MAX}}) {
+    EXPECT_TRUE(ParseChunkSizeLine(line, &n)) << line;
+    EXPECT_EQ(n, want) << line;
+  }
+  for (const char* bad : {"", ";x", "0x10", "+10", "-1", " 10", "10 ", "10 x", "1 0", "g",
+                          "10000000000000000", "10\r"}) {
+    EXPECT_FALSE(ParseChunkSizeLine(bad, &n)) << bad;
+  }
+  EXPECT_TRUE(ParseContentLength("0", &n));
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(ParseContentLength("18446744073709551615", &n));
+  EXPECT_EQ(n, UINT64_MAX);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "0x1", "1e3", "18446744073709551616"}) {
+    EXPECT_FALSE(ParseContentLength(bad, &n)) << bad;
+  }
+  // The server's decoder and head parser use them.
+  std::string body;
+  size_t used = 0;
+  ChunkedDecoder hex_prefix(100);
+  EXPECT_EQ(hex_prefix.Feed("0x2\r\nab\r\n0\r\n\r\n", &used, &body), ChunkedDecoder::State::kError);
+  RequestHead head;
+  EXPECT_FALSE(ParseRequestHead("POST / HTTP/1.1\r\nContent-Length: +5\r\n", &head).ok());
 }
 
 TEST(HttpWireTest, ReasonPhrases) {

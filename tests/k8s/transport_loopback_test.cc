@@ -620,7 +620,15 @@ TEST(SocketTransportTest, MalformedResponsesAreErrors) {
   // Found by fuzz_http_response: a status line without the space after the version.
   for (const char* reply :
        {"HTTP/1.200 OK\r\n\r\n", "HTTP/1.1 099 Low\r\n\r\n", "SSH-2.0-OpenSSH\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}) {
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        // Chunk sizes are bare hex digits: no "0x", sign or leading space (strtoull took them).
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x2\r\n{}\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\n{}\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n 2\r\n{}\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 x\r\n{}\r\n0\r\n\r\n",
+        // Content-Length likewise: digits only (strtoull read "-1" as 2^64 - 1).
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}",
+        "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}"}) {
     OneShotServer server(reply);
     auto transport = SocketTransport::Create({}).value();
     HttpRequest req;
@@ -629,6 +637,19 @@ TEST(SocketTransportTest, MalformedResponsesAreErrors) {
     Result<HttpResponse> r = transport->Do(req);
     EXPECT_EQ(r.status().code(), StatusCode::kUnknown) << reply << " -> " << r.status().ToString();
   }
+}
+
+TEST(SocketTransportTest, ChunkExtensionsAreSkipped) {
+  OneShotServer server(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+      "1;name=value\r\n{\r\n1 \t;x\r\n}\r\n0\r\n\r\n");
+  auto transport = SocketTransport::Create({}).value();
+  HttpRequest req;
+  req.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/api/v1/nodes/n";
+  req.timeout = std::chrono::seconds(10);
+  Result<HttpResponse> r = transport->Do(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "{}");
 }
 
 TEST(SocketTransportTest, DeadlineAndCancellation) {
