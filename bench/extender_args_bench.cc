@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/extender_args.h"
+#include "extender/extender_args.h"
 
 namespace {
 

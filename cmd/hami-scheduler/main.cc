@@ -39,8 +39,8 @@
 #include "net/http_server.h"
 #include "net/server_flags.h"
 #include "scheduler/policy.h"
-#include "scheduler/service.h"
-#include "scheduler/webhook_cert.h"
+#include "extender/service.h"
+#include "extender/webhook_cert.h"
 
 namespace {
 

@@ -35,6 +35,9 @@
 
 namespace hami::device {
 
+// Node annotation: comma list of device UUIDs (any vendor's) that take no new pods.
+inline constexpr std::string_view kDeviceCordonAnnotation = "hami.io/device-cordon";
+
 // Resource names a vendor reads from container specs (empty when the vendor has no such
 // resource) and its memory factor (quota checks scale memory limits by it).
 struct ResourceNames {

@@ -14,7 +14,7 @@
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 
 namespace hami::deviceplugin {
 

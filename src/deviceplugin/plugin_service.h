@@ -39,7 +39,7 @@
 #include "deviceplugin/health.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 
 namespace hami::deviceplugin {
 

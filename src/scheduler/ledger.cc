@@ -6,7 +6,6 @@
 #include <map>
 
 #include "device/mig_allocation.h"
-#include "device/nvidia/nvidia_vendor.h"
 #include "device/text_util.h"
 #include "device/topology_score.h"
 

@@ -15,7 +15,7 @@
 #include "device/pod_devices.h"
 #include "device/vendor.h"
 #include "k8s/api_error.h"
-#include "scheduler/k8s_objects.h"
+#include "extender/k8s_objects.h"
 #include "scheduler/ledger.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"

@@ -9,9 +9,9 @@
 
 #include "device/node_lock.h"
 #include "k8s/typed.h"
-#include "scheduler/k8s_objects.h"
-#include "scheduler/node_locker.h"
-#include "scheduler/quota.h"
+#include "extender/k8s_objects.h"
+#include "extender/node_locker.h"
+#include "extender/quota.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
 

@@ -9,7 +9,7 @@
 
 #include "device/config.h"
 #include "device/vendor.h"
-#include "scheduler/webhook/admission.h"
+#include "extender/webhook/admission.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Every vendor module, so that their webhook rules (edits of limits, env, pod annotations)

@@ -11,8 +11,8 @@
 #include "device/config.h"
 #include "device/vendor.h"
 #include "k8s/object.h"
-#include "scheduler/extender_args.h"
-#include "scheduler/k8s_objects.h"
+#include "extender/extender_args.h"
+#include "extender/k8s_objects.h"
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
 

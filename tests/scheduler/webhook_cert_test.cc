@@ -3,7 +3,7 @@
 // server's own TLS verification of the webhook call (against that caBundle, host 127.0.0.1) is
 // the proof. Plus the controller in-process on a fake clock for the CA rollover, which would take
 // a real CA's lifetime otherwise.
-#include "scheduler/webhook_cert.h"
+#include "extender/webhook_cert.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -35,7 +35,6 @@ inline constexpr std::string_view kNvidiaUseGpuUuid = "nvidia.com/use-gpuuuid";
 inline constexpr std::string_view kNvidiaNoUseGpuUuid = "nvidia.com/nouse-gpuuuid";
 inline constexpr std::string_view kNvidiaNumaBind = "nvidia.com/numa-bind";
 inline constexpr std::string_view kNvidiaVgpuMode = "nvidia.com/vgpu-mode";
-inline constexpr std::string_view kDeviceCordonAnnotation = "hami.io/device-cordon";
 
 class NvidiaVendor final : public Vendor {
  public:

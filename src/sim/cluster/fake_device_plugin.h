@@ -20,7 +20,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 
 namespace hami::sim {
 

@@ -14,7 +14,7 @@
 #include "k8s/informer.h"
 #include "k8s/typed.h"
 #include "net/tls.h"
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 #include "sim/apiserver/admission.h"
 #include "sim/cluster/fake_device_plugin.h"
 #include "sim/kubescheduler/config.h"

@@ -25,7 +25,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
-#include "scheduler/service.h"
+#include "extender/service.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/world/manifests.h"
 

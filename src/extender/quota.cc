@@ -1,4 +1,4 @@
-#include "scheduler/quota.h"
+#include "extender/quota.h"
 
 #include <algorithm>
 

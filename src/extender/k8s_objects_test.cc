@@ -1,4 +1,4 @@
-#include "scheduler/k8s_objects.h"
+#include "extender/k8s_objects.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "scheduler/webhook_cert.h"
+#include "extender/webhook_cert.h"
 
 #include <arpa/inet.h>
 

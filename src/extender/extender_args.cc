@@ -1,4 +1,4 @@
-#include "scheduler/extender_args.h"
+#include "extender/extender_args.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "scheduler/service.h"
+#include "extender/service.h"
 
 #include <time.h>
 
@@ -11,15 +11,14 @@
 #include "device/handshake.h"
 #include "device/mig_allocation.h"
 #include "device/node_lock.h"
-#include "device/nvidia/nvidia_vendor.h"
+#include "extender/extender_args.h"
+#include "extender/k8s_objects.h"
+#include "extender/metrics/scheduler_metrics.h"
+#include "extender/webhook/admission.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "net/http_server.h"
-#include "scheduler/extender_args.h"
-#include "scheduler/k8s_objects.h"
-#include "scheduler/metrics/scheduler_metrics.h"
-#include "scheduler/webhook/admission.h"
 
 namespace hami::scheduler {
 namespace {
@@ -903,8 +902,13 @@ std::string SchedulerService::Filter(std::string_view body) {
     pending_[spec.uid] = PendingPlacement{d.node, patch.dump()};
   }
   std::string msg = d.SucceedMessage();
-  HAMI_LOG(Info) << "pod " << key << ": " << msg << "; devices "
-                 << changes[std::string(device::kNvidiaAllocatedAnnotation)].value_or("-");
+  std::string lists;  // every vendor's device list written
+  for (const auto& vendor : vendors_.vendors()) {
+    auto it = changes.find(vendor->annotation_keys().allocated);
+    if (it == changes.end() || !it->second) continue;
+    lists += (lists.empty() ? "" : " ") + std::string(vendor->Key()) + "=" + *it->second;
+  }
+  HAMI_LOG(Info) << "pod " << key << ": " << msg << "; devices " << (lists.empty() ? "-" : lists);
   events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Normal", "FilteringSucceed", msg,
                                 options_.scheduler_name, options_.identity});
   {

@@ -1,6 +1,6 @@
 // The pure part of the self-managed webhook certificate: the X.509 helpers of net/tls.h and the
 // renewal decisions of PlanWebhookCertificates, on an injected time.
-#include "scheduler/webhook_cert.h"
+#include "extender/webhook_cert.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "scheduler/metrics/scheduler_metrics.h"
+#include "extender/metrics/scheduler_metrics.h"
 
 #include <algorithm>
 #include <charconv>

@@ -51,11 +51,11 @@
 #include "device/vendor.h"
 #include "k8s/informer.h"
 #include "k8s/rest_client.h"
-#include "scheduler/event_recorder.h"
+#include "extender/event_recorder.h"
 #include "scheduler/ledger.h"
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 #include "scheduler/placement.h"
-#include "scheduler/quota.h"
+#include "extender/quota.h"
 
 namespace hami::net {
 class HttpServer;

@@ -1,4 +1,4 @@
-#include "scheduler/webhook/admission.h"
+#include "extender/webhook/admission.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "scheduler/node_locker.h"
+#include "extender/node_locker.h"
 
 #include <algorithm>
 #include <initializer_list>

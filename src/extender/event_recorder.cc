@@ -1,4 +1,4 @@
-#include "scheduler/event_recorder.h"
+#include "extender/event_recorder.h"
 
 #include <chrono>
 #include <string>
