@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake ninja-build g++ make pkg-config binutils
+  clang  # the thread-safety analysis test (scripts/thread_safety.sh)
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev
   nlohmann-json3-dev libyaml-cpp-dev

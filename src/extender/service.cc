@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -88,21 +89,19 @@ class InformerCapacityFacts final : public device::NodeCapacityFacts {
   const k8s::Informer* nodes_;
 };
 
-// The webhook's quota pre-check: reads the ledger under its shared lock only while checking.
-class LedgerQuotaChecker final : public QuotaChecker {
+// The webhook's quota pre-check as a function (the service's reads the ledger under its shared
+// lock only while checking).
+class FunctionQuotaChecker final : public QuotaChecker {
  public:
-  LedgerQuotaChecker(std::shared_mutex& mu, const Ledger& ledger, const QuotaBook& book)
-      : mu_(mu), ledger_(ledger), book_(book) {}
+  using Fn = std::function<Status(std::string_view, std::string_view, int64_t, int64_t)>;
+  explicit FunctionQuotaChecker(Fn fn) : fn_(std::move(fn)) {}
   Status Check(std::string_view ns, std::string_view vendor, int64_t mem_mib,
                int64_t cores) const override {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    return book_.Check(ledger_, ns, vendor, mem_mib, cores);
+    return fn_(ns, vendor, mem_mib, cores);
   }
 
  private:
-  std::shared_mutex& mu_;
-  const Ledger& ledger_;
-  const QuotaBook& book_;
+  Fn fn_;
 };
 
 }  // namespace
@@ -161,7 +160,7 @@ Status SchedulerService::Start() {
       .on_update =
           [this](const k8s::ObjectPtr& old, const k8s::ObjectPtr& n) {
             if (OnlyNodeLockChanged(*old, *n)) {
-              lock_wait_cv_.notify_all();  // binds waiting for this lock look again
+              NoteNodeChange();  // binds waiting for this lock look again
               return;
             }
             OnNode(n, false);
@@ -170,7 +169,7 @@ Status SchedulerService::Start() {
   });
   quotas_ = std::make_unique<k8s::Informer>(client_, kResourceQuotas, k8s::InformerOptions{});
   auto on_quota = [this](const k8s::ObjectPtr& q) {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     Status s = quota_.Upsert(*q);
     if (!s.ok()) HAMI_LOG(Warning) << s.message();
   };
@@ -179,7 +178,7 @@ Status SchedulerService::Start() {
       .on_update = [on_quota](const k8s::ObjectPtr&, const k8s::ObjectPtr& q) { on_quota(q); },
       .on_delete =
           [this](const k8s::ObjectPtr& q) {
-            std::unique_lock<std::shared_mutex> lock(mu_);
+            WriterLock lock(mu_);
             quota_.Remove(k8s::Namespace(*q), k8s::Name(*q));
           },
   });
@@ -188,7 +187,7 @@ Status SchedulerService::Start() {
   pods_->Start();
   quotas_->Start();
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(bg_mu_);
     stopping_ = false;
   }
   background_ = std::thread([this] { BackgroundLoop(); });
@@ -204,12 +203,12 @@ Status SchedulerService::Start() {
 void SchedulerService::Stop() {
   if (!started_.exchange(false)) return;
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(bg_mu_);
     stopping_ = true;
   }
   bg_cv_.notify_all();
   ready_cv_.notify_all();
-  lock_wait_cv_.notify_all();
+  NoteNodeChange();  // binds waiting for a node lock see the service stopping
   if (leader_thread_.joinable()) leader_thread_.join();
   if (background_.joinable()) background_.join();
   if (pods_) pods_->Stop();
@@ -225,11 +224,12 @@ bool SchedulerService::Ready() const {
 
 bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(ready_mu_);
+  UniqueLock lock(ready_mu_);
   while (!Ready()) {
     if (!started_.load()) return false;
-    if (ready_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                          std::chrono::milliseconds(100))) ==
+    if (ready_cv_.wait_until(lock.native(),
+                             std::min(deadline, std::chrono::steady_clock::now() +
+                                                    std::chrono::milliseconds(100))) ==
             std::cv_status::timeout &&
         std::chrono::steady_clock::now() >= deadline) {
       return Ready();
@@ -240,8 +240,10 @@ bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
 
 bool SchedulerService::EnterBindGate(const std::string& node,
                                      std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> l(bind_gates_mu_);
-  if (!bind_gates_cv_.wait_until(l, deadline, [&] { return busy_nodes_.count(node) == 0; })) {
+  UniqueLock l(bind_gates_mu_);
+  if (!bind_gates_cv_.wait_until(l.native(), deadline, [&]() REQUIRES(bind_gates_mu_) {
+        return busy_nodes_.count(node) == 0;
+      })) {
     return false;
   }
   busy_nodes_.insert(node);
@@ -250,7 +252,7 @@ bool SchedulerService::EnterBindGate(const std::string& node,
 
 void SchedulerService::LeaveBindGate(const std::string& node) {
   {
-    std::lock_guard<std::mutex> l(bind_gates_mu_);
+    MutexLock l(bind_gates_mu_);
     busy_nodes_.erase(node);
   }
   bind_gates_cv_.notify_all();
@@ -266,7 +268,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
     SchedulerService* s;
     int64_t rv;
     ~Handled() {
-      std::lock_guard<std::mutex> l(s->stats_mu_);
+      MutexLock l(s->stats_mu_);
       ++s->stats_.pod_events;
       s->stats_.last_pod_version = std::max(s->stats_.last_pod_version, rv);
     }
@@ -278,15 +280,15 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
   if (!annotated) {
     // Most pods in a cluster never ask for a device: a shared look keeps their events from
     // queueing behind filters for the exclusive lock.
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(mu_);
     if (ledger_.FindPod(uid) == nullptr && written_.count(uid) == 0) {
-      lock.unlock();
+      lock.Unlock();
       MaybeReleaseLock(pod, deleted);
       return;
     }
   }
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (deleted) {
       if (ledger_.FindPod(uid) != nullptr) {
         ledger_.RemovePod(uid);
@@ -305,7 +307,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
         int64_t rv = ResourceVersionNumber(pod);
         if (rv >= 0 && rv < w->second) {
           // Older than the annotations this service wrote: applying it would undo our placement.
-          std::lock_guard<std::mutex> s(stats_mu_);
+          MutexLock s(stats_mu_);
           ++stats_.stale_pod_events;
           return;
         }
@@ -349,7 +351,7 @@ void SchedulerService::QueueLockRelease(const std::string& node, const std::stri
   std::string key = node + "/" + ns + "/" + pod;
   bool first;
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     if (!release_pending_.insert(key).second) return;
     // Every entry has the same grace, so appending keeps releases_ in due order.
     first = releases_.empty();
@@ -357,7 +359,7 @@ void SchedulerService::QueueLockRelease(const std::string& node, const std::stri
         LockRelease{node, ns, pod, std::chrono::steady_clock::now() + options_.lock_release_grace});
   }
   {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.lock_releases_queued;
   }
   // The background loop sleeps until the oldest entry is due: only a first entry changes that.
@@ -369,18 +371,26 @@ void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
   std::string name = k8s::Name(*obj);
   if (deleted) {
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(mu_);
       ledger_.RemoveNode(name);
       ++generation_;
     }
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     node_state_.erase(name);
     HAMI_LOG(Info) << "node " << name << ": deleted, no longer scheduled";
   } else {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     dirty_nodes_.insert(name);
   }
   bg_cv_.notify_all();
+  NoteNodeChange();
+}
+
+void SchedulerService::NoteNodeChange() {
+  {
+    MutexLock l(lock_wait_mu_);
+    ++node_changes_;
+  }
   lock_wait_cv_.notify_all();
 }
 
@@ -402,7 +412,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
   // write it back once.
   NodeState state;
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     state = node_state_[name];
   }
   // Each vendor of the node is judged on its own (registration, handshake, allocatable): one
@@ -474,7 +484,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
     Status s;
     bool registered;  // some vendor's devices are in (a broken one leaves only its own out)
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(mu_);
       s = ledger_.UpsertNode(obj);
       int32_t slot = ledger_.FindNode(name);
       registered = slot >= 0 && ledger_.nodes()[slot].registered;
@@ -494,7 +504,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
     }
   } else if (state.in_ledger || !why.empty()) {
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(mu_);
       ledger_.RemoveNode(name);
       ++generation_;
     }
@@ -509,7 +519,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
     state.in_ledger = false;
   }
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     node_state_[name] = state;
   }
   if (!node_writes.empty()) {
@@ -525,7 +535,7 @@ void SchedulerService::ReconcileNodes() {
   for (const k8s::ObjectPtr& n : nodes_->List()) ReconcileNode(*n);
   size_t expired;
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     expired = ledger_.ExpireReservations();
     if (expired > 0) {
       ++generation_;
@@ -559,14 +569,14 @@ void SchedulerService::BackgroundLoop() {
     std::vector<LockRelease> releases;
     bool full = false;
     {
-      std::unique_lock<std::mutex> l(bg_mu_);
-      auto release_due = [&] {
+      UniqueLock l(bg_mu_);
+      auto release_due = [&]() REQUIRES(bg_mu_) {
         return !releases_.empty() &&
                releases_.front().due + batch <= std::chrono::steady_clock::now();
       };
       auto wake = next_full;
       if (!releases_.empty()) wake = std::min(wake, releases_.front().due + batch);
-      bg_cv_.wait_until(l, wake, [&] {
+      bg_cv_.wait_until(l.native(), wake, [&]() REQUIRES(bg_mu_) {
         return stopping_ || !dirty_nodes_.empty() || release_due() || full_pass_ ||
                (!releases_.empty() && releases_.front().due + batch < wake);
       });
@@ -596,11 +606,11 @@ void SchedulerService::BackgroundLoop() {
         } else {
           HAMI_LOG(Info) << "node lock on " << r.node << " released for " << r.ns << "/" << r.pod
                          << ": the pod finished allocating and its device plugin did not clear it";
-          std::lock_guard<std::mutex> g(stats_mu_);
+          MutexLock g(stats_mu_);
           ++stats_.locks_released;
         }
       }
-      std::lock_guard<std::mutex> l(bg_mu_);
+      MutexLock l(bg_mu_);
       release_pending_.erase(r.node + "/" + r.ns + "/" + r.pod);
     }
     bool leader = leader_.load();
@@ -640,7 +650,7 @@ void SchedulerService::SetLeader(bool leader) {
   HAMI_LOG(Info) << (leader ? "became leader" : "lost leadership") << " (lease "
                  << options_.lease_namespace << "/" << options_.lease_name << ")";
   if (leader) {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     full_pass_ = true;
   } else {
     registered_once_.store(false);
@@ -661,8 +671,11 @@ void SchedulerService::LeaderLoop() {
   auto seen_at = std::chrono::steady_clock::now();
   for (;;) {
     {
-      std::unique_lock<std::mutex> l(bg_mu_);
-      if (bg_cv_.wait_for(l, options_.lease_poll, [&] { return stopping_; })) return;
+      UniqueLock l(bg_mu_);
+      if (bg_cv_.wait_for(l.native(), options_.lease_poll,
+                          [&]() REQUIRES(bg_mu_) { return stopping_; })) {
+        return;
+      }
     }
     Result<k8s::Object> lease =
         k8s::GetLease(client_, options_.lease_namespace, options_.lease_name);
@@ -726,11 +739,11 @@ std::string SchedulerService::FilterSimulation(const std::string& pod_json, cons
 
 std::string SchedulerService::Filter(std::string_view body) {
   {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.filters;
   }
   auto fail = [this](std::string msg) {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.filter_errors;
     return ErrorReply(msg);
   };
@@ -784,16 +797,16 @@ std::string SchedulerService::Filter(std::string_view body) {
   // Place under the shared lock; reserve under the exclusive one if nothing changed meanwhile.
   Decision d;
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (std::string busy = BindInFlightReason(spec.uid); !busy.empty()) {
       // kube-scheduler gave up on a bind that is still running (or whose outcome is unknown):
       // placing the pod again now could bind it twice. Every node fails until that settles.
-      lock.unlock();
+      lock.Unlock();
       HAMI_LOG(Info) << "pod " << key << ": not placed again: " << busy;
       events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", busy,
                                     options_.scheduler_name, options_.identity});
       {
-        std::lock_guard<std::mutex> s(stats_mu_);
+        MutexLock s(stats_mu_);
         ++stats_.bind_busy;
       }
       Json out;
@@ -809,7 +822,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   }
   uint64_t seen_generation;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(mu_);
     seen_generation = generation_;
     if (quota_.HasQuota(spec.name_space)) {
       spec.quota = quota_.Room(ledger_, spec.name_space, spec.uid);
@@ -819,7 +832,7 @@ std::string SchedulerService::Filter(std::string_view body) {
     d = std::move(*placed);
   }
   if (d.fit()) {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (generation_ != seen_generation) {
       // Someone wrote meanwhile: confirm the choice still holds, else place again.
       if (quota_.HasQuota(spec.name_space)) {
@@ -840,7 +853,7 @@ std::string SchedulerService::Filter(std::string_view body) {
         d.verdicts = std::move(verdicts);
         d.chosen = chosen_index;
       }
-      std::lock_guard<std::mutex> s(stats_mu_);
+      MutexLock s(stats_mu_);
       ++stats_.replaced_after_race;
     }
     if (d.fit()) {
@@ -858,7 +871,7 @@ std::string SchedulerService::Filter(std::string_view body) {
     events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Warning", "FilteringFailed", msg,
                                   options_.scheduler_name, options_.identity});
     {
-      std::lock_guard<std::mutex> s(stats_mu_);
+      MutexLock s(stats_mu_);
       ++stats_.filter_no_fit;
     }
     Json out;
@@ -877,7 +890,7 @@ std::string SchedulerService::Filter(std::string_view body) {
       device::PodWriteContext{d.node, decided_at, &spec.annotations, &spec.requests});
   if (!enc.ok()) {
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(mu_);
       GiveBackReservationLocked(spec.uid);
     }
     std::string msg =
@@ -898,7 +911,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   for (const auto& [k, v] : changes) patch["metadata"]["annotations"][k] = *v;
   patch["metadata"]["labels"][std::string(kAssignedNodeAnnotation)] = d.node;
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     pending_[spec.uid] = PendingPlacement{d.node, patch.dump()};
   }
   std::string msg = d.SucceedMessage();
@@ -912,7 +925,7 @@ std::string SchedulerService::Filter(std::string_view body) {
   events_.Record(k8s::EventSpec{pod_ptr, "Pod", "Normal", "FilteringSucceed", msg,
                                 options_.scheduler_name, options_.identity});
   {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.filter_fit;
   }
   Json out;
@@ -988,7 +1001,7 @@ Status SchedulerService::PostBinding(const std::string& ns, const std::string& n
     if (on == node) {
       HAMI_LOG(Info) << "pod " << ns << "/" << name << ": the Binding whose answer was lost "
                      << "had landed on " << node;
-      std::lock_guard<std::mutex> g(stats_mu_);
+      MutexLock g(stats_mu_);
       ++stats_.bind_recovered;
       return OkStatus();
     }
@@ -1016,12 +1029,12 @@ std::string SchedulerService::Bind(std::string_view body) {
   // lock) shares one budget, so a bind answers within node_lock_wait plus its writes.
   const auto deadline = std::chrono::steady_clock::now() + options_.node_lock_wait;
   {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.binds;
   }
   // As for filters: a fresh instance answers once its view of nodes and pods is complete.
   if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.bind_errors;
     return ErrorReply(IsLeader() ? "scheduler not ready: cluster view not synced yet"
                                  : "scheduler not ready: not the leader");
@@ -1031,14 +1044,14 @@ std::string SchedulerService::Bind(std::string_view body) {
     Result<k8s::Object> fresh = k8s::GetPod(client_, ns, name);
     if (!fresh.ok()) {
       if (k8s::IsNotFound(fresh.status()) && !uid.empty()) {
-        std::unique_lock<std::shared_mutex> lock(mu_);
+        WriterLock lock(mu_);
         if (binding_.count(uid) == 0) {
           ledger_.RemovePod(uid);
           unsettled_.erase(uid);
           ++generation_;
         }
       }
-      std::lock_guard<std::mutex> s(stats_mu_);
+      MutexLock s(stats_mu_);
       ++stats_.bind_errors;
       return ErrorReply("pod " + key + ": " + fresh.status().ToString());
     }
@@ -1048,7 +1061,7 @@ std::string SchedulerService::Bind(std::string_view body) {
     HAMI_LOG(Warning) << "pod " << key << ": binding to " << node << " failed: " << msg;
     events_.Record(k8s::EventSpec{pod, "Pod", "Warning", "BindingFailed", msg,
                                   options_.scheduler_name, options_.identity});
-    std::lock_guard<std::mutex> s(stats_mu_);
+    MutexLock s(stats_mu_);
     ++stats_.bind_errors;
     return ErrorReply(msg);
   };
@@ -1081,12 +1094,12 @@ std::string SchedulerService::Bind(std::string_view body) {
   // (an earlier attempt wrote it).
   std::optional<PendingPlacement> placement;
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (auto b = binding_.find(uid); b != binding_.end()) {
       std::string running = b->second;
-      lock.unlock();
+      lock.Unlock();
       {
-        std::lock_guard<std::mutex> g(stats_mu_);
+        MutexLock g(stats_mu_);
         ++stats_.bind_busy;
       }
       return bind_fail("a bind of this pod to " + running + " is still running");
@@ -1104,7 +1117,7 @@ std::string SchedulerService::Bind(std::string_view body) {
     SchedulerService* self;
     const std::string& uid;
     ~Running() {
-      std::unique_lock<std::shared_mutex> lock(self->mu_);
+      WriterLock lock(self->mu_);
       self->binding_.erase(uid);
     }
   } running{this, uid};
@@ -1126,7 +1139,7 @@ std::string SchedulerService::Bind(std::string_view body) {
   // again after a failed bind).
   auto settle = [&] {
     if (!placement) return;
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (!companion.sent) return GiveBackReservationLocked(uid);
     if (!companion.result.ok()) {
       if (OutcomeUnknown(companion.result.status())) {
@@ -1222,19 +1235,19 @@ std::string SchedulerService::Bind(std::string_view body) {
     // The pod may be bound (its device plugin then allocates under our lock and clears it):
     // its devices and the lock stay until the pod shows it or the grace passes.
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(mu_);
       unsettled_[uid] =
           Unsettled{node, ns, name, std::chrono::steady_clock::now() + options_.bind_outcome_grace};
     }
     {
-      std::lock_guard<std::mutex> g(stats_mu_);
+      MutexLock g(stats_mu_);
       ++stats_.bind_unsettled;
     }
     return bind_fail("Binding's outcome unknown (" + bound.ToString() +
                      "); the pod's devices stay reserved until the API server shows it");
   }
   {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(mu_);
     if (!uid.empty() && ledger_.FindPod(uid) != nullptr) {
       (void)ledger_.Confirm(uid);
       ++generation_;
@@ -1271,7 +1284,13 @@ Status SchedulerService::AcquireNodeLock(const std::string& node, const std::str
     ~Leave() { self->LeaveBindGate(node); }
   } leave{this, node};
   // Binds queued at the gate read the node afresh from the cache: the copy taken before may
-  // be many lock writes old, and a write on it could only conflict.
+  // be many lock writes old, and a write on it could only conflict. Node events counted from
+  // before each read wake the wait below.
+  uint64_t seen = 0;
+  {
+    MutexLock l(lock_wait_mu_);
+    seen = node_changes_;
+  }
   if ((*cached = CachedNode(node, hold)) == nullptr) {
     return Status(StatusCode::kNotFound, "node " + node + " disappeared");
   }
@@ -1294,17 +1313,16 @@ Status SchedulerService::AcquireNodeLock(const std::string& node, const std::str
           std::chrono::ceil<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
       HAMI_LOG(Info) << "pod " << ns << "/" << pod << ": waiting up to " << left.count()
                      << " s for node " << node << ": " << s.message();
-      std::lock_guard<std::mutex> g(stats_mu_);
+      MutexLock g(stats_mu_);
       ++stats_.lock_waits;
     }
-    // Wait for the node to change (its lock cleared), or poll every 100 ms.
-    std::string before = k8s::GetString(**cached, "/metadata/resourceVersion");
+    // Wait for a node event since the cache read (its lock cleared, the service stopping), or
+    // poll every 100 ms (a timestamp lock expires without one).
     {
-      std::unique_lock<std::mutex> l(lock_wait_mu_);
-      lock_wait_cv_.wait_for(l, std::chrono::milliseconds(100), [&] {
-        k8s::ObjectPtr now = nodes_->Get(node);
-        return !started_.load() || !now || k8s::ResourceVersion(*now) != before;
-      });
+      UniqueLock l(lock_wait_mu_);
+      lock_wait_cv_.wait_for(l.native(), std::chrono::milliseconds(100),
+                             [&]() REQUIRES(lock_wait_mu_) { return node_changes_ != seen; });
+      seen = node_changes_;
     }
     if (!started_.load()) return Status(StatusCode::kCancelled, "scheduler stopping");
     if ((*cached = CachedNode(node, hold)) == nullptr) {
@@ -1322,7 +1340,11 @@ Result<std::string> SchedulerService::Webhook(std::string_view body) {
   opts.force_overwrite_default_scheduler = options_.force_overwrite_default_scheduler;
   InformerCapacityFacts facts(nodes_.get());
   opts.node_facts = &facts;
-  LedgerQuotaChecker quota(mu_, ledger_, quota_);
+  FunctionQuotaChecker quota(
+      [this](std::string_view ns, std::string_view vendor, int64_t mem_mib, int64_t cores) {
+        ReaderLock lock(mu_);
+        return quota_.Check(ledger_, ns, vendor, mem_mib, cores);
+      });
   return HandleAdmissionReview(body, vendors_, config_, opts, &quota);
 }
 
@@ -1375,7 +1397,7 @@ std::string SchedulerService::Metrics() {
       {"hami_scheduler_stale_pod_events_total",
        "Pod events older than the scheduler's own write, ignored", "", "", st.stale_pod_events},
   };
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(mu_);
   std::vector<QuotaMetric> quotas;
   for (const QuotaUsageLine& l : quota_.Lines(ledger_)) {
     quotas.push_back(QuotaMetric{l.ns, l.quota_name, l.resource, static_cast<double>(l.used),
@@ -1403,22 +1425,22 @@ void SchedulerService::RegisterRoutes(net::HttpServer& server) {
 }
 
 ServiceStats SchedulerService::stats() const {
-  std::lock_guard<std::mutex> s(stats_mu_);
+  MutexLock s(stats_mu_);
   return stats_;
 }
 
 std::string SchedulerService::LedgerDump() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(mu_);
   return ledger_.CanonicalDump();
 }
 
 Status SchedulerService::CheckLedger() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(mu_);
   return ledger_.CheckConsistency();
 }
 
 std::vector<OverCommit> SchedulerService::OverCommitted() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(mu_);
   return ledger_.OverCommitted();
 }
 

@@ -47,15 +47,16 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "device/config.h"
 #include "device/vendor.h"
+#include "extender/event_recorder.h"
+#include "extender/node_locker.h"
+#include "extender/quota.h"
 #include "k8s/informer.h"
 #include "k8s/rest_client.h"
-#include "extender/event_recorder.h"
 #include "scheduler/ledger.h"
-#include "extender/node_locker.h"
 #include "scheduler/placement.h"
-#include "extender/quota.h"
 
 namespace hami::net {
 class HttpServer;
@@ -187,7 +188,7 @@ class SchedulerService {
   const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
   // Gives back the devices of a reserved (not yet bound) pod and forgets its placement if it
   // never reached the pod (mu_ held exclusively).
-  void GiveBackReservationLocked(const std::string& uid);
+  void GiveBackReservationLocked(const std::string& uid) REQUIRES(mu_);
 
   k8s::RestClient& client_;
   const device::DeviceConfig config_;
@@ -200,11 +201,11 @@ class SchedulerService {
   EventRecorder events_;
 
   // The cluster view. Writers take it exclusively; placement and metrics share it.
-  mutable std::shared_mutex mu_;
-  Ledger ledger_;                                     // guarded by mu_
-  QuotaBook quota_;                                   // guarded by mu_
-  uint64_t generation_ = 0;                           // guarded by mu_; bumped on every write
-  std::unordered_map<std::string, int64_t> written_;  // guarded by mu_: uid -> our pod write rv
+  mutable SharedMutex mu_;
+  Ledger ledger_ GUARDED_BY(mu_);
+  QuotaBook quota_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;                           // bumped on every write
+  std::unordered_map<std::string, int64_t> written_ GUARDED_BY(mu_);  // uid -> our pod write rv
   // Placements the filter reserved and the bind has not written yet. The bind sends the pod's
   // annotations in one pipelined batch with the node lock (one round trip for both), before the
   // Binding; until then they live in the ledger (and here) only.
@@ -212,20 +213,20 @@ class SchedulerService {
     std::string node;
     std::string patch;  // merge patch: the annotations and the hami.io/vgpu-node label
   };
-  std::unordered_map<std::string, PendingPlacement> pending_;  // guarded by mu_: by pod uid
+  std::unordered_map<std::string, PendingPlacement> pending_ GUARDED_BY(mu_);  // by pod uid
   // Pods with a bind running (uid -> node). kube-scheduler gives up on a bind after its extender
   // timeout and filters the pod again while the first bind may still succeed: a second bind is
   // refused and the filter leaves the reservation alone until the first ends.
-  std::unordered_map<std::string, std::string> binding_;  // guarded by mu_
+  std::unordered_map<std::string, std::string> binding_ GUARDED_BY(mu_);
   // Pods whose bind ended with the Binding's outcome unknown (see bind_outcome_grace).
   struct Unsettled {
     std::string node, ns, name;
     std::chrono::steady_clock::time_point until;
   };
-  std::unordered_map<std::string, Unsettled> unsettled_;  // guarded by mu_
-  // A filter's answer for a pod whose earlier bind is running or undecided (mu_ held), or ""
-  // when the pod may be placed.
-  std::string BindInFlightReason(const std::string& uid);
+  std::unordered_map<std::string, Unsettled> unsettled_ GUARDED_BY(mu_);
+  // A filter's answer for a pod whose earlier bind is running or undecided, or "" when the pod
+  // may be placed.
+  std::string BindInFlightReason(const std::string& uid) REQUIRES(mu_);
   // Queues a check that clears `node`'s lock if `ns/pod` still holds it after the grace.
   void QueueLockRelease(const std::string& node, const std::string& ns, const std::string& pod);
   // The Binding, with lost answers resolved where possible (see service.cc).
@@ -238,36 +239,38 @@ class SchedulerService {
 
   std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
 
-  mutable std::mutex bg_mu_;
+  mutable Mutex bg_mu_;
   std::condition_variable bg_cv_;
-  std::set<std::string> dirty_nodes_;            // guarded by bg_mu_
-  std::vector<LockRelease> releases_;            // guarded by bg_mu_ (in due order)
-  std::set<std::string> release_pending_;        // guarded by bg_mu_ ("node/ns/pod")
-  std::map<std::string, NodeState> node_state_;  // guarded by bg_mu_ (background thread writes)
-  bool full_pass_ = false;                       // guarded by bg_mu_
-  bool stopping_ = false;                        // guarded by bg_mu_
+  std::set<std::string> dirty_nodes_ GUARDED_BY(bg_mu_);
+  std::vector<LockRelease> releases_ GUARDED_BY(bg_mu_);            // in due order
+  std::set<std::string> release_pending_ GUARDED_BY(bg_mu_);        // "node/ns/pod"
+  std::map<std::string, NodeState> node_state_ GUARDED_BY(bg_mu_);  // background thread writes
+  bool full_pass_ GUARDED_BY(bg_mu_) = false;
+  bool stopping_ GUARDED_BY(bg_mu_) = false;
 
-  // Bind waits for a node's lock here; node updates notify.
-  std::mutex lock_wait_mu_;
+  // Bind waits for a node's lock here; node events (and Stop) count and notify.
+  Mutex lock_wait_mu_;
   std::condition_variable lock_wait_cv_;
+  uint64_t node_changes_ GUARDED_BY(lock_wait_mu_) = 0;
+  void NoteNodeChange() EXCLUDES(lock_wait_mu_);
   // Binds to one node take its lock one at a time in this process (as upstream's in-process
   // per-node mutex): concurrent binds would all race for the annotation the moment it is
   // released, and all but one lose a write and read again. A bind waits at the gate within its
   // own deadline.
-  std::mutex bind_gates_mu_;
+  Mutex bind_gates_mu_;
   std::condition_variable bind_gates_cv_;
-  std::set<std::string> busy_nodes_;  // guarded by bind_gates_mu_: a bind is past the gate
+  std::set<std::string> busy_nodes_ GUARDED_BY(bind_gates_mu_);  // a bind is past the gate
   bool EnterBindGate(const std::string& node, std::chrono::steady_clock::time_point deadline);
   void LeaveBindGate(const std::string& node);
 
   std::atomic<bool> started_{false};
   std::atomic<bool> registered_once_{false};
   std::atomic<bool> leader_{false};
-  mutable std::mutex ready_mu_;
+  mutable Mutex ready_mu_;
   std::condition_variable ready_cv_;
 
-  mutable std::mutex stats_mu_;
-  ServiceStats stats_;  // guarded by stats_mu_
+  mutable Mutex stats_mu_;
+  ServiceStats stats_ GUARDED_BY(stats_mu_);
 
   std::thread background_, leader_thread_;
 };

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "common/thread_name.h"
 #include "net/http_wire.h"
 #include "net/socket_bio.h"
@@ -445,30 +446,30 @@ class StreamWriter : public ChunkWriter {
 class ConnectionCounts {
  public:
   void Add(const std::string& peer) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++total_;
     ++per_address_[peer];
   }
   void Remove(const std::string& peer) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --total_;
     auto it = per_address_.find(peer);
     if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
   }
   size_t total() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return total_;
   }
   size_t of(const std::string& peer) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = per_address_.find(peer);
     return it == per_address_.end() ? 0 : it->second;
   }
 
  private:
-  mutable std::mutex mu_;
-  size_t total_ = 0;                                     // guarded by mu_
-  std::unordered_map<std::string, size_t> per_address_;  // guarded by mu_
+  mutable Mutex mu_;
+  size_t total_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, size_t> per_address_ GUARDED_BY(mu_);
 };
 
 // A connection between requests, owned by the reactor (idle, in its TLS handshake, or collecting
@@ -544,15 +545,15 @@ class HttpServer::Impl {
   // Connections with a whole request wait here for a worker; workers are started on demand up
   // to options.worker_threads and give the connection back (parked) once no whole request is
   // left in its buffer.
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::deque<std::unique_ptr<Slot>> ready;  // guarded by mu
-  std::set<int> serving;                    // guarded by mu: sockets a worker is on
-  int idle_workers = 0;                     // guarded by mu
-  bool stopping = false;                    // guarded by mu
-  std::vector<std::thread> workers;         // guarded by mu
-  std::mutex park_mu;
-  std::deque<std::unique_ptr<Slot>> parked;  // guarded by park_mu: back to the reactor
+  std::deque<std::unique_ptr<Slot>> ready GUARDED_BY(mu);
+  std::set<int> serving GUARDED_BY(mu);  // sockets a worker is on
+  int idle_workers GUARDED_BY(mu) = 0;
+  bool stopping GUARDED_BY(mu) = false;
+  std::vector<std::thread> workers GUARDED_BY(mu);
+  Mutex park_mu;
+  std::deque<std::unique_ptr<Slot>> parked GUARDED_BY(park_mu);  // back to the reactor
 
   ~Impl() {
     if (ssl_ctx != nullptr) SSL_CTX_free(ssl_ctx);
@@ -803,9 +804,9 @@ class HttpServer::Impl {
     for (;;) {
       std::unique_ptr<Slot> slot;
       {
-        std::unique_lock<std::mutex> lock(mu);
+        UniqueLock lock(mu);
         ++idle_workers;
-        cv.wait(lock, [&] { return stopping || !ready.empty(); });
+        cv.wait(lock.native(), [&]() REQUIRES(mu) { return stopping || !ready.empty(); });
         --idle_workers;
         if (stopping) return;
         slot = std::move(ready.front());
@@ -814,12 +815,12 @@ class HttpServer::Impl {
       }
       Outcome out = ServeConnection(*slot->conn, slot->peer, running, true, &slot->served);
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         serving.erase(slot->fd);  // before close: Stop never shuts down a reused descriptor
       }
       if (out == Outcome::kPark && running.load() && SetNonBlocking(slot->fd, true)) {
         {
-          std::lock_guard<std::mutex> lock(park_mu);
+          MutexLock lock(park_mu);
           parked.push_back(std::move(slot));
         }
         uint64_t one = 1;
@@ -969,7 +970,7 @@ class HttpServer::Impl {
     std::unique_ptr<Slot> slot = Release(fd);
     if (!slot || !SetNonBlocking(fd, false)) return;
     slot->scan = RequestScan();
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (ready.size() >= static_cast<size_t>(std::max(options.listen_backlog, 1))) {
       NoteLimit("every worker busy and " + std::to_string(ready.size()) +
                 " requests waiting: connection closed");
@@ -1058,7 +1059,7 @@ class HttpServer::Impl {
   void AdoptParked(bool progress = true) {
     std::deque<std::unique_ptr<Slot>> back;
     {
-      std::lock_guard<std::mutex> lock(park_mu);
+      MutexLock lock(park_mu);
       back.swap(parked);
     }
     auto now = SteadyClock::now();
@@ -1249,7 +1250,7 @@ void HttpServer::Stop() {
   ::close(m.listen_fd);
   std::vector<std::thread> workers;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     m.stopping = true;
     m.ready.clear();
     // A worker blocked reading wakes at once (its read sees end of stream); a request being
@@ -1260,13 +1261,13 @@ void HttpServer::Stop() {
   m.cv.notify_all();
   for (std::thread& t : workers) t.join();
   {
-    std::lock_guard<std::mutex> lock(m.park_mu);
+    MutexLock lock(m.park_mu);
     m.parked.clear();
   }
   ::close(m.wake_fd);
   ::close(m.epoll_fd);
   m.listen_fd = m.wake_fd = m.epoll_fd = -1;
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   m.stopping = false;  // a later Start() may serve again
 }
 

@@ -22,21 +22,23 @@ const std::string& LazyText::Get(const json& object) const {
 
 Store::Store(size_t history_window) : history_window_(history_window < 1 ? 1 : history_window) {}
 
-void Store::AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock) {
+Store::Appended Store::Append(WatchEvent event) {
   history_.push_back(std::move(event));
   // Events that fall out of the window (and the objects only they still hold) are freed after
-  // the lock is released.
-  std::vector<WatchEvent> evicted;
+  // the lock is released (by Notify).
+  Appended out{history_.back().resource, {}};
   while (history_.size() > history_window_) {
     compacted_ = history_.front().revision;
-    evicted.push_back(std::move(history_.front()));
+    out.evicted.push_back(std::move(history_.front()));
     history_.pop_front();
   }
-  // The listener runs after unlocking: a dispatcher woken while the lock is still held would
-  // only block on it again.
-  const ResourceInfo& written = *history_.back().resource;
-  lock.unlock();
-  if (write_listener_) write_listener_(written);
+  return out;
+}
+
+// The listener runs after unlocking: a dispatcher woken while the lock is still held would only
+// block on it again.
+void Store::Notify(Appended appended) {
+  if (write_listener_) write_listener_(*appended.resource);
 }
 
 void Store::SetWriteListener(std::function<void(const ResourceInfo&)> listener) {
@@ -47,7 +49,7 @@ Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string&
                                 std::shared_ptr<const LazyText>* text) {
   std::string name = object["metadata"].value("name", "");
   std::string key = Key(ns, name);
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   auto& bucket = objects_[&resource];
   if (bucket.count(key)) {
     return AlreadyExistsError(resource.qualified() + " \"" + name + "\" already exists");
@@ -57,13 +59,15 @@ Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string&
   WatchEvent event{revision_, "ADDED", &resource, ns, ptr, nullptr};
   bucket[key] = Stored{ptr, event.text};
   if (text != nullptr) *text = event.text;
-  AppendAndNotify(std::move(event), lock);
+  Appended appended = Append(std::move(event));
+  lock.Unlock();
+  Notify(std::move(appended));
   return ObjectPtr(ptr);
 }
 
 Result<ObjectPtr> Store::Get(const ResourceInfo& resource, const std::string& ns,
                              const std::string& name, std::shared_ptr<const LazyText>* text) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto b = objects_.find(&resource);
   if (b != objects_.end()) {
     auto it = b->second.find(Key(ns, name));
@@ -78,7 +82,7 @@ Result<ObjectPtr> Store::Get(const ResourceInfo& resource, const std::string& ns
 std::vector<ObjectPtr> Store::List(const ResourceInfo& resource, const std::string& ns,
                                    int64_t* revision) const {
   std::vector<ObjectPtr> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   *revision = revision_;
   auto b = objects_.find(&resource);
   if (b == objects_.end()) return out;
@@ -101,7 +105,7 @@ Result<ObjectPtr> Store::Update(
   for (;;) {
     ObjectPtr current;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto b = objects_.find(&resource);
       if (b != objects_.end()) {
         auto it = b->second.find(key);
@@ -116,7 +120,7 @@ Result<ObjectPtr> Store::Update(
     }
     json& md = (*next)["metadata"];
     md["name"] = name;
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     auto& bucket = objects_[&resource];
     auto it = bucket.find(key);
     if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
@@ -128,7 +132,9 @@ Result<ObjectPtr> Store::Update(
     WatchEvent event{revision_, "MODIFIED", &resource, ns, ptr, current};
     it->second = Stored{ptr, event.text};
     if (text != nullptr) *text = event.text;
-    AppendAndNotify(std::move(event), lock);
+    Appended appended = Append(std::move(event));
+    lock.Unlock();
+    Notify(std::move(appended));
     return ptr;
   }
 }
@@ -136,7 +142,7 @@ Result<ObjectPtr> Store::Update(
 Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string& ns,
                                 const std::string& name,
                                 const std::function<Status(const json&)>& precondition) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   auto& bucket = objects_[&resource];
   auto it = bucket.find(Key(ns, name));
   if (it == bucket.end()) return NotFoundError(NotFoundMessage(resource, name));
@@ -147,18 +153,20 @@ Result<ObjectPtr> Store::Delete(const ResourceInfo& resource, const std::string&
   auto ptr = std::make_shared<const json>(std::move(last));
   ObjectPtr previous = it->second.object;
   bucket.erase(it);
-  AppendAndNotify({revision_, "DELETED", &resource, ns, ptr, previous}, lock);
+  Appended appended = Append({revision_, "DELETED", &resource, ns, ptr, previous});
+  lock.Unlock();
+  Notify(std::move(appended));
   return ObjectPtr(ptr);
 }
 
 int64_t Store::revision() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return revision_;
 }
 
 Status Store::EventsSince(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
                           std::vector<WatchEvent>* out, int64_t* now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return Status(StatusCode::kCancelled, "server shutting down");
   if (after < compacted_) {
     return OutOfRangeError("too old resource version: " + std::to_string(after) + " (" +
@@ -179,7 +187,7 @@ Status Store::EventsSince(int64_t after, const std::function<bool(const Resource
 }
 
 void Store::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "common/status.h"
 #include "sim/apiserver/resources.h"
 
@@ -98,24 +99,28 @@ class Store {
   void Close();
 
  private:
-  // Appends the event, releases `lock` (which must hold mu_) and calls the write listener.
-  // The caller must not touch guarded state afterwards.
-  void AppendAndNotify(WatchEvent event, std::unique_lock<std::mutex>& lock);
+  // A write in two steps: Append (lock held) records the event and drops what falls out of the
+  // history window; Notify (lock released) calls the write listener and frees those events.
+  struct Appended {
+    const ResourceInfo* resource;
+    std::vector<WatchEvent> evicted;
+  };
+  Appended Append(WatchEvent event) REQUIRES(mu_);
+  void Notify(Appended appended);
 
   const size_t history_window_;
-  mutable std::mutex mu_;
-  int64_t revision_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  int64_t revision_ GUARDED_BY(mu_) = 0;
   // An object and the text of its latest write (what its watch event, the write's reply and
   // later GETs send).
   struct Stored {
     ObjectPtr object;
     std::shared_ptr<const LazyText> text;
   };
-  // guarded by mu_
-  std::map<const ResourceInfo*, std::map<std::string, Stored>> objects_;
-  std::deque<WatchEvent> history_;  // guarded by mu_
-  int64_t compacted_ = 0;           // guarded by mu_: highest revision dropped from history_
-  bool closed_ = false;             // guarded by mu_
+  std::map<const ResourceInfo*, std::map<std::string, Stored>> objects_ GUARDED_BY(mu_);
+  std::deque<WatchEvent> history_ GUARDED_BY(mu_);
+  int64_t compacted_ GUARDED_BY(mu_) = 0;  // highest revision dropped from history_
+  bool closed_ GUARDED_BY(mu_) = false;
   std::function<void(const ResourceInfo&)> write_listener_;  // immutable once shared
 };
 

@@ -75,13 +75,12 @@ struct WatchHub::Watch {
   bool listed = false;  // in watches_ (and counted in watched_)
 
   net::ChunkWriter* const writer;
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  // Guarded by mu:
-  bool draining = false;  // the watch's thread owns the writer and sends `queue`
-  bool closing = false;   // send `queue`, then end
-  bool done = false;      // the stream is broken or ended
-  std::string queue;      // event lines not sent yet (one chunk)
+  bool draining GUARDED_BY(mu) = false;  // the watch's thread owns the writer and sends `queue`
+  bool closing GUARDED_BY(mu) = false;   // send `queue`, then end
+  bool done GUARDED_BY(mu) = false;      // the stream is broken or ended
+  std::string queue GUARDED_BY(mu);      // event lines not sent yet (one chunk)
 };
 
 WatchHub::WatchHub(Store& store, const ResourceRegistry& registry,
@@ -109,7 +108,7 @@ void WatchHub::Start() {
 
 void WatchHub::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     for (auto& w : watches_) {
@@ -132,7 +131,7 @@ void WatchHub::Wake() {
 }
 
 void WatchHub::Deliver(Watch& w, std::string data) {
-  std::lock_guard<std::mutex> lock(w.mu);
+  MutexLock lock(w.mu);
   if (w.done || w.closing) return;
   if (w.draining) {
     w.queue += data;
@@ -149,7 +148,7 @@ void WatchHub::Deliver(Watch& w, std::string data) {
 }
 
 void WatchHub::End(Watch& w, std::string last_words) {
-  std::lock_guard<std::mutex> lock(w.mu);
+  MutexLock lock(w.mu);
   if (w.done || w.closing) return;
   w.queue += last_words;
   w.closing = true;
@@ -161,7 +160,7 @@ void WatchHub::Serve(WatchSpec spec, int64_t start, net::ChunkWriter& writer) {
   auto w = std::make_shared<Watch>(std::move(spec), start, &writer);
   std::string expired;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     // The dispatcher only reads events newer than its position: whatever of this watch lies
     // between `start` and there is sent from here. With no other watch the dispatcher's position
@@ -199,24 +198,24 @@ void WatchHub::Serve(WatchSpec spec, int64_t start, net::ChunkWriter& writer) {
   // A write that landed just before this watch was counted found nobody to wake.
   Wake();
 
-  std::unique_lock<std::mutex> l(w->mu);
+  UniqueLock l(w->mu);
   for (;;) {
-    w->cv.wait(l, [&] { return w->done || w->draining || w->closing; });
+    w->cv.wait(l.native(), [&]() REQUIRES(w->mu) { return w->done || w->draining || w->closing; });
     if (w->done) break;
     std::string more;
     more.swap(w->queue);
     const bool last = w->closing;
-    l.unlock();
+    l.Unlock();
     bool ok = writer.Drain() && (more.empty() || writer.Write(more));
-    l.lock();
+    l.Lock();
     if (!ok || last) {
       w->done = true;
       break;
     }
     if (w->queue.empty()) w->draining = false;
   }
-  l.unlock();
-  std::lock_guard<std::mutex> lock(mu_);
+  l.Unlock();
+  MutexLock lock(mu_);
   if (w->listed) {
     w->listed = false;
     watched_[index].fetch_sub(1);
@@ -230,7 +229,7 @@ void WatchHub::Loop() {
     const uint32_t seen = seq_.load();
     SteadyClock::time_point wake_at = SteadyClock::now() + std::chrono::hours(1);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
       events.clear();
       int64_t now_rev = position_;
@@ -288,7 +287,7 @@ void WatchHub::Loop() {
               w.next_bookmark = now + w.spec.bookmark_every;
             }
             if (!w.out.empty()) Deliver(w, std::move(w.out));
-            std::lock_guard<std::mutex> wl(w.mu);
+            MutexLock wl(w.mu);
             ended = w.done || w.closing;
           }
           w.out.clear();

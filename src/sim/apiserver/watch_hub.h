@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "net/http_server.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
@@ -99,10 +100,10 @@ class WatchHub {
   std::atomic<uint32_t> seq_{0};
   std::atomic<bool> sleeping_{false};
 
-  std::mutex mu_;
-  std::vector<std::shared_ptr<Watch>> watches_;  // guarded by mu_
-  int64_t position_ = 0;   // guarded by mu_: every event up to here has been dispatched
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::shared_ptr<Watch>> watches_ GUARDED_BY(mu_);
+  int64_t position_ GUARDED_BY(mu_) = 0;  // every event up to here has been dispatched
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
