@@ -6,76 +6,50 @@
 // Prints "listening on <url>" (and flushes) once serving, so scripts can wait for that line.
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 
+#include "common/go_flags.h"
 #include "sim/apiserver/api_server.h"
-
-namespace {
-
-void Usage() {
-  std::fprintf(
-      stderr,
-      "usage: hami-sim-apiserver [--host H] [--port N] [--tls-cert F --tls-key F | "
-      "--self-signed] [--token T [--rbac]] [--write-kubeconfig PATH] [--history-window N]\n"
-      "  --rbac: the --token holder is an administrator; ServiceAccount tokens (kubectl\n"
-      "          create token) are authorized by the stored RBAC objects (403 otherwise);\n"
-      "          decisions at GET /debug/authorization\n");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   hami::sim::ApiServerOptions opts;
   std::string kubeconfig;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    auto number = [&]() -> long {  // NOLINT(runtime/int)
-      std::string v = value();
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);  // NOLINT(runtime/int)
-      if (v.empty() || *end != '\0' || n < 0) {
-        std::fprintf(stderr, "%s: not a number: %s\n", arg.c_str(), v.c_str());
-        std::exit(2);
-      }
-      return n;
-    };
-    if (arg == "--host") {
-      opts.host = value();
-    } else if (arg == "--port") {
-      opts.port = static_cast<int>(number());
-    } else if (arg == "--tls-cert") {
-      opts.tls_cert_file = value();
-    } else if (arg == "--tls-key") {
-      opts.tls_key_file = value();
-    } else if (arg == "--self-signed") {
-      opts.self_signed = true;
-    } else if (arg == "--token") {
-      opts.token = value();
-    } else if (arg == "--rbac") {
-      opts.rbac = true;
-    } else if (arg == "--write-kubeconfig") {
-      kubeconfig = value();
-    } else if (arg == "--history-window") {
-      opts.history_window = static_cast<size_t>(number());
-    } else if (arg == "-h" || arg == "--help") {
-      Usage();
-      return 0;
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", arg.c_str());
-      Usage();
-      return 2;
-    }
-  }
+  CLI::App app{
+      "hami-sim-apiserver: an in-memory Kubernetes API server (watch, patches, binding, "
+      "admission webhooks, RBAC) for kubectl and the simulated cluster. Prints \"listening on "
+      "<url>\" once serving; stops on SIGINT or SIGTERM."};
+  app.add_option("--host", opts.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", opts.port, "port to listen on; 0 picks a free one (see the printed url)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  auto* cert = app.add_option("--tls-cert", opts.tls_cert_file,
+                              "serve HTTPS with this PEM certificate (re-read when it changes)");
+  auto* key = app.add_option("--tls-key", opts.tls_key_file, "the PEM key of --tls-cert");
+  cert->needs(key);
+  key->needs(cert);
+  app.add_flag("--self-signed", opts.self_signed,
+               "serve HTTPS with a generated certificate for 127.0.0.1 and localhost")
+      ->excludes(cert)
+      ->excludes(key);
+  auto* token = app.add_option("--token", opts.token,
+                               "bearer token every request needs (but /healthz, /livez, /readyz); "
+                               "none: no authentication");
+  app.add_flag("--rbac", opts.rbac,
+               "the --token holder is an administrator; ServiceAccount tokens (kubectl create "
+               "token) are authorized by the stored RBAC objects (403 otherwise); decisions at "
+               "GET /debug/authorization")
+      ->needs(token);
+  app.add_option("--write-kubeconfig", kubeconfig,
+                 "write a kubeconfig for this server (url, CA, token) to this file");
+  app.add_option("--history-window", opts.history_window,
+                 "watch events kept for resumption; older resourceVersions get 410 Gone")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.name("hami-sim-apiserver");
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
 
   // Block the stop signals before any thread starts so that only sigwait() below sees them.
   sigset_t stop;

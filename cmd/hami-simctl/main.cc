@@ -1,71 +1,38 @@
 // hami-simctl: inspect and poke the simulated GPU node. See commands.h and
 // src/sim/gpu/README.md.
+//
+//   hami-simctl [--state PATH] status | inject-xid --device N --xid CODE | reset
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <string>
 
 #include "commands.h"
+#include "common/go_flags.h"
 #include "sim/gpu/shared_state.h"
 
-namespace {
-
-void Usage(FILE* f) {
-  fprintf(f,
-          "usage: hami-simctl [--state PATH] COMMAND\n"
-          "  status                              devices, memory per process, utilisation\n"
-          "  inject-xid --device N --xid CODE    post an XID error on physical device N\n"
-          "  reset                               discard the shared state file\n"
-          "The state file is --state, else $HAMI_SIM_STATE, else /tmp/hami-sim/state.\n");
-}
-
-bool ParseNumber(const char* s, unsigned long long max, unsigned long long* out) {
-  if (s == nullptr || *s == '\0' || *s == '-') return false;
-  char* end = nullptr;
-  unsigned long long v = strtoull(s, &end, 0);
-  if (*end != '\0' || v > max) return false;
-  *out = v;
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  CLI::App app{
+      "hami-simctl: inspect and poke the simulated GPU node. The state file is --state, else "
+      "$HAMI_SIM_STATE, else /tmp/hami-sim/state."};
   std::string state_path = hami::sim::StatePathFromEnv();
-  int i = 1;
-  if (i + 1 < argc && strcmp(argv[i], "--state") == 0) {
-    state_path = argv[i + 1];
-    i += 2;
-  }
-  if (i >= argc) {
-    Usage(stderr);
-    return 2;
-  }
-  std::string cmd = argv[i++];
-  if (cmd == "status" && i == argc) return hami::simctl::Status(state_path, stdout, stderr);
-  if (cmd == "reset" && i == argc) return hami::simctl::Reset(state_path, stdout, stderr);
-  if (cmd == "inject-xid") {
-    unsigned long long device = 0, xid = 0;
-    bool have_device = false, have_xid = false;
-    for (; i + 1 < argc; i += 2) {
-      if (strcmp(argv[i], "--device") == 0) {
-        have_device = ParseNumber(argv[i + 1], 1023, &device);
-      } else if (strcmp(argv[i], "--xid") == 0) {
-        have_xid = ParseNumber(argv[i + 1], 0xFFFFFFFFull, &xid);
-      } else {
-        break;
-      }
-    }
-    if (i == argc && have_device && have_xid) {
-      return hami::simctl::InjectXid(state_path, static_cast<int>(device), xid, stdout, stderr);
-    }
-  }
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    Usage(stdout);
-    return 0;
-  }
-  Usage(stderr);
-  return 2;
+  app.add_option("--state", state_path, "the simulated node's shared state file")
+      ->capture_default_str();
+  app.require_subcommand(1);
+  CLI::App* status = app.add_subcommand("status", "devices, memory per process, utilisation");
+  CLI::App* reset = app.add_subcommand("reset", "discard the shared state file");
+  CLI::App* xid = app.add_subcommand("inject-xid", "post an XID error on a physical device");
+  int device = 0;
+  uint32_t code = 0;
+  xid->add_option("--device", device, "physical device index")
+      ->required()
+      ->check(CLI::Range(0, 1023));
+  xid->add_option("--xid", code, "the XID code")->required();
+  app.name("hami-simctl");
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
+  if (status->parsed()) return hami::simctl::Status(state_path, stdout, stderr);
+  if (reset->parsed()) return hami::simctl::Reset(state_path, stdout, stderr);
+  return hami::simctl::InjectXid(state_path, device, code, stdout, stderr);
 }

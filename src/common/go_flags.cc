@@ -22,7 +22,8 @@ std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end with 0; a flag error with 2, as Go's flag package exits.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return std::nullopt;
 }

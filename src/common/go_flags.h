@@ -25,7 +25,7 @@ namespace hami {
 std::vector<std::string> GoStyleArgs(int argc, char** argv);
 
 // Parses GoStyleArgs(argc, argv) into `app`. nullopt: go on; otherwise the process's exit status
-// (0 after --help, CLI11's status after it printed what is wrong with a flag).
+// (0 after --help; 2, as Go's flag package, after it printed what is wrong with a flag).
 std::optional<int> ParseGoStyleFlags(CLI::App& app, int argc, char** argv);
 
 // An environment variable the upstream binaries read, or `fallback` when unset or empty.
