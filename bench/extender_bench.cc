@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -29,11 +30,13 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "device/node_registration.h"
 #include "k8s/object.h"
@@ -120,23 +123,41 @@ int main(int argc, char** argv) {
   mallopt(M_TOP_PAD, 64 << 20);
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--nodes") a.nodes = std::atoi(v.c_str());
-    if (k == "--pods") a.pods = std::atoi(v.c_str());
-    if (k == "--clients") a.clients = std::atoi(v.c_str());
-    if (k == "--warmup") a.warmup = std::atoi(v.c_str());
-    if (k == "--policy") a.policy = v;
-    if (k == "--offer") a.offer = std::atoi(v.c_str());
-    if (k == "--plugin-api") a.plugin_api = v;
-    if (k == "--client") a.client = v;
-    if (k == "--scheduler-bin") a.scheduler_bin = v;
-    if (k == "--all-vendors") a.all_vendors = v;
-  }
-  if (a.plugin_api != "inprocess" && a.plugin_api != "http") {
-    std::fprintf(stderr, "--plugin-api must be inprocess or http, not %s\n", a.plugin_api.c_str());
-    return 2;
-  }
+  CLI::App app{
+      "extender_bench: extender throughput, latency and scheduler memory: the real hami-scheduler "
+      "against the in-process simulated API server, clients filtering and binding as "
+      "kube-scheduler does"};
+  app.name("extender_bench");
+  app.add_option("--nodes", a.nodes, "nodes, 8 GPUs each")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pods", a.pods, "pods to place")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--clients", a.clients, "client threads (filter then bind each)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", a.warmup, "pods placed before measuring")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--policy", a.policy, "node scheduler policy")
+      ->check(CLI::IsMember({"binpack", "spread"}))
+      ->capture_default_str();
+  app.add_option("--offer", a.offer, "node names per filter call, rotating; 0 = all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--plugin-api", a.plugin_api,
+                 "how device plugins and kubelets reach the API server")
+      ->check(CLI::IsMember({"inprocess", "http"}))
+      ->capture_default_str();
+  app.add_option("--client", a.client, "the clients' HTTP transport")->capture_default_str();
+  app.add_option("--scheduler-bin", a.scheduler_bin, "the hami-scheduler binary to measure")
+      ->capture_default_str();
+  app.add_option("--all-vendors", a.all_vendors,
+                 "on: every vendor module enabled (nodes and pods stay NVIDIA's)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::sim::ApiServerOptions api;
   api.worker_threads = 512;
   auto server = hami::sim::ApiServer::Start(api).value();
