@@ -1,5 +1,6 @@
 #include "device/request.h"
 
+#include <algorithm>
 #include <string>
 
 #include "device/resource_quantity.h"
@@ -29,6 +30,35 @@ Result<std::optional<int64_t>> ReadIntegerResource(const ContainerResources& c,
     return InvalidArgumentError(where + "=" + text::Quote(*q) + ": " + why);
   }
   return std::optional<int64_t>(*v);
+}
+
+Result<std::optional<int64_t>> ReadMemoryResource(const ContainerResources& c,
+                                                  std::string_view resource, int64_t max,
+                                                  int64_t unit_mib) {
+  std::optional<std::string_view> q = FindQuantity(c, resource);
+  // The suffix after the number; exponents ("1e3") are plain numbers, not units.
+  std::string_view suffix;
+  if (q) {
+    size_t end = q->find_first_not_of("+-0123456789.");
+    suffix = end == std::string_view::npos ? std::string_view() : q->substr(end);
+  }
+  static constexpr std::string_view kUnits[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+                                                "k",  "M",  "G",  "T",  "P",  "E"};
+  if (std::find(std::begin(kUnits), std::end(kUnits), suffix) != std::end(kUnits)) {
+    Result<int64_t> bytes = ParseIntegerQuantity(*q);
+    if (bytes.ok() && *bytes >= 0) {
+      const int64_t unit = std::max<int64_t>(unit_mib, 1) << 20;
+      const std::string counts =
+          unit_mib <= 1 ? std::string("MiB") : "units of " + std::to_string(unit_mib) + " MiB";
+      std::string in_units = *bytes < unit        ? " is less than 1"
+                             : *bytes % unit == 0 ? " is " + std::to_string(*bytes / unit)
+                                                  : " is about " + std::to_string(*bytes / unit);
+      return InvalidArgumentError("container " + text::Quote(c.name) + ": " +
+                                  std::string(resource) + "=" + text::Quote(*q) + ": counts " +
+                                  counts + ", without a unit: " + std::string(*q) + in_units);
+    }
+  }
+  return ReadIntegerResource(c, resource, 0, max);
 }
 
 }  // namespace hami::device

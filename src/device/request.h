@@ -28,4 +28,13 @@ Result<std::optional<int64_t>> ReadIntegerResource(const ContainerResources& c,
                                                    std::string_view resource, int64_t min,
                                                    int64_t max);
 
+// A memory amount counted in units of `unit_mib` MiB (1 for gpumem): a bare whole number, read as
+// ReadIntegerResource does. A quantity with a binary or decimal unit ("4Gi", "2G", "512Mi"; "1e3"
+// is a plain number) is refused with a hint, since Kubernetes would read the unit as a
+// multiplier of the count (4Gi MiB), e.g. `nvidia.com/gpumem="4Gi": counts MiB, without a unit:
+// 4Gi is 4096`.
+Result<std::optional<int64_t>> ReadMemoryResource(const ContainerResources& c,
+                                                  std::string_view resource, int64_t max,
+                                                  int64_t unit_mib);
+
 }  // namespace hami::device

@@ -107,6 +107,22 @@ TEST(HygonDcu, TheUsersExamplePodAndTheDefaults) {
   EXPECT_EQ((*r)->mem_mib, 2000);
 }
 
+// Vendor memory resources count MiB (times the section's memoryFactor): a unit is refused with
+// the conversion, as for nvidia.com/gpumem.
+TEST(HygonDcu, DcumemWithAUnitIsRefusedWithTheHint) {
+  VendorRegistry reg = VendorRegistry::FromConfig(Config("hygon: {}\n")).value();
+  const device::Vendor* dcu = reg.Find("DCU");
+  ASSERT_NE(dcu, nullptr);
+  auto r = dcu->ParseRequest(Limits({{"hygon.com/dcunum", "1"}, {"hygon.com/dcumem", "2Gi"}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "container \"main\": hygon.com/dcumem=\"2Gi\": counts MiB, without a unit: 2Gi is "
+            "2048");
+  r = dcu->ParseRequest(Limits({{"hygon.com/dcunum", "1"}, {"hygon.com/dcumem", "2048"}}));
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->mem_mib, 2048);
+}
+
 TEST(HygonDcu, PlacementWritesTheDcuAnnotationsAndExplainsMisses) {
   SchedulerWorld w({}, Config("nvidia: {}\nhygon: {}\n"));
   ASSERT_TRUE(w.AddNode("gpu-node", {testing::Gpu("GPU-1", 0, 32768)}).ok());

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "device/node_lock.h"
-#include "k8s/typed.h"
 #include "extender/k8s_objects.h"
 #include "extender/node_locker.h"
 #include "extender/quota.h"
+#include "k8s/typed.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
 
@@ -489,6 +489,16 @@ TEST(ServiceTest, GarbageBodiesAndSimulationPath) {
   out = k8s::ParseJson(s.Filter(too_big.dump())).value();
   EXPECT_TRUE(out["nodes"]["items"].empty());
   EXPECT_EQ(out["failedNodes"]["n1"], "1/1 CardInsufficientMemory");
+  // gpumem counts MiB: a quantity with a unit (a pod that skipped the webhook) is an error that
+  // says so, not a request for 4Gi MiB.
+  Json with_unit = sim;
+  with_unit["pod"] = Pod("sim", "4Gi");
+  out = k8s::ParseJson(s.Filter(with_unit.dump())).value();
+  ASSERT_TRUE(out.contains("error")) << out.dump();
+  EXPECT_NE(out["error"].get<std::string>().find(
+                "nvidia.com/gpumem=\"4Gi\": counts MiB, without a unit: 4Gi is 4096"),
+            std::string::npos)
+      << out.dump();
 }
 
 TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {

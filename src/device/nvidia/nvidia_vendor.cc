@@ -33,7 +33,7 @@ Result<std::optional<ContainerRequest>> NvidiaVendor::ParseRequest(
   HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> count,
                         ReadIntegerResource(c, names_.count, 0, kMax32));
   HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> mem,
-                        ReadIntegerResource(c, names_.memory, 0, kMax32));
+                        ReadMemoryResource(c, names_.memory, kMax32, names_.memory_factor));
   HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> pct,
                         ReadIntegerResource(c, names_.memory_percentage, 0, 100));
   HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> cores, ReadIntegerResource(c, names_.core, 0, 100));

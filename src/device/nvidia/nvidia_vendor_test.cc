@@ -118,7 +118,9 @@ TEST(NvidiaRequest, NoRequest) {
 TEST(NvidiaRequest, LimitsThenRequestsAndQuantitySyntax) {
   NvidiaVendor v{NvidiaConfig{}};
   ContainerResources c;
-  c.requests = {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1k"}};
+  // Quantity syntax: an exponent is a plain number (a unit on gpumem is refused: see
+  // RejectsInvalidValuesWithReason).
+  c.requests = {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1e3"}};
   ContainerRequest r = Parse(v, c);
   EXPECT_EQ(r.count, 2);
   EXPECT_EQ(r.mem_mib, 1000);
@@ -140,7 +142,10 @@ TEST(NvidiaRequest, RejectsInvalidValuesWithReason) {
       {{{"nvidia.com/gpu", "3000000000"}}, "must be between 0 and 2147483647"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-100"}},
        "nvidia.com/gpumem=\"-100\": must not be negative"},
-      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4Gi"}}, "nvidia.com/gpumem=\"4Gi\""},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4Gi"}},
+       "nvidia.com/gpumem=\"4Gi\": counts MiB, without a unit: 4Gi is 4096"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1k"}},
+       "nvidia.com/gpumem=\"1k\": counts MiB, without a unit: 1k is less than 1"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}},
        "nvidia.com/gpumem-percentage=\"101\": must be between 0 and 100"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}},

@@ -24,7 +24,7 @@ Result<std::optional<ContainerRequest>> AnnotatedVendor::ParseRequest(
   HAMI_ASSIGN_OR_RETURN(std::optional<int64_t> count, ReadIntegerResource(c, n.count, 0, kMax32));
   std::optional<int64_t> mem, cores;
   if (!n.memory.empty() && !spec_.count_only) {
-    HAMI_ASSIGN_OR_RETURN(mem, ReadIntegerResource(c, n.memory, 0, kMax32));
+    HAMI_ASSIGN_OR_RETURN(mem, ReadMemoryResource(c, n.memory, kMax32, n.memory_factor));
   }
   if (!n.core.empty() && !spec_.count_only && spec_.cores_from_memory_of == 0) {
     int64_t max_cores = 100;

@@ -205,6 +205,28 @@ TEST_F(WebhookTest, PercentageOutOfRangeIsRefused) {
   EXPECT_FALSE(o.response.contains("patch"));
 }
 
+TEST_F(WebhookTest, GpumemWithAUnitIsRefusedWithTheMiBHint) {
+  for (const auto& [value, hint] :
+       std::vector<std::pair<std::string, std::string>>{{"4Gi", "4Gi is 4096"},
+                                                        {"1Gi", "1Gi is 1024"},
+                                                        {"512Mi", "512Mi is 512"},
+                                                        {"2G", "2G is about 1907"},
+                                                        {"1500M", "1500M is about 1430"}}) {
+    Outcome o = Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", value}}));
+    EXPECT_FALSE(o.allowed) << value;
+    EXPECT_EQ(o.code, 400) << value;
+    EXPECT_NE(
+        o.message.find("nvidia.com/gpumem=\"" + value + "\": counts MiB, without a unit: " + hint),
+        std::string::npos)
+        << o.message;
+  }
+  // Plain numbers, exponent forms included, are MiB as before.
+  for (const char* value : {"4096", "4e3", "+100"}) {
+    EXPECT_TRUE(Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", value}})).allowed)
+        << value;
+  }
+}
+
 TEST_F(WebhookTest, InvalidQuantitiesAreRefusedWithTheReason) {
   Outcome garbage = Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "abc"}}));
   EXPECT_FALSE(garbage.allowed);
