@@ -34,13 +34,13 @@
 #include "common/log.h"
 #include "device/config.h"
 #include "device/vendor.h"
+#include "extender/service.h"
+#include "extender/webhook_cert.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
 #include "net/server_flags.h"
 #include "scheduler/policy.h"
-#include "extender/service.h"
-#include "extender/webhook_cert.h"
 
 namespace {
 

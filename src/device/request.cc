@@ -36,15 +36,7 @@ Result<std::optional<int64_t>> ReadMemoryResource(const ContainerResources& c,
                                                   std::string_view resource, int64_t max,
                                                   int64_t unit_mib) {
   std::optional<std::string_view> q = FindQuantity(c, resource);
-  // The suffix after the number; exponents ("1e3") are plain numbers, not units.
-  std::string_view suffix;
-  if (q) {
-    size_t end = q->find_first_not_of("+-0123456789.");
-    suffix = end == std::string_view::npos ? std::string_view() : q->substr(end);
-  }
-  static constexpr std::string_view kUnits[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
-                                                "k",  "M",  "G",  "T",  "P",  "E"};
-  if (std::find(std::begin(kUnits), std::end(kUnits), suffix) != std::end(kUnits)) {
+  if (q && !QuantityMultiplier(*q).empty()) {
     Result<int64_t> bytes = ParseIntegerQuantity(*q);
     if (bytes.ok() && *bytes >= 0) {
       const int64_t unit = std::max<int64_t>(unit_mib, 1) << 20;

@@ -15,6 +15,15 @@ using U128 = unsigned __int128;
 constexpr int kMaxDigits = 20;
 // 10^38 < 2^128.
 constexpr int kMaxPow10 = 38;
+// Suffix letters: binary multipliers take an 'i' after them; decimal ones stand alone.
+constexpr std::string_view kBinaryPrefixes = "KMGTPE";
+constexpr std::string_view kDecimalSuffixes = "numkMGTPE";
+
+// Where the number of a quantity ends (after sign, digits and point).
+size_t NumberEnd(std::string_view text) {
+  size_t end = text.find_first_not_of("+-0123456789.");
+  return end == std::string_view::npos ? text.size() : end;
+}
 
 U128 Pow10(int n) {
   U128 v = 1;
@@ -73,12 +82,11 @@ Result<int64_t> ParseIntegerQuantity(std::string_view text) {
       "unknown suffix (use Ki Mi Gi Ti Pi Ei, n u m k M G T P E or e<n>)";
   if (suffix.empty()) {
   } else if (suffix.size() == 2 && suffix[1] == 'i' &&
-             std::string_view("KMGTPE").find(suffix[0]) != std::string_view::npos) {
-    binary_shift = 10 * (static_cast<int>(std::string_view("KMGTPE").find(suffix[0])) + 1);
-  } else if (suffix.size() == 1 &&
-             std::string_view("numkMGTPE").find(suffix[0]) != std::string_view::npos) {
+             kBinaryPrefixes.find(suffix[0]) != std::string_view::npos) {
+    binary_shift = 10 * (static_cast<int>(kBinaryPrefixes.find(suffix[0])) + 1);
+  } else if (suffix.size() == 1 && kDecimalSuffixes.find(suffix[0]) != std::string_view::npos) {
     static constexpr int kExp[] = {-9, -6, -3, 3, 6, 9, 12, 15, 18};
-    decimal_exponent += kExp[std::string_view("numkMGTPE").find(suffix[0])];
+    decimal_exponent += kExp[kDecimalSuffixes.find(suffix[0])];
   } else if ((suffix[0] == 'e' || suffix[0] == 'E') && suffix.size() > 1) {
     int64_t exponent = 0;
     if (text::ParseInt(suffix.substr(1), -1000000, 1000000, &exponent) != nullptr) {
@@ -110,6 +118,19 @@ Result<int64_t> ParseIntegerQuantity(std::string_view text) {
     return -static_cast<int64_t>(value);
   }
   return static_cast<int64_t>(value);
+}
+
+std::string_view QuantityMultiplier(std::string_view text) {
+  const size_t end = NumberEnd(text);
+  if (text.substr(0, end).find_first_of("0123456789") == std::string_view::npos) return {};
+  std::string_view suffix = text.substr(end);
+  const bool binary = suffix.size() == 2 && suffix[1] == 'i' &&
+                      kBinaryPrefixes.find(suffix[0]) != std::string_view::npos;
+  // k M G T P E: the decimal suffixes that multiply (n u m divide).
+  const bool decimal = suffix.size() == 1 && suffix[0] != 'n' && suffix[0] != 'u' &&
+                       suffix[0] != 'm' &&
+                       kDecimalSuffixes.find(suffix[0]) != std::string_view::npos;
+  return binary || decimal ? suffix : std::string_view();
 }
 
 }  // namespace hami::device

@@ -9,8 +9,8 @@
 //
 // How each resource reads the number (the unit is the resource's own, never bytes):
 //   gpu                 devices              "2" = two GPUs; "2000m" = 2
-//   gpumem              MiB per device       "4096" = 4 GiB; "4k" = 4000 MiB; "4Gi" = 2^32 MiB
-//                                            (rejected as too large - write 4096 for 4 GiB)
+//   gpumem              MiB per device       "4096" = 4 GiB, "4e3" = 4000 MiB; "4Gi" or "4k" is
+//                                            refused with the conversion (ReadMemoryResource)
 //   gpumem-percentage   percent 0..100       "50"
 //   gpucores            percent 0..100       "30"
 //   priority            0 high, 1 low        "1"
@@ -28,5 +28,9 @@ namespace hami::device {
 // The exact integer value of `text`; InvalidArgument when it is not a quantity, not a whole
 // number, or outside int64.
 Result<int64_t> ParseIntegerQuantity(std::string_view text);
+
+// The multiplier suffix of a quantity, binary (Ki Mi Gi Ti Pi Ei) or decimal (k M G T P E);
+// empty for a plain number, an exponent ("1e3"), a dividing suffix (n u m) or garbage.
+std::string_view QuantityMultiplier(std::string_view text);
 
 }  // namespace hami::device

@@ -76,5 +76,17 @@ TEST(ResourceQuantity, RejectsWithReason) {
   EXPECT_EQ(*ParseIntegerQuantity("0e99"), 0);
 }
 
+TEST(ResourceQuantity, MultiplierSuffixes) {
+  for (const char* q : {"4Ki", "1.5Gi", "2Ei", "1k", "2G", "+3M", "7E"}) {
+    EXPECT_FALSE(QuantityMultiplier(q).empty()) << q;
+  }
+  EXPECT_EQ(QuantityMultiplier("4Gi"), "Gi");
+  EXPECT_EQ(QuantityMultiplier("2G"), "G");
+  for (const char* q :
+       {"", "4096", "1e3", "4E3", "500m", "5n", "7u", "4Xi", "4gi", "Gi", "abc", "4 Gi"}) {
+    EXPECT_EQ(QuantityMultiplier(q), "") << q;
+  }
+}
+
 }  // namespace
 }  // namespace hami::device

@@ -11,10 +11,10 @@
 #include "common/thread_name.h"
 #include "device/node_lock.h"
 #include "device/node_registration.h"
+#include "extender/node_locker.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
-#include "extender/node_locker.h"
 
 namespace hami::deviceplugin {
 

@@ -37,9 +37,9 @@
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/gpu_driver.h"
 #include "deviceplugin/health.h"
+#include "extender/node_locker.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
-#include "extender/node_locker.h"
 
 namespace hami::deviceplugin {
 

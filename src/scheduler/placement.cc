@@ -109,6 +109,7 @@ struct PodContext {
   // The pod's task class for the ledger (its first class-using vendor's).
   bool has_task_class = false;
   uint8_t task_class = 0;
+  bool any_link_score = false;  // some filter has link_score (skips LinkScore otherwise)
   // Per vendor index: quota room (-1 = unlimited).
   std::vector<int64_t> quota_mem, quota_cores;
   bool has_quota = false;
@@ -663,6 +664,7 @@ class NodeEvaluator {
   // requests took, less the links lost: those of the node's idle devices (before the pod) that
   // neither the taken set nor the idle rest keeps.
   double LinkScore() const {
+    if (!ctx_.any_link_score) return 0;
     const LedgerNode& node = *node_;
     double sum = 0;
     for (size_t vi = 0; vi < ctx_.filters.size(); ++vi) {
@@ -892,6 +894,7 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     f.one_device = vendors.vendors()[vi]->one_device_per_pod();
     f.mutex_group = vendors.vendors()[vi]->mutex_takes_group();
     f.link_score = vendors.vendors()[vi]->scores_links(pod.annotations);
+    ctx.any_link_score = ctx.any_link_score || f.link_score;
     if (vendors.vendors()[vi]->uses_task_classes()) {
       f.share = vendors.vendors()[vi].get();
       f.task_class =

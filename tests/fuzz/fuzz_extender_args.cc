@@ -10,9 +10,9 @@
 
 #include "device/config.h"
 #include "device/vendor.h"
-#include "k8s/object.h"
 #include "extender/extender_args.h"
 #include "extender/k8s_objects.h"
+#include "k8s/object.h"
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "common/thread_annotations.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "sim/apiserver/resources.h"
 
 namespace hami::sim {

@@ -16,11 +16,11 @@
 
 #include "common/clock.h"
 #include "common/thread_name.h"
+#include "extender/node_locker.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
-#include "extender/node_locker.h"
 
 namespace hami::sim {
 

@@ -22,10 +22,10 @@
 
 #include "device/config.h"
 #include "device/device.h"
+#include "extender/service.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
-#include "extender/service.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/world/manifests.h"
 

@@ -303,7 +303,8 @@ Status World::Boot() {
     Result<k8s::Object> hook =
         client_->Patch(hooks, "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
     if (!hook.ok()) return hook.status();
-    for (auto end = SteadyClock::now() + options_.start_timeout;;) {  // until the scheduler's CA is in
+    // Until the scheduler's CA is in.
+    for (auto end = SteadyClock::now() + options_.start_timeout;;) {
       Result<k8s::Object> h = client_->Get(hooks, "", "hami-webhook");
       if (h.ok() &&
           !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
