@@ -16,6 +16,12 @@ fi
 # Sources with annotated locks (each checked with the headers it includes).
 files=(
   src/extender/service.cc
+  src/extender/service_bind.cc
+  src/extender/service_filter.cc
+  src/extender/service_http.cc
+  src/extender/service_node_lock.cc
+  src/extender/service_nodes.cc
+  src/scheduler/assume_cache.cc
   src/net/http_server.cc
   src/sim/apiserver/store.cc
   src/sim/apiserver/watch_hub.cc

@@ -38,11 +38,9 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -55,6 +53,7 @@
 #include "extender/quota.h"
 #include "k8s/informer.h"
 #include "k8s/rest_client.h"
+#include "scheduler/assume_cache.h"
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
 
@@ -157,6 +156,8 @@ class SchedulerService {
   const device::VendorRegistry& vendors() const { return vendors_; }
 
  private:
+  friend class BindAttempt;  // one bind's steps (service_bind.cc)
+
   // What the registration pass knows of one vendor on one node.
   struct VendorNodeState {
     int64_t allocatable = -1;  // -1: never seen
@@ -171,24 +172,64 @@ class SchedulerService {
   };
   struct LockRelease {
     std::string node, ns, pod;
-    std::chrono::steady_clock::time_point due;
+    MonoTime due;
+  };
+  // What one wake-up of the background loop has to do.
+  struct BackgroundWork {
+    std::vector<std::string> dirty;     // nodes changed since the last wake-up
+    std::vector<LockRelease> releases;  // due now
+    bool full = false;                  // a full registration pass was asked for
   };
 
   SchedulerService(k8s::RestClient& client, device::DeviceConfig config,
                    device::VendorRegistry vendors, SchedulerOptions options, const Clock* clock);
 
+  // Informer handlers (service.cc).
   void OnPod(const k8s::ObjectPtr& pod, bool deleted);
   void OnNode(const k8s::ObjectPtr& node, bool deleted);
+  void OnQuota(const k8s::ObjectPtr& quota, bool deleted);
+  const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
+  void Count(uint64_t ServiceStats::*counter);
+
+  // Filter (service_filter.cc).
+  std::string FilterError(std::string message);
+  std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
+  std::string PlaceAndAnswer(const k8s::ObjectPtr& pod, PodSpec& spec, const std::string& key,
+                             const std::vector<std::string_view>& nodes);
+  std::string RecordPlacement(const k8s::ObjectPtr& pod, const PodSpec& spec,
+                              const std::string& key, const Decision& d);
+  void RecordFilterEvent(const k8s::ObjectPtr& pod, bool ok, const std::string& message);
+  std::vector<QuotaRoom> QuotaRoomOf(const Ledger& ledger, const PodSpec& spec) const;
+
+  // Node registration, lock releases, leader following (service_nodes.cc).
   void ReconcileNode(const k8s::Object& node);
+  // Judges one vendor of a node (registration, handshake, allocatable): true when healthy.
+  // Handshake writes go to `writes`; an unhealthy vendor's devices leave `obj`, and `why` says
+  // why.
+  bool JudgeVendor(const device::Vendor& vendor, const k8s::Object& node,
+                   const device::Annotations& annos, int64_t now, VendorNodeState& vs,
+                   NodeObject& obj, k8s::AnnotationChanges& writes, std::string& why);
   void BackgroundLoop();
+  BackgroundWork WaitForBackgroundWork(MonoTime next_full, Duration batch);
+  void ReleaseLocks(const std::vector<LockRelease>& releases);
   void LeaderLoop();
   void SetLeader(bool leader);
   void MaybeReleaseLock(const k8s::Object& pod, bool gone);
-  std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
-  const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
-  // Gives back the devices of a reserved (not yet bound) pod and forgets its placement if it
-  // never reached the pod (mu_ held exclusively).
-  void GiveBackReservationLocked(const std::string& uid) REQUIRES(mu_);
+  // Queues a check that clears `node`'s lock if `ns/pod` still holds it after the grace.
+  void QueueLockRelease(const std::string& node, const std::string& ns, const std::string& pod);
+
+  // Bind (service_bind.cc).
+  // The Binding, with lost answers resolved where possible.
+  Status PostBinding(const std::string& ns, const std::string& name, const std::string& uid,
+                     const std::string& node, const std::map<std::string, std::string>& stamp,
+                     bool* unknown);
+  Status AcquireNodeLock(const std::string& node, const std::string& ns, const std::string& pod,
+                         MonoTime deadline, const k8s::Object** cached, k8s::ObjectPtr* hold,
+                         NodeLocker::Companion* companion);
+  Status WaitForNodeChange(const std::string& node, uint64_t* seen, const k8s::Object** cached,
+                           k8s::ObjectPtr* hold);
+  bool EnterBindGate(const std::string& node, MonoTime deadline);
+  void LeaveBindGate(const std::string& node);
 
   k8s::RestClient& client_;
   const device::DeviceConfig config_;
@@ -200,42 +241,11 @@ class SchedulerService {
   NodeLocker locker_;
   EventRecorder events_;
 
-  // The cluster view. Writers take it exclusively; placement and metrics share it.
-  mutable SharedMutex mu_;
-  Ledger ledger_ GUARDED_BY(mu_);
-  QuotaBook quota_ GUARDED_BY(mu_);
-  uint64_t generation_ GUARDED_BY(mu_) = 0;                           // bumped on every write
-  std::unordered_map<std::string, int64_t> written_ GUARDED_BY(mu_);  // uid -> our pod write rv
-  // Placements the filter reserved and the bind has not written yet. The bind sends the pod's
-  // annotations in one pipelined batch with the node lock (one round trip for both), before the
-  // Binding; until then they live in the ledger (and here) only.
-  struct PendingPlacement {
-    std::string node;
-    std::string patch;  // merge patch: the annotations and the hami.io/vgpu-node label
-  };
-  std::unordered_map<std::string, PendingPlacement> pending_ GUARDED_BY(mu_);  // by pod uid
-  // Pods with a bind running (uid -> node). kube-scheduler gives up on a bind after its extender
-  // timeout and filters the pod again while the first bind may still succeed: a second bind is
-  // refused and the filter leaves the reservation alone until the first ends.
-  std::unordered_map<std::string, std::string> binding_ GUARDED_BY(mu_);
-  // Pods whose bind ended with the Binding's outcome unknown (see bind_outcome_grace).
-  struct Unsettled {
-    std::string node, ns, name;
-    std::chrono::steady_clock::time_point until;
-  };
-  std::unordered_map<std::string, Unsettled> unsettled_ GUARDED_BY(mu_);
-  // A filter's answer for a pod whose earlier bind is running or undecided, or "" when the pod
-  // may be placed.
-  std::string BindInFlightReason(const std::string& uid) REQUIRES(mu_);
-  // Queues a check that clears `node`'s lock if `ns/pod` still holds it after the grace.
-  void QueueLockRelease(const std::string& node, const std::string& ns, const std::string& pod);
-  // The Binding, with lost answers resolved where possible (see service.cc).
-  Status PostBinding(const std::string& ns, const std::string& name, const std::string& uid,
-                     const std::string& node, const std::map<std::string, std::string>& stamp,
-                     bool* unknown);
-  Status AcquireNodeLock(const std::string& node, const std::string& ns, const std::string& pod,
-                         std::chrono::steady_clock::time_point deadline, const k8s::Object** cached,
-                         k8s::ObjectPtr* hold, NodeLocker::Companion* companion);
+  // The allocation view and every pod's place in the filter/bind lifecycle.
+  AssumeCache cache_;
+  // Namespace quotas; read with the cache's ledger (lock order: the cache's lock, then this).
+  mutable Mutex quota_mu_;
+  QuotaBook quota_ GUARDED_BY(quota_mu_);
 
   std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
 
@@ -260,8 +270,6 @@ class SchedulerService {
   Mutex bind_gates_mu_;
   std::condition_variable bind_gates_cv_;
   std::set<std::string> busy_nodes_ GUARDED_BY(bind_gates_mu_);  // a bind is past the gate
-  bool EnterBindGate(const std::string& node, std::chrono::steady_clock::time_point deadline);
-  void LeaveBindGate(const std::string& node);
 
   std::atomic<bool> started_{false};
   std::atomic<bool> registered_once_{false};

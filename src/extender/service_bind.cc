@@ -1,0 +1,330 @@
+// SchedulerService::Bind: the extender's bind verb (see service.h). One bind is a BindAttempt:
+// the node lock(s), the placement's write onto the pod, the Binding, and on every way out the
+// cache told what became of the placement.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "common/log.h"
+#include "device/node_lock.h"
+#include "extender/k8s_objects.h"
+#include "extender/service.h"
+#include "extender/service_internal.h"
+#include "k8s/api_error.h"
+#include "k8s/object.h"
+#include "k8s/typed.h"
+
+namespace hami::scheduler {
+
+// What kube-scheduler's ExtenderBindingArgs name.
+struct BindArgs {
+  std::string ns, name, uid, node;
+};
+
+namespace {
+
+using service_internal::ErrorReply;
+using service_internal::OutcomeUnknown;
+using service_internal::PodKey;
+
+Result<BindArgs> ParseBindArgs(std::string_view body) {
+  Result<nlohmann::json> args = k8s::ParseJson(body);
+  if (!args.ok() || !args->is_object()) {
+    return InvalidArgumentError("binding args are not a JSON object");
+  }
+  auto str = [&](const char* k) {
+    auto it = args->find(k);
+    return it != args->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  BindArgs out{str("podNamespace"), str("podName"), str("podUID"), str("node")};
+  if (out.name.empty() || out.node.empty()) {
+    return InvalidArgumentError("binding args need podName and node");
+  }
+  if (out.ns.empty()) out.ns = "default";
+  return out;
+}
+
+}  // namespace
+
+// One bind of one pod to one node. Run() answers the extender; the destructor ends the pod's
+// bind in the cache.
+class BindAttempt {
+ public:
+  BindAttempt(SchedulerService& s, BindArgs args, k8s::ObjectPtr pod, MonoTime deadline)
+      : s_(s),
+        a_(std::move(args)),
+        key_(PodKey(a_.ns, a_.name)),
+        pod_(std::move(pod)),
+        deadline_(deadline) {
+    if (a_.uid.empty()) a_.uid = k8s::Uid(*pod_);
+  }
+  ~BindAttempt() {
+    if (began_) s_.cache_.EndBind(a_.uid);
+  }
+  std::string Run();
+
+ private:
+  // Which vendors the pod asks for decides the locks: HAMi's shared one for vendors whose
+  // plugins speak its protocol, a vendor's own (Cambricon), or none.
+  void DecideLocks();
+  // Once the placement's write is decided: it reached the pod (pod events up to that write are
+  // stale from now on), or it did not and the devices go back (kube-scheduler filters the pod
+  // again after a failed bind).
+  void Settle();
+  std::string TakeLocks();  // "" or why not
+  void Unlock();
+  std::string WritePlacement();  // "" or why not
+  std::string StampAndBind();
+  std::string Fail(const std::string& msg);
+
+  SchedulerService& s_;
+  BindArgs a_;
+  const std::string key_;
+  k8s::ObjectPtr pod_;
+  const MonoTime deadline_;
+  bool began_ = false;  // the cache has this bind running
+  bool has_devices_ = false, needs_lock_ = false, locked_ = false;
+  std::set<std::string> own_locks_;
+  std::vector<std::string> own_taken_;
+  std::optional<AssumeCache::Placement> placement_;
+  NodeLocker::Companion companion_;
+  k8s::ObjectPtr node_hold_;
+  const k8s::Object* cached_node_ = nullptr;
+};
+
+std::string BindAttempt::Fail(const std::string& msg) {
+  HAMI_LOG(Warning) << "pod " << key_ << ": binding to " << a_.node << " failed: " << msg;
+  s_.events_.Record(k8s::EventSpec{pod_, "Pod", "Warning", "BindingFailed", msg,
+                                   s_.options_.scheduler_name, s_.options_.identity});
+  s_.Count(&ServiceStats::bind_errors);
+  return ErrorReply(msg);
+}
+
+void BindAttempt::DecideLocks() {
+  Result<device::PodRequests> req = device::ParsePodRequests(s_.vendors_, PodResourcesOf(*pod_));
+  has_devices_ = req.ok() && !req->Empty();
+  if (!has_devices_) return;
+  for (const device::ContainerRequests& c : req->containers) {
+    for (const device::ContainerRequest& r : c) {
+      const device::Vendor* v = s_.vendors_.Find(r.vendor);
+      if (v == nullptr) continue;
+      needs_lock_ |= v->node_lock() == device::NodeLockKind::kShared;
+      if (v->node_lock() == device::NodeLockKind::kOwn) own_locks_.emplace(v->own_node_lock());
+    }
+  }
+}
+
+std::string BindAttempt::Run() {
+  cached_node_ = s_.CachedNode(a_.node, &node_hold_);
+  if (cached_node_ == nullptr) return Fail("node " + a_.node + " not found");
+  DecideLocks();
+  // One bind per pod at a time (kube-scheduler retries a pod whose bind outlived its extender
+  // timeout while that bind may still succeed). The placement this instance's filter reserved
+  // and has not written yet; without one, the pod must already carry a placement on this node
+  // (an earlier attempt wrote it).
+  AssumeCache::BindTicket ticket = s_.cache_.BeginBind(a_.uid, a_.node, has_devices_);
+  if (!ticket.running_on.empty()) {
+    s_.Count(&ServiceStats::bind_busy);
+    return Fail("a bind of this pod to " + ticket.running_on + " is still running");
+  }
+  began_ = true;
+  placement_ = std::move(ticket.placement);
+  if (has_devices_ && !placement_ &&
+      k8s::GetString(*pod_, "/metadata/annotations/hami.io~1vgpu-node") != a_.node) {
+    return Fail("no device placement on node " + a_.node +
+                " for this pod (it was filtered before a scheduler restart, by another "
+                "instance, or its reservation expired); it will be filtered again");
+  }
+  if (placement_) {
+    companion_.patch.resource = &k8s::kPods;
+    companion_.patch.ns = a_.ns;
+    companion_.patch.name = a_.name;
+    companion_.patch.patch = placement_->patch;
+  }
+  if (std::string why = TakeLocks(); !why.empty()) return Fail(why);
+  if (std::string why = WritePlacement(); !why.empty()) return Fail(why);
+  return StampAndBind();
+}
+
+void BindAttempt::Settle() {
+  if (!placement_) return;
+  if (!companion_.sent) return s_.cache_.Forget(a_.uid);
+  if (!companion_.result.ok()) {
+    if (OutcomeUnknown(companion_.result.status())) {
+      // The write may have reached the pod with its answer lost: giving the devices back could
+      // hand them to another pod while this one holds them. They stay reserved until the pod's
+      // own state (its next event) or the reservation's expiry settles it.
+      HAMI_LOG(Warning) << "pod " << key_ << ": placement write on " << a_.node
+                        << " has an unknown outcome (" << companion_.result.status().ToString()
+                        << "); its devices stay reserved until the pod shows it";
+      return;
+    }
+    return s_.cache_.Forget(a_.uid);
+  }
+  s_.cache_.PlacementWritten(a_.uid, ResourceVersionNumberOf(companion_.result->resource_version));
+}
+
+std::string BindAttempt::TakeLocks() {
+  if (needs_lock_) {
+    Status s = s_.AcquireNodeLock(a_.node, a_.ns, a_.name, deadline_, &cached_node_, &node_hold_,
+                                  placement_ ? &companion_ : nullptr);
+    if (!s.ok()) {
+      Settle();
+      return s.message();
+    }
+    locked_ = true;
+  }
+  for (const std::string& a : own_locks_) {
+    Status s = TakeTimestampLock(s_.client_, s_.clock_, a_.node, a);
+    if (!s.ok()) {
+      Unlock();
+      Settle();
+      return s.message();
+    }
+    own_taken_.push_back(a);
+  }
+  return "";
+}
+
+void BindAttempt::Unlock() {
+  for (const std::string& a : own_taken_) {
+    if (Status s = ClearTimestampLock(s_.client_, a_.node, a); !s.ok()) {
+      HAMI_LOG(Warning) << "node " << a_.node << ": " << a << " not cleared: " << s.ToString();
+    }
+  }
+  own_taken_.clear();
+  if (!locked_) return;
+  Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // a lock left behind stalls the node
+    s = s_.locker_.Release(a_.node, a_.ns, a_.name);
+    if (s.ok()) return;
+  }
+  HAMI_LOG(Warning) << "node lock on " << a_.node << ": " << s.ToString();
+}
+
+std::string BindAttempt::WritePlacement() {
+  if (!placement_) return "";
+  // Not sent with the lock (the pod already held it), or lost with the connection: alone now
+  // (a merge patch, safe to repeat).
+  if (!companion_.sent || OutcomeUnknown(companion_.result.status())) {
+    companion_.result =
+        s_.client_.PatchAck(k8s::kPods, a_.ns, a_.name, k8s::PatchType::kMerge, placement_->patch);
+  }
+  companion_.sent = true;
+  Settle();
+  if (companion_.result.ok()) return "";
+  Unlock();
+  return "placement not recorded on the pod: " + companion_.result.status().ToString();
+}
+
+std::string BindAttempt::StampAndBind() {
+  std::map<std::string, std::string> stamp = {
+      {std::string(kBindPhaseAnnotation), std::string(kBindPhaseAllocating)},
+      {std::string(kBindTimeAnnotation), std::to_string(s_.clock_.NowUnixSeconds())}};
+  if (!k8s::GetString(*pod_, "/metadata/annotations/hami.io~1bind-phase").empty()) {
+    // A phase left by an earlier attempt would make our fresh lock look finished to other
+    // schedulers until the Binding lands: stamp `allocating` first, as upstream always does.
+    Result<k8s::WriteAck> stamped =
+        k8s::PatchPodAnnotations(s_.client_, a_.ns, a_.name, {stamp.begin(), stamp.end()});
+    if (!stamped.ok()) {
+      Unlock();
+      return Fail("bind-phase not written: " + stamped.status().ToString());
+    }
+  }
+  // The Binding carries the stamp: the pod gets its node and `allocating` in one write, so the
+  // device plugin never sees one without the other.
+  bool unknown = false;
+  Status bound = s_.PostBinding(a_.ns, a_.name, a_.uid, a_.node, stamp, &unknown);
+  if (!bound.ok() && !unknown) {
+    Unlock();
+    return Fail(bound.ToString());
+  }
+  if (!bound.ok()) {
+    // The pod may be bound (its device plugin then allocates under our lock and clears it):
+    // its devices and the lock stay until the pod shows it or the grace passes.
+    s_.cache_.MarkUnsettled(a_.uid, HeldLockRef{a_.node, a_.ns, a_.name},
+                            s_.options_.bind_outcome_grace);
+    s_.Count(&ServiceStats::bind_unsettled);
+    return Fail("Binding's outcome unknown (" + bound.ToString() +
+                "); the pod's devices stay reserved until the API server shows it");
+  }
+  if (!s_.cache_.FinishBinding(a_.uid) && placement_) {
+    // Nothing should take a reservation away during its bind; the pod's next event restores
+    // the entry, but say so, since until then its devices look free.
+    HAMI_LOG(Warning) << "pod " << key_ << ": bound to " << a_.node
+                      << ", but its reservation had left the ledger meanwhile";
+  }
+  HAMI_LOG(Info) << "pod " << key_ << ": bound to " << a_.node;
+  s_.events_.Record(k8s::EventSpec{pod_, "Pod", "Normal", "BindingSucceed",
+                                   "Successfully binding node [" + a_.node + "] to " + key_,
+                                   s_.options_.scheduler_name, s_.options_.identity});
+  return "{}";
+}
+
+std::string SchedulerService::Bind(std::string_view body) {
+  Result<BindArgs> args = ParseBindArgs(body);
+  if (!args.ok()) return ErrorReply(args.status().message());
+  const std::string key = PodKey(args->ns, args->name);
+  // Every wait below (another bind to the node in this process, another allocation's node
+  // lock) shares one budget, so a bind answers within node_lock_wait plus its writes.
+  const MonoTime deadline = clock_.Now() + options_.node_lock_wait;
+  Count(&ServiceStats::binds);
+  // As for filters: a fresh instance answers once its view of nodes and pods is complete.
+  if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
+    Count(&ServiceStats::bind_errors);
+    return ErrorReply(IsLeader() ? "scheduler not ready: cluster view not synced yet"
+                                 : "scheduler not ready: not the leader");
+  }
+  k8s::ObjectPtr pod = pods_ ? pods_->Get(key) : nullptr;
+  if (!pod || (!args->uid.empty() && k8s::Uid(*pod) != args->uid)) {
+    Result<k8s::Object> fresh = k8s::GetPod(client_, args->ns, args->name);
+    if (!fresh.ok()) {
+      if (k8s::IsNotFound(fresh.status()) && !args->uid.empty()) {
+        cache_.ObservePodGone(args->uid, /*unless_binding=*/true);
+      }
+      Count(&ServiceStats::bind_errors);
+      return ErrorReply("pod " + key + ": " + fresh.status().ToString());
+    }
+    pod = std::make_shared<const k8s::Object>(std::move(*fresh));
+  }
+  BindAttempt attempt(*this, std::move(*args), std::move(pod), deadline);
+  return attempt.Run();
+}
+
+// A lost answer is retried (a Binding is applied at most once: a retry of one that landed is
+// refused with 409), and a refusal after a lost answer is checked with a fresh read: a pod on
+// `node` is our success. `*unknown` is set when the pod may still end up bound by a request
+// that is somewhere on its way.
+Status SchedulerService::PostBinding(const std::string& ns, const std::string& name,
+                                     const std::string& uid, const std::string& node,
+                                     const std::map<std::string, std::string>& stamp,
+                                     bool* unknown) {
+  *unknown = false;
+  bool lost = false;
+  Status s;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s = k8s::BindPod(client_, ns, name, uid, node, stamp);
+    if (s.ok()) return s;
+    if (!OutcomeUnknown(s)) break;
+    lost = true;
+  }
+  if (!lost) return s;
+  Result<k8s::Object> fresh = k8s::GetPod(client_, ns, name);
+  if (fresh.ok() && (uid.empty() || k8s::Uid(*fresh) == uid)) {
+    std::string on = k8s::GetString(*fresh, "/spec/nodeName");
+    if (on == node) {
+      HAMI_LOG(Info) << "pod " << ns << "/" << name << ": the Binding whose answer was lost "
+                     << "had landed on " << node;
+      Count(&ServiceStats::bind_recovered);
+      return OkStatus();
+    }
+    if (!on.empty()) return s;  // bound elsewhere: nothing of ours can land any more
+  } else if (fresh.ok() || k8s::IsNotFound(fresh.status())) {
+    return s;  // another pod of that name, or none: no Binding of ours can land
+  }
+  *unknown = true;
+  return s;
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,103 @@
+// SchedulerService's node lock taking for binds: one bind per node at a time in this process,
+// then HAMi's node lock, waiting while another allocation holds it (see service.h).
+#include <algorithm>
+
+#include "common/log.h"
+#include "extender/service.h"
+#include "extender/service_internal.h"
+#include "k8s/api_error.h"
+
+namespace hami::scheduler {
+
+using service_internal::OutcomeUnknown;
+
+bool SchedulerService::EnterBindGate(const std::string& node, MonoTime deadline) {
+  UniqueLock l(bind_gates_mu_);
+  const Duration left = std::max<Duration>(Duration::zero(), deadline - clock_.Now());
+  if (!bind_gates_cv_.wait_for(l.native(), left, [&]() REQUIRES(bind_gates_mu_) {
+        return busy_nodes_.count(node) == 0;
+      })) {
+    return false;
+  }
+  busy_nodes_.insert(node);
+  return true;
+}
+
+void SchedulerService::LeaveBindGate(const std::string& node) {
+  {
+    MutexLock l(bind_gates_mu_);
+    busy_nodes_.erase(node);
+  }
+  bind_gates_cv_.notify_all();
+}
+
+// Takes `node`'s allocation lock for ns/pod by `deadline`: one bind per node at a time in this
+// process, then the lock itself, waiting while another allocation holds it. A write whose
+// answer was lost is tried again (the lock held by this pod counts as taken); when the bind
+// gives up after one, a lock it may have taken is cleared.
+Status SchedulerService::AcquireNodeLock(const std::string& node, const std::string& ns,
+                                         const std::string& pod, MonoTime deadline,
+                                         const k8s::Object** cached, k8s::ObjectPtr* hold,
+                                         NodeLocker::Companion* companion) {
+  if (!EnterBindGate(node, deadline)) {
+    return Status(StatusCode::kUnavailable,
+                  "other binds to node " + node + " in this scheduler did not finish in time");
+  }
+  struct Leave {
+    SchedulerService* self;
+    const std::string& node;
+    ~Leave() { self->LeaveBindGate(node); }
+  } leave{this, node};
+  // Binds queued at the gate read the node afresh from the cache: the copy taken before may
+  // be many lock writes old, and a write on it could only conflict. Node events counted from
+  // before each read wake the wait below.
+  uint64_t seen = 0;
+  {
+    MutexLock l(lock_wait_mu_);
+    seen = node_changes_;
+  }
+  if ((*cached = CachedNode(node, hold)) == nullptr) {
+    return Status(StatusCode::kNotFound, "node " + node + " disappeared");
+  }
+  bool waited = false, lost = false;
+  for (;;) {
+    Status s = locker_.Acquire(node, ns, pod, *cached,
+                               companion != nullptr && !companion->sent ? companion : nullptr);
+    if (s.ok()) return s;
+    lost = lost || OutcomeUnknown(s);
+    // Contention, a node that kept changing under our writes (another scheduler's binds,
+    // kubelet's status), or a lost answer: wait and try again until the deadline.
+    bool retry = s.code() == StatusCode::kUnavailable || k8s::IsConflict(s) || OutcomeUnknown(s);
+    if (!retry || clock_.Now() >= deadline) {
+      if (lost) (void)locker_.Release(node, ns, pod);  // best effort: only if ours
+      return s;
+    }
+    if (!waited) {
+      waited = true;
+      auto left = std::chrono::ceil<std::chrono::seconds>(deadline - clock_.Now());
+      HAMI_LOG(Info) << "pod " << ns << "/" << pod << ": waiting up to " << left.count()
+                     << " s for node " << node << ": " << s.message();
+      Count(&ServiceStats::lock_waits);
+    }
+    HAMI_RETURN_IF_ERROR(WaitForNodeChange(node, &seen, cached, hold));
+  }
+}
+
+// Waits for a node event since the last cache read (its lock cleared, the service stopping), or
+// 100 ms (a timestamp lock expires without one), then reads the node again.
+Status SchedulerService::WaitForNodeChange(const std::string& node, uint64_t* seen,
+                                           const k8s::Object** cached, k8s::ObjectPtr* hold) {
+  {
+    UniqueLock l(lock_wait_mu_);
+    lock_wait_cv_.wait_for(l.native(), std::chrono::milliseconds(100),
+                           [&]() REQUIRES(lock_wait_mu_) { return node_changes_ != *seen; });
+    *seen = node_changes_;
+  }
+  if (!started_.load()) return Status(StatusCode::kCancelled, "scheduler stopping");
+  if ((*cached = CachedNode(node, hold)) == nullptr) {
+    return Status(StatusCode::kNotFound, "node " + node + " disappeared");
+  }
+  return OkStatus();
+}
+
+}  // namespace hami::scheduler
