@@ -42,6 +42,12 @@ WallTime FakeClock::WallNow() const {
   return wall_;
 }
 
+void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                          MonoTime deadline) const {
+  if (Now() >= deadline) return;
+  cv.wait_for(lock, std::chrono::milliseconds(1));
+}
+
 bool FakeClock::Sleep(Duration d, const Cancellation* cancel) {
   if (cancel != nullptr && cancel->cancelled()) return true;
   std::lock_guard<std::mutex> lock(mu_);

@@ -55,6 +55,12 @@ class Clock {
   virtual WallTime WallNow() const = 0;
   // Waits `d`; returns true when `cancel` (may be null) fired first.
   virtual bool Sleep(Duration d, const Cancellation* cancel) = 0;
+  // Waits on `cv` (with `lock` held, as condition_variable::wait_until) until notified or until
+  // this clock reads `deadline`. May return early (spuriously), so callers loop on their
+  // predicate and deadline. A FakeClock's deadline passes only when the test advances it: there
+  // each call waits at most 1 ms of real time, so waiters notice an Advance at once.
+  virtual void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                         MonoTime deadline) const = 0;
   // WallNow in whole Unix seconds (the resolution of HAMi's time annotations).
   int64_t NowUnixSeconds() const {
     return std::chrono::duration_cast<std::chrono::seconds>(WallNow().time_since_epoch()).count();
@@ -66,6 +72,10 @@ class RealClock final : public Clock {
   MonoTime Now() const override { return std::chrono::steady_clock::now(); }
   WallTime WallNow() const override { return std::chrono::system_clock::now(); }
   bool Sleep(Duration d, const Cancellation* cancel) override;
+  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 MonoTime deadline) const override {
+    cv.wait_until(lock, deadline);
+  }
 };
 
 // Virtual time. Sleep advances both clocks by the requested amount immediately (unless already
@@ -77,6 +87,8 @@ class FakeClock final : public Clock {
   MonoTime Now() const override;
   WallTime WallNow() const override;
   bool Sleep(Duration d, const Cancellation* cancel) override;
+  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 MonoTime deadline) const override;
 
   void Advance(Duration d);
   // Every duration passed to Sleep, in order.

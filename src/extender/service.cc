@@ -83,6 +83,8 @@ Status SchedulerService::Start() {
   if (started_.exchange(true)) return OkStatus();
   events_.Start();
   leader_.store(!options_.leader_elect);
+  queue_ = std::make_unique<k8s::WorkQueue>(clock_);  // before the informers feed it
+  stop_ = std::make_unique<Cancellation>();
 
   k8s::InformerOptions pod_opts;
   pod_opts.transform = TrimPodForScheduler;  // every pod of the cluster is cached: keep little
@@ -117,12 +119,16 @@ Status SchedulerService::Start() {
   nodes_->Start();
   pods_->Start();
   quotas_->Start();
-  {
-    MutexLock lock(bg_mu_);
-    stopping_ = false;
+  queue_->Add("resync");
+  if (options_.leader_elect) {
+    k8s::LeaderElectionConfig lease;
+    lease.ns = options_.lease_namespace;
+    lease.name = options_.lease_name;
+    lease.identity = options_.identity;
+    lease_ = std::make_unique<k8s::LeaderElector>(client_, lease);
+    queue_->Add("lease");
   }
-  background_ = std::thread([this] { BackgroundLoop(); });
-  if (options_.leader_elect) leader_thread_ = std::thread([this] { LeaderLoop(); });
+  worker_ = std::thread([this] { RunWorker(); });
   HAMI_LOG(Info) << "scheduler " << options_.scheduler_name << " started: node policy "
                  << NodePolicyName(options_.node_policy) << ", gpu policy " << options_.gpu_policy
                  << (options_.leader_elect ? ", following lease " + options_.lease_namespace + "/" +
@@ -133,15 +139,11 @@ Status SchedulerService::Start() {
 
 void SchedulerService::Stop() {
   if (!started_.exchange(false)) return;
-  {
-    MutexLock lock(bg_mu_);
-    stopping_ = true;
-  }
-  bg_cv_.notify_all();
+  if (stop_) stop_->Cancel();
+  if (queue_) queue_->ShutDown();
   ready_cv_.notify_all();
   NoteNodeChange();  // binds waiting for a node lock see the service stopping
-  if (leader_thread_.joinable()) leader_thread_.join();
-  if (background_.joinable()) background_.join();
+  if (worker_.joinable()) worker_.join();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (quotas_) quotas_->Stop();
@@ -158,10 +160,11 @@ bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
   UniqueLock lock(ready_mu_);
   while (!Ready()) {
     if (!started_.load()) return false;
-    const Duration left = deadline - clock_.Now();
-    if (left <= Duration::zero()) return Ready();
+    const MonoTime now = clock_.Now();
+    if (now >= deadline) return Ready();
     // Readiness has several sources (informers sync without notifying): look every 100 ms.
-    ready_cv_.wait_for(lock.native(), std::min<Duration>(left, std::chrono::milliseconds(100)));
+    clock_.WaitUntil(ready_cv_, lock.native(),
+                     std::min(deadline, now + std::chrono::milliseconds(100)));
   }
   return true;
 }
@@ -207,14 +210,14 @@ void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
   std::string name = k8s::Name(*obj);
   if (deleted) {
     cache_.RemoveNode(name);
-    MutexLock l(bg_mu_);
-    node_state_.erase(name);
+    {
+      MutexLock l(node_state_mu_);
+      node_state_.erase(name);
+    }
     HAMI_LOG(Info) << "node " << name << ": deleted, no longer scheduled";
   } else {
-    MutexLock l(bg_mu_);
-    dirty_nodes_.insert(name);
+    queue_->Add("node/" + name);
   }
-  bg_cv_.notify_all();
   NoteNodeChange();
 }
 

@@ -52,7 +52,9 @@
 #include "extender/node_locker.h"
 #include "extender/quota.h"
 #include "k8s/informer.h"
+#include "k8s/leader_election.h"
 #include "k8s/rest_client.h"
+#include "k8s/work_queue.h"
 #include "scheduler/assume_cache.h"
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
@@ -127,7 +129,7 @@ class SchedulerService {
   SchedulerService(const SchedulerService&) = delete;
   SchedulerService& operator=(const SchedulerService&) = delete;
 
-  // Starts informers and the background loops (registration, lock releases, leader following).
+  // Starts informers and the controllers (registration, lock releases, leader following).
   Status Start();
   void Stop();
 
@@ -170,16 +172,6 @@ class SchedulerService {
     std::map<std::string, VendorNodeState> vendors;  // by vendor key
     bool in_ledger = false;
   };
-  struct LockRelease {
-    std::string node, ns, pod;
-    MonoTime due;
-  };
-  // What one wake-up of the background loop has to do.
-  struct BackgroundWork {
-    std::vector<std::string> dirty;     // nodes changed since the last wake-up
-    std::vector<LockRelease> releases;  // due now
-    bool full = false;                  // a full registration pass was asked for
-  };
 
   SchedulerService(k8s::RestClient& client, device::DeviceConfig config,
                    device::VendorRegistry vendors, SchedulerOptions options, const Clock* clock);
@@ -201,7 +193,16 @@ class SchedulerService {
   void RecordFilterEvent(const k8s::ObjectPtr& pod, bool ok, const std::string& message);
   std::vector<QuotaRoom> QuotaRoomOf(const Ledger& ledger, const PodSpec& spec) const;
 
-  // Node registration, lock releases, leader following (service_nodes.cc).
+  // The controllers (service_nodes.cc): one worker takes keys from queue_ and runs the
+  // controller each names: "node/<name>" (that node's registration), "resync" (every node's,
+  // again every register_interval), "release/<node>/<ns>/<pod>" (a finished holder's node lock,
+  // after the grace), "lease" (leader following, every lease_poll).
+  void RunWorker();
+  void Process(const std::string& key);
+  void Resync();
+  void FollowLease();
+  // Clears the lock if ns/pod still holds it; false when a write failed (retried, rate-limited).
+  bool ReleaseLock(const std::string& node, const std::string& ns, const std::string& pod);
   void ReconcileNode(const k8s::Object& node);
   // Judges one vendor of a node (registration, handshake, allocatable): true when healthy.
   // Handshake writes go to `writes`; an unhealthy vendor's devices leave `obj`, and `why` says
@@ -209,10 +210,6 @@ class SchedulerService {
   bool JudgeVendor(const device::Vendor& vendor, const k8s::Object& node,
                    const device::Annotations& annos, int64_t now, VendorNodeState& vs,
                    NodeObject& obj, k8s::AnnotationChanges& writes, std::string& why);
-  void BackgroundLoop();
-  BackgroundWork WaitForBackgroundWork(MonoTime next_full, Duration batch);
-  void ReleaseLocks(const std::vector<LockRelease>& releases);
-  void LeaderLoop();
   void SetLeader(bool leader);
   void MaybeReleaseLock(const k8s::Object& pod, bool gone);
   // Queues a check that clears `node`'s lock if `ns/pod` still holds it after the grace.
@@ -249,14 +246,13 @@ class SchedulerService {
 
   std::unique_ptr<k8s::Informer> pods_, nodes_, quotas_;
 
-  mutable Mutex bg_mu_;
-  std::condition_variable bg_cv_;
-  std::set<std::string> dirty_nodes_ GUARDED_BY(bg_mu_);
-  std::vector<LockRelease> releases_ GUARDED_BY(bg_mu_);            // in due order
-  std::set<std::string> release_pending_ GUARDED_BY(bg_mu_);        // "node/ns/pod"
-  std::map<std::string, NodeState> node_state_ GUARDED_BY(bg_mu_);  // background thread writes
-  bool full_pass_ GUARDED_BY(bg_mu_) = false;
-  bool stopping_ GUARDED_BY(bg_mu_) = false;
+  // The controllers' work (keys above); rate-limited retries of failed lock releases.
+  std::unique_ptr<k8s::WorkQueue> queue_;
+  std::unique_ptr<Cancellation> stop_;  // ends the worker's wait for the first node list
+  std::unique_ptr<k8s::LeaderElector> lease_;  // read only: the service follows the lease
+  // What the registration pass knows of each node (the worker writes it; node deletions erase).
+  Mutex node_state_mu_;
+  std::map<std::string, NodeState> node_state_ GUARDED_BY(node_state_mu_);
 
   // Bind waits for a node's lock here; node events (and Stop) count and notify.
   Mutex lock_wait_mu_;
@@ -280,7 +276,7 @@ class SchedulerService {
   mutable Mutex stats_mu_;
   ServiceStats stats_ GUARDED_BY(stats_mu_);
 
-  std::thread background_, leader_thread_;
+  std::thread worker_;
 };
 
 }  // namespace hami::scheduler

@@ -13,11 +13,9 @@ using service_internal::OutcomeUnknown;
 
 bool SchedulerService::EnterBindGate(const std::string& node, MonoTime deadline) {
   UniqueLock l(bind_gates_mu_);
-  const Duration left = std::max<Duration>(Duration::zero(), deadline - clock_.Now());
-  if (!bind_gates_cv_.wait_for(l.native(), left, [&]() REQUIRES(bind_gates_mu_) {
-        return busy_nodes_.count(node) == 0;
-      })) {
-    return false;
+  while (busy_nodes_.count(node) > 0) {
+    if (clock_.Now() >= deadline) return false;
+    clock_.WaitUntil(bind_gates_cv_, l.native(), deadline);
   }
   busy_nodes_.insert(node);
   return true;
@@ -89,8 +87,10 @@ Status SchedulerService::WaitForNodeChange(const std::string& node, uint64_t* se
                                            const k8s::Object** cached, k8s::ObjectPtr* hold) {
   {
     UniqueLock l(lock_wait_mu_);
-    lock_wait_cv_.wait_for(l.native(), std::chrono::milliseconds(100),
-                           [&]() REQUIRES(lock_wait_mu_) { return node_changes_ != *seen; });
+    const MonoTime until = clock_.Now() + std::chrono::milliseconds(100);
+    while (node_changes_ == *seen && clock_.Now() < until) {
+      clock_.WaitUntil(lock_wait_cv_, l.native(), until);
+    }
     *seen = node_changes_;
   }
   if (!started_.load()) return Status(StatusCode::kCancelled, "scheduler stopping");

@@ -1,5 +1,6 @@
-// SchedulerService's background work: node registration and handshake, releasing node locks a
-// finished allocation left behind, and following the leader's Lease (see service.h).
+// SchedulerService's controllers: node registration and handshake, releasing node locks a
+// finished allocation left behind, and following the leader's Lease, each run by one worker
+// from one work queue (see service.h).
 #include <time.h>
 
 #include <algorithm>
@@ -86,7 +87,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
   // write it back once.
   NodeState state;
   {
-    MutexLock l(bg_mu_);
+    MutexLock l(node_state_mu_);
     state = node_state_[name];
   }
   // Each vendor of the node is judged on its own (registration, handshake, allocatable): one
@@ -132,7 +133,7 @@ void SchedulerService::ReconcileNode(const k8s::Object& node) {
     state.in_ledger = false;
   }
   {
-    MutexLock l(bg_mu_);
+    MutexLock l(node_state_mu_);
     node_state_[name] = state;
   }
   if (node_writes.empty()) return;
@@ -174,119 +175,93 @@ void SchedulerService::MaybeReleaseLock(const k8s::Object& pod, bool gone) {
 
 void SchedulerService::QueueLockRelease(const std::string& node, const std::string& ns,
                                         const std::string& pod) {
-  std::string key = node + "/" + ns + "/" + pod;
-  bool first;
-  {
-    MutexLock l(bg_mu_);
-    if (!release_pending_.insert(key).second) return;
-    // Every entry has the same grace, so appending keeps releases_ in due order.
-    first = releases_.empty();
-    releases_.push_back(LockRelease{node, ns, pod, clock_.Now() + options_.lock_release_grace});
+  // Releases fall due on a 250 ms grid (at most a quarter of the grace): the worker wakes once
+  // per batch rather than once per bound pod. The grace is a lower bound, so a release checked
+  // up to that much late is fine.
+  const Duration batch =
+      std::min<Duration>(std::chrono::milliseconds(250), options_.lock_release_grace / 4);
+  Duration delay = options_.lock_release_grace;
+  if (batch > Duration::zero()) {
+    const Duration due = (clock_.Now() + delay).time_since_epoch();
+    delay += (batch - due % batch) % batch;
   }
-  {
-    MutexLock s(stats_mu_);
-    ++stats_.lock_releases_queued;
+  if (queue_->AddAfter("release/" + node + "/" + ns + "/" + pod, delay)) {
+    Count(&ServiceStats::lock_releases_queued);
   }
-  // The background loop sleeps until the oldest entry is due: only a first entry changes that.
-  // (Waking it for every bound pod cost a context switch per pod.)
-  if (first) bg_cv_.notify_all();
+}
+
+bool SchedulerService::ReleaseLock(const std::string& node, const std::string& ns,
+                                   const std::string& pod) {
+  // The device plugin normally cleared it during the grace: then the cached node says so and
+  // nothing is written.
+  k8s::ObjectPtr hold;
+  const k8s::Object* n = CachedNode(node, &hold);
+  std::string held = n != nullptr ? NodeLockOf(*n) : std::string();
+  Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
+  if (held.empty() || !lock.ok() || !lock->HeldBy(ns, pod)) return true;
+  if (Status s = locker_.Release(node, ns, pod, n); !s.ok()) {
+    HAMI_LOG(Warning) << "node lock on " << node << " not released: " << s.ToString();
+    return false;
+  }
+  HAMI_LOG(Info) << "node lock on " << node << " released for " << ns << "/" << pod
+                 << ": the pod finished allocating and its device plugin did not clear it";
+  Count(&ServiceStats::locks_released);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
-// The background loop: registration passes (full every register_interval, else the nodes that
-// changed) and due lock releases.
+// The worker and its controllers.
 
-SchedulerService::BackgroundWork SchedulerService::WaitForBackgroundWork(MonoTime next_full,
-                                                                         Duration batch) {
-  BackgroundWork work;
-  UniqueLock l(bg_mu_);
-  auto wake = next_full;
-  if (!releases_.empty()) wake = std::min(wake, releases_.front().due + batch);
-  auto release_due = [&]() REQUIRES(bg_mu_) {
-    return !releases_.empty() && releases_.front().due + batch <= clock_.Now();
-  };
-  // A release queued meanwhile that falls due before `wake` moves the wake-up earlier.
-  bg_cv_.wait_for(l.native(), std::max<Duration>(Duration::zero(), wake - clock_.Now()),
-                  [&]() REQUIRES(bg_mu_) {
-                    return stopping_ || !dirty_nodes_.empty() || release_due() || full_pass_ ||
-                           (!releases_.empty() && releases_.front().due + batch < wake);
-                  });
-  if (stopping_) return work;
-  work.dirty.assign(dirty_nodes_.begin(), dirty_nodes_.end());
-  dirty_nodes_.clear();
-  const MonoTime now = clock_.Now();
-  auto first_later = std::find_if(releases_.begin(), releases_.end(),
-                                  [&](const LockRelease& r) { return r.due > now; });
-  work.releases.assign(std::make_move_iterator(releases_.begin()),
-                       std::make_move_iterator(first_later));
-  releases_.erase(releases_.begin(), first_later);
-  work.full = full_pass_;
-  full_pass_ = false;
-  return work;
-}
-
-void SchedulerService::ReleaseLocks(const std::vector<LockRelease>& releases) {
-  for (const LockRelease& r : releases) {
-    // The device plugin normally cleared it during the grace: then the cached node says so and
-    // nothing is written.
-    k8s::ObjectPtr hold;
-    const k8s::Object* n = CachedNode(r.node, &hold);
-    std::string held = n != nullptr ? NodeLockOf(*n) : std::string();
-    Result<device::NodeLockValue> lock = device::DecodeNodeLock(held);
-    if (!held.empty() && lock.ok() && lock->HeldBy(r.ns, r.pod)) {
-      Status s = locker_.Release(r.node, r.ns, r.pod, n);
-      if (!s.ok()) {
-        HAMI_LOG(Warning) << "node lock on " << r.node << " not released: " << s.ToString();
-      } else {
-        HAMI_LOG(Info) << "node lock on " << r.node << " released for " << r.ns << "/" << r.pod
-                       << ": the pod finished allocating and its device plugin did not clear it";
-        Count(&ServiceStats::locks_released);
-      }
-    }
-    MutexLock l(bg_mu_);
-    release_pending_.erase(r.node + "/" + r.ns + "/" + r.pod);
+void SchedulerService::RunWorker() {
+  // The controllers judge nodes against the node list: none runs before it is complete.
+  if (!nodes_->WaitForSync(stop_.get())) return;
+  std::string key;
+  while (queue_->Get(&key)) {
+    Process(key);
+    queue_->Done(key);
   }
 }
 
-void SchedulerService::BackgroundLoop() {
-  MonoTime next_full = clock_.Now();
-  bool was_leader = false;
-  // Lock releases are checked in batches: the loop wakes this long after the oldest is due and
-  // handles every entry due by then (one wake-up per batch rather than per pod). The grace is a
-  // lower bound, so a release checked up to a quarter of it late (at most 250 ms) is fine.
-  const Duration batch =
-      std::min<Duration>(std::chrono::milliseconds(250), options_.lock_release_grace / 4);
-  for (;;) {
-    BackgroundWork work = WaitForBackgroundWork(next_full, batch);
-    {
-      MutexLock l(bg_mu_);
-      if (stopping_) return;
-    }
-    ReleaseLocks(work.releases);
-    if (!leader_.load()) {
-      was_leader = false;
-      registered_once_.store(false);
-      next_full = clock_.Now() + std::chrono::milliseconds(200);
-      continue;
-    }
-    if (!nodes_->HasSynced()) {
-      next_full = clock_.Now() + std::chrono::milliseconds(100);
-      continue;
-    }
-    if (work.full || !was_leader || clock_.Now() >= next_full || !registered_once_.load()) {
-      ReconcileNodes();
-      next_full = clock_.Now() + options_.register_interval;
-      was_leader = true;
-      if (!registered_once_.exchange(true)) {
-        HAMI_LOG(Info) << "registration pass done: scheduler ready";
-      }
-      ready_cv_.notify_all();
-      continue;
-    }
-    for (const std::string& name : work.dirty) {
-      if (k8s::ObjectPtr n = nodes_->Get(name)) ReconcileNode(*n);
-    }
+void SchedulerService::Process(const std::string& key) {
+  const size_t slash = key.find('/');
+  const std::string_view kind = std::string_view(key).substr(0, slash);
+  const std::string rest = slash == std::string::npos ? "" : key.substr(slash + 1);
+  if (kind == "resync") return Resync();
+  if (kind == "lease") return FollowLease();
+  if (kind == "node") {
+    // Until the first full pass (and while following), the next full pass sees the node.
+    if (!leader_.load() || !registered_once_.load()) return;
+    if (k8s::ObjectPtr n = nodes_->Get(rest)) ReconcileNode(*n);
+    return;
   }
+  if (kind == "release") {
+    const size_t a = rest.find('/'), b = rest.find('/', a + 1);
+    if (a == std::string::npos || b == std::string::npos) return;
+    if (ReleaseLock(rest.substr(0, a), rest.substr(a + 1, b - a - 1), rest.substr(b + 1)) ||
+        queue_->NumRequeues(key) >= 5) {
+      queue_->Forget(key);  // done, or given up: the lock's own expiry is the last resort
+    } else {
+      queue_->AddRateLimited(key);
+    }
+    return;
+  }
+  HAMI_LOG(Error) << "scheduler work queue: unknown key " << key;
+}
+
+// A full registration pass, then again every register_interval while leading.
+void SchedulerService::Resync() {
+  if (!leader_.load()) {
+    registered_once_.store(false);  // becoming leader queues the next pass
+    return;
+  }
+  if (!nodes_->HasSynced()) {
+    queue_->AddAfter("resync", std::chrono::milliseconds(100));
+    return;
+  }
+  ReconcileNodes();
+  if (!registered_once_.exchange(true)) HAMI_LOG(Info) << "registration pass done: scheduler ready";
+  ready_cv_.notify_all();
+  queue_->AddAfter("resync", options_.register_interval);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -297,12 +272,10 @@ void SchedulerService::SetLeader(bool leader) {
   HAMI_LOG(Info) << (leader ? "became leader" : "lost leadership") << " (lease "
                  << options_.lease_namespace << "/" << options_.lease_name << ")";
   if (leader) {
-    MutexLock l(bg_mu_);
-    full_pass_ = true;
+    queue_->Add("resync");
   } else {
     registered_once_.store(false);
   }
-  bg_cv_.notify_all();
   ready_cv_.notify_all();
   if (!options_.pod_name.empty() && !options_.pod_namespace.empty()) {
     nlohmann::json patch;
@@ -313,39 +286,20 @@ void SchedulerService::SetLeader(bool leader) {
   }
 }
 
-void SchedulerService::LeaderLoop() {
-  std::string seen_holder, seen_renew;
-  MonoTime seen_at = clock_.Now();
-  for (;;) {
-    {
-      UniqueLock l(bg_mu_);
-      if (bg_cv_.wait_for(l.native(), options_.lease_poll,
-                          [&]() REQUIRES(bg_mu_) { return stopping_; })) {
-        return;
-      }
+// Leads while the lease's holder identity starts with ours (kube-scheduler's identity is
+// "<host>_<uuid>") and its holder keeps renewing it.
+void SchedulerService::FollowLease() {
+  Result<k8s::LeaderElector::Observation> seen = lease_->Follow();
+  if (!seen.ok()) {
+    if (!k8s::IsNotFound(seen.status())) {
+      HAMI_VLOG(2) << "lease read failed: " << seen.status().ToString();
     }
-    Result<k8s::Object> lease =
-        k8s::GetLease(client_, options_.lease_namespace, options_.lease_name);
-    if (!lease.ok()) {
-      if (!k8s::IsNotFound(lease.status())) {
-        HAMI_VLOG(2) << "lease read failed: " << lease.status().ToString();
-      }
-      SetLeader(false);
-      continue;
-    }
-    std::string holder = k8s::GetString(*lease, "/spec/holderIdentity");
-    std::string renew = k8s::GetString(*lease, "/spec/renewTime");
-    int64_t duration = k8s::GetInt(*lease, "/spec/leaseDurationSeconds", 15);
-    const MonoTime now = clock_.Now();
-    if (holder != seen_holder || renew != seen_renew) {
-      seen_holder = holder;
-      seen_renew = renew;
-      seen_at = now;
-    }
-    bool fresh = now - seen_at <= std::chrono::seconds(duration);
-    bool ours = !options_.identity.empty() && holder.rfind(options_.identity, 0) == 0;
-    SetLeader(ours && fresh);
+    SetLeader(false);
+  } else {
+    const bool ours = !options_.identity.empty() && seen->holder.rfind(options_.identity, 0) == 0;
+    SetLeader(ours && seen->fresh);
   }
+  queue_->AddAfter("lease", options_.lease_poll);
 }
 
 }  // namespace hami::scheduler

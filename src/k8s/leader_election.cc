@@ -29,6 +29,22 @@ void LeaderElector::Observe(const std::string& holder, const std::string& renew_
     callbacks_.on_new_leader(holder);
 }
 
+Result<LeaderElector::Observation> LeaderElector::Follow() {
+  HAMI_ASSIGN_OR_RETURN(Object lease, client_.Get(kLeases, config_.ns, config_.name));
+  Observation out;
+  out.holder = GetString(lease, "/spec/holderIdentity");
+  Observe(out.holder, GetString(lease, "/spec/renewTime"));
+  const int64_t duration =
+      GetInt(lease, "/spec/leaseDurationSeconds", config_.lease_duration.count());
+  MonoTime observed_at;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    observed_at = observed_at_;
+  }
+  out.fresh = client_.clock().Now() - observed_at <= std::chrono::seconds(duration);
+  return out;
+}
+
 Result<bool> LeaderElector::TryAcquireOrRenew() {
   Clock& clock = client_.clock();
   std::string now = FormatMicroTime(clock.WallNow());

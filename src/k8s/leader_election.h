@@ -10,6 +10,7 @@
 //   LeaderElector le(client, {.ns = "kube-system", .name = "hami-scheduler", .identity = host},
 //                    {.on_started_leading = ..., .on_stopped_leading = ...});
 //   le.Run(stop);   // blocks: acquire, then renew until lost or stop fires (then release)
+//   le.Follow();    // or only watch who holds it
 //
 // Thread safety: Run/TryAcquireOrRenew/Release from one thread; IsLeader/Holder from any thread.
 // Callbacks run on the Run() thread.
@@ -57,6 +58,17 @@ class LeaderElector {
   // Blocks until `cancel` fires: acquires, leads while renewals succeed within renew_deadline, and
   // after losing the lease returns (callers typically exit, as kube components do).
   void Run(const Cancellation& cancel);
+
+  // Follows the lease without ever writing it, for a process that leads while another one holds
+  // the lease (HAMi's scheduler follows the lease its kube-scheduler elects on). One read: the
+  // holder, and whether its (holder, renewTime) changed within the lease's leaseDurationSeconds
+  // as this process observed it (the same expiry rule as the candidate's). NotFound when there is
+  // no lease.
+  struct Observation {
+    std::string holder;
+    bool fresh = false;
+  };
+  Result<Observation> Follow();
 
   bool IsLeader() const { return leader_.load(); }
   std::string Holder() const;

@@ -168,5 +168,31 @@ TEST(LeaderElectionTest, RunOnCancelledTokenDoesNothing) {
   EXPECT_TRUE(le.Release().ok());  // not leading: nothing to release
 }
 
+TEST(LeaderElectionTest, FollowingReadsTheHolderAndJudgesExpiryByObservationWithoutWriting) {
+  FakeClient fc;
+  LeaderElector le(*fc.client, Config());
+  fc.fake->Push("GET", kLeasePath, J(200, Lease("other_1", "A", "1")));
+  Result<LeaderElector::Observation> o = le.Follow();
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->holder, "other_1");
+  EXPECT_TRUE(o->fresh);
+  // Unchanged for the whole lease duration (15 s) counts as fresh; a second more does not.
+  fc.clock.Advance(seconds(15));
+  fc.fake->Push("GET", kLeasePath, J(200, Lease("other_1", "A", "1")));
+  EXPECT_TRUE(le.Follow()->fresh);
+  fc.clock.Advance(seconds(1));
+  fc.fake->Push("GET", kLeasePath, J(200, Lease("other_1", "A", "1")));
+  EXPECT_FALSE(le.Follow()->fresh);
+  // A renewal seen restarts the count; a timestamp far in the past does not matter.
+  fc.fake->Push("GET", kLeasePath, J(200, Lease("other_1", "1999-01-01T00:00:00Z", "2")));
+  EXPECT_TRUE(le.Follow()->fresh);
+  EXPECT_EQ(le.Holder(), "other_1");
+  fc.fake->Push("GET", kLeasePath, J(404, R"({"reason":"NotFound"})"));
+  Result<LeaderElector::Observation> gone = le.Follow();
+  EXPECT_TRUE(IsNotFound(gone.status())) << gone.status().ToString();
+  for (const HttpRequest& r : fc.fake->requests()) EXPECT_EQ(r.method, "GET") << r.url;
+  EXPECT_FALSE(le.IsLeader());
+}
+
 }  // namespace
 }  // namespace hami::k8s

@@ -1,0 +1,218 @@
+// SchedulerService on a scripted API (FakeTransport) and virtual time (FakeClock): decisions
+// whose timing matters (a bind giving up on a busy node, leadership following a lease) run in
+// milliseconds, and every request the service makes is checked.
+#include "extender/service.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "device/node_lock.h"
+#include "device/node_registration.h"
+#include "k8s/test_util.h"
+#include "scheduler/test_util.h"
+
+namespace hami::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+using k8s::FakeTransport;
+using std::chrono::seconds;
+
+// Waits (real time, polling) for a condition another thread brings about; false after 20 s.
+bool WaitFor(const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+Json Node(const std::string& name, const std::string& lock = "") {
+  Json n = {{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", {{"name", name}, {"resourceVersion", "5"}}},
+            {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+  Json& annos = n["metadata"]["annotations"];
+  annos["hami.io/node-nvidia-register"] = device::EncodeNodeDevicesJson(
+      {testing::Gpu("GPU-0", 0, 16384), testing::Gpu("GPU-1", 1, 16384)});
+  // A fresh request of the handshake: nothing for the registration pass to write.
+  annos["hami.io/node-handshake"] = "Requesting_2024-01-01 00:00:00";
+  if (!lock.empty()) annos[std::string(device::kNodeLockAnnotation)] = lock;
+  return n;
+}
+
+Json Pod(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", "uid-" + name},
+            {"resourceVersion", "7"}}},
+          {"spec",
+           {{"schedulerName", "hami-scheduler"},
+            {"containers",
+             {{{"name", "main"},
+               {"resources",
+                {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1024"}}}}}}}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+k8s::HttpResponse List(const std::string& kind, const std::vector<Json>& items) {
+  Json l = {{"apiVersion", "v1"},
+            {"kind", kind},
+            {"metadata", {{"resourceVersion", "10"}}},
+            {"items", items}};
+  return FakeTransport::Json(200, l.dump());
+}
+
+k8s::HttpResponse Lease(const std::string& holder, const std::string& renew) {
+  Json l = {
+      {"apiVersion", "coordination.k8s.io/v1"},
+      {"kind", "Lease"},
+      {"metadata",
+       {{"name", "hami-scheduler"}, {"namespace", "kube-system"}, {"resourceVersion", "3"}}},
+      {"spec", {{"holderIdentity", holder}, {"leaseDurationSeconds", 15}, {"renewTime", renew}}}};
+  return FakeTransport::Json(200, l.dump());
+}
+
+constexpr char kLeasePath[] =
+    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/hami-scheduler";
+
+class ServiceUnitTest : public ::testing::Test {
+ protected:
+  ServiceUnitTest() : fc_(k8s::testing::FakeClient::DefaultConfig(), k8s::RetryPolicy{1}) {}
+  ~ServiceUnitTest() override {
+    if (svc_) svc_->Stop();
+  }
+
+  // Starts the service over these lists (the informers' first reads); watches then park.
+  void Start(const std::vector<Json>& nodes, const std::vector<Json>& pods,
+             SchedulerOptions options = {}) {
+    fc_.fake->Push("GET", "/api/v1/nodes", List("NodeList", nodes));
+    fc_.fake->Push("GET", "/api/v1/pods", List("PodList", pods));
+    fc_.fake->Push("GET", "/api/v1/resourcequotas", List("ResourceQuotaList", {}));
+    options.filter_ready_wait = std::chrono::milliseconds(0);  // answer at once when not ready
+    svc_ = SchedulerService::Create(*fc_.client, device::DefaultDeviceConfig(), options, &fc_.clock)
+               .value();
+    ASSERT_TRUE(svc_->Start().ok());
+  }
+
+  // Requests other than reads and the event recorder's posts.
+  std::vector<std::string> Writes() const {
+    std::vector<std::string> out;
+    for (const k8s::HttpRequest& r : fc_.fake->requests()) {
+      if (r.method == "GET" || r.url.find("/events") != std::string::npos) continue;
+      out.push_back(r.method + " " + r.url);
+    }
+    return out;
+  }
+
+  std::string Filter(const std::string& pod) {
+    Json args = {{"pod", Pod(pod)}, {"nodenames", {"node-a"}}};
+    return svc_->Filter(args.dump());
+  }
+  std::string Bind(const std::string& pod) {
+    Json args = {{"podName", pod},
+                 {"podNamespace", "default"},
+                 {"podUID", "uid-" + pod},
+                 {"node", "node-a"}};
+    return svc_->Bind(args.dump());
+  }
+
+  k8s::testing::FakeClient fc_;
+  std::unique_ptr<SchedulerService> svc_;
+};
+
+TEST_F(ServiceUnitTest, ABindWithoutAPlacementOfThisInstanceIsRefusedWithoutAWrite) {
+  // The pod was filtered by an instance that restarted since: nothing of its choice survives.
+  Start({Node("node-a")}, {Pod("p")});
+  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  Json reply = Json::parse(Bind("p"));
+  ASSERT_TRUE(reply.contains("error")) << reply.dump();
+  EXPECT_NE(reply["error"].get<std::string>().find(
+                "no device placement on node node-a for this pod (it was filtered before a "
+                "scheduler restart"),
+            std::string::npos)
+      << reply.dump();
+  EXPECT_TRUE(Writes().empty()) << ::testing::PrintToString(Writes());
+  EXPECT_EQ(svc_->stats().bind_errors, 1u);
+  // A new filter places it again.
+  Json placed = Json::parse(Filter("p"));
+  EXPECT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
+}
+
+TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBack) {
+  device::NodeLockValue held;
+  held.time.unix_seconds = fc_.clock.NowUnixSeconds();
+  held.pod_namespace = "other-ns";
+  held.pod_name = "other";
+  const Json locked = Node("node-a", device::EncodeNodeLock(held));
+  Start({locked}, {Pod("p")});
+  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  Json placed = Json::parse(Filter("p"));
+  ASSERT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
+  EXPECT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
+  // Every read of the node shows the other allocation still holding it.
+  for (int i = 0; i < 10; ++i) {
+    fc_.fake->Push("GET", "/api/v1/nodes/node-a", FakeTransport::Json(200, locked.dump()));
+  }
+  std::string reply;
+  std::thread bind([&] { reply = Bind("p"); });
+  ASSERT_TRUE(WaitFor([&] { return svc_->stats().lock_waits == 1; }));
+  fc_.clock.Advance(std::chrono::milliseconds(27900));
+  EXPECT_EQ(svc_->stats().bind_errors, 0u);  // still inside its 28 s
+  fc_.clock.Advance(std::chrono::milliseconds(100));
+  bind.join();
+  Json r = Json::parse(reply);
+  ASSERT_TRUE(r.contains("error")) << reply;
+  EXPECT_EQ(r["error"],
+            "node lock contention: node node-a is locked by other-ns/other "
+            "(allocation in progress)");
+  EXPECT_TRUE(Writes().empty()) << ::testing::PrintToString(Writes());  // no lock, no Binding
+  EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);       // the reservation went back
+  EXPECT_EQ(svc_->stats().bind_errors, 1u);
+  EXPECT_EQ(svc_->stats().lock_waits, 1u);
+}
+
+TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
+  SchedulerOptions o;
+  o.leader_elect = true;
+  o.identity = "me";
+  o.lease_poll = std::chrono::seconds(2);
+  fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t1"));
+  Start({Node("node-a")}, {Pod("p")}, o);
+  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); }));
+
+  // Another holder: this instance follows and its filters say why.
+  fc_.fake->Push("GET", kLeasePath, Lease("other_9", "t2"));
+  fc_.clock.Advance(seconds(2));
+  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); }));
+  EXPECT_FALSE(svc_->Ready());
+  Json refused = Json::parse(Filter("p"));
+  EXPECT_EQ(refused["error"], "scheduler not ready: not the leader") << refused.dump();
+
+  // Ours again: a registration pass first, then ready.
+  fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));
+  fc_.clock.Advance(seconds(2));
+  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); }));
+
+  // Ours, but no renewal for longer than the lease's 15 s: the holder is gone, so are we.
+  fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));
+  fc_.clock.Advance(seconds(16));
+  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); }));
+  EXPECT_EQ(fc_.fake->pending(), 0u);  // one read per poll, no more
+  for (const k8s::HttpRequest& r : fc_.fake->requests()) {
+    if (r.url.find("/leases/") != std::string::npos) {
+      EXPECT_EQ(r.method, "GET") << r.url;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hami::scheduler
