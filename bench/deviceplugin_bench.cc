@@ -11,16 +11,19 @@
 // ListAndWatch.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "deviceplugin/grpc_plugin.h"
@@ -51,9 +54,13 @@ void Report(const char* what, std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int allocations = 300;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--allocations") allocations = std::atoi(argv[++i]);
-  }
+  CLI::App app{
+      "deviceplugin_bench: Allocate latency of the device plugin under a simulated kubelet"};
+  app.name("deviceplugin_bench");
+  app.add_option("--allocations", allocations, "Allocate calls to time")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   log::SetSink([](log::Level l, std::string_view line) {
     if (l != log::Level::kInfo) std::fprintf(stderr, "%.*s\n", int(line.size()), line.data());
   });

@@ -4,13 +4,16 @@
 // reader. Median of interleaved runs.
 //
 //   build/bin/extender_args_bench [--names 5000] [--iterations 300]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "extender/extender_args.h"
 
 namespace {
@@ -45,11 +48,17 @@ std::string Body(int names, bool escaped_first) {
 
 int main(int argc, char** argv) {
   int names = 5000, iterations = 300;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k == "--names") names = std::atoi(argv[i + 1]);
-    if (k == "--iterations") iterations = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{
+      "extender_args_bench: decoding kube-scheduler's ExtenderArgs: the fast path against the "
+      "general parser"};
+  app.name("extender_args_bench");
+  app.add_option("--names", names, "node names per body")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--iterations", iterations, "bodies decoded per parser")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   const std::string plain = Body(names, false), escaped = Body(names, true);
   std::vector<double> fast_us, general_us;
   for (int i = 0; i < iterations; ++i) {

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,10 +27,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "device/node_registration.h"
 #include "k8s/rest_client.h"
@@ -105,14 +108,28 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int idle = 500, stalled = 20, requests = 200, large = 10000;
   std::string scheduler_bin = HAMI_SCHEDULER_BIN;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--idle") idle = std::atoi(v.c_str());
-    if (k == "--stalled") stalled = std::atoi(v.c_str());
-    if (k == "--requests") requests = std::atoi(v.c_str());
-    if (k == "--large") large = std::atoi(v.c_str());
-    if (k == "--scheduler-bin") scheduler_bin = v;
-  }
+  CLI::App app{
+      "flood_bench: hami-scheduler's TLS port under a connection flood: request latency with idle "
+      "and stalled connections open, then memory per idle connection"};
+  app.name("flood_bench");
+  app.add_option("--idle", idle, "plain TCP connections that never send a byte")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--stalled", stalled, "TLS handshakes that stop after the first bytes of a record")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--requests", requests,
+         "requests timed per endpoint (/healthz, /filter, /webhook), each on a new TLS connection")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--large", large,
+                 "idle connections opened afterwards to measure memory per connection (0 = skip)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--scheduler-bin", scheduler_bin, "the hami-scheduler binary to measure")
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   nofile.rlim_cur = nofile.rlim_max;

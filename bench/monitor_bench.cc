@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,10 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "k8s/config.h"
 #include "k8s/object.h"
@@ -54,10 +57,16 @@ std::string WaitLine(hami::Subprocess& p, const std::string& marker) {
 
 int main(int argc, char** argv) {
   int containers = 100, scrapes = 300;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--containers") == 0) containers = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--scrapes") == 0) scrapes = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{
+      "monitor_bench: hami-monitor resident memory and /metrics latency with many containers"};
+  app.name("monitor_bench");
+  app.add_option("--containers", containers, "containers with a region file")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--scrapes", scrapes, "/metrics scrapes timed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   char tmpl[] = "/tmp/hami-monitor-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
   const std::string dir = tmpl, bin = HAMI_BUILD_DIR "/bin/";

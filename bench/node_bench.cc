@@ -11,6 +11,7 @@
 // device plugin and the kubelet afterwards.
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,10 +19,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "k8s/informer.h"
 #include "k8s/typed.h"
 #include "sim/world/world.h"
@@ -54,11 +57,17 @@ std::string Pod(const std::string& name) {
 
 int main(int argc, char** argv) {
   int pods = 150, latency_pods = 30;
-  for (int i = 1; i + 1 < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--pods") pods = std::atoi(argv[++i]);
-    if (a == "--latency-pods") latency_pods = std::atoi(argv[++i]);
-  }
+  CLI::App app{
+      "node_bench: pods through the whole simulated node (scheduler, kubelet, device plugin), "
+      "throughput and latency"};
+  app.name("node_bench");
+  app.add_option("--pods", pods, "pods created at once for the throughput run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--latency-pods", latency_pods, "pods created one by one for the latency run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   sim::WorldOptions o;
   o.build_dir = HAMI_BUILD_DIR;
   o.nodes.resize(1);

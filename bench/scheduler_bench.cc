@@ -6,15 +6,18 @@
 // Single-threaded; pin it to one core with `taskset -c 0`.
 //
 //   scheduler_bench [--nodes N] [--gpus G] [--pods P] [--iterations I]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "device/pod_devices.h"
 #include "scheduler/placement.h"
 #include "scheduler/test_util.h"
@@ -49,12 +52,23 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   int nodes = 5000, gpus = 8, pods = 100000, iterations = 200;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--nodes")) nodes = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--gpus")) gpus = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--pods")) pods = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
-  }
+  CLI::App app{
+      "scheduler_bench: the placement engine and ledger alone: placement latency and ledger "
+      "memory"};
+  app.name("scheduler_bench");
+  app.add_option("--nodes", nodes, "nodes in the ledger")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--gpus", gpus, "GPUs per node")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pods", pods, "pods recorded before timing")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--iterations", iterations, "placements timed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   namespace t = hami::scheduler::testing;
   t::SchedulerWorld world;
 

@@ -13,11 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "vgpu/region.h"
 
@@ -211,16 +214,14 @@ void BenchAccuracy() {
 
 int main(int argc, char** argv) {
   std::string only = "launch,alloc,startup,accuracy";
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--quick") == 0) {
-      g_quick = true;
-    } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      fprintf(stderr, "usage: vgpu_bench [--quick] [--only launch,alloc,startup,accuracy]\n");
-      return 2;
-    }
-  }
+  CLI::App app{
+      "vgpu_bench: libvgpu's costs on the simulated GPU (launch and allocation overhead, "
+      "start-up time, SM limit accuracy)"};
+  app.name("vgpu_bench");
+  app.add_flag("--quick", g_quick, "fewer rounds (a smoke run)");
+  app.add_option("--only", only, "comma-separated parts to run: launch, alloc, startup, accuracy")
+      ->capture_default_str();
+  if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   char tmpl[] = "/tmp/hami-vgpu-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
   g_dir = tmpl;

@@ -2,21 +2,23 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace hami::ctl {
 namespace {
 
-TEST(JsonWriter, NestsAndSeparates) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("a").Int(-1);
-  w.Key("b").BeginArray().Uint(1).Bool(true).Null().EndArray();
-  w.Key("c").BeginObject().EndObject();
-  w.Key("d").Double(29.5);
-  w.EndObject();
-  EXPECT_EQ(w.str(),
+using Ordered = nlohmann::ordered_json;
+
+TEST(DumpJson, KeepsTheOrderOfKeysAndIndentsByTwo) {
+  Ordered doc;
+  doc["b"] = -1;
+  doc["a"] = Ordered::array({1, true, nullptr});
+  doc["c"] = Ordered::object();
+  doc["d"] = JsonRounded(29.5);
+  EXPECT_EQ(DumpJson(doc),
             "{\n"
-            "  \"a\": -1,\n"
-            "  \"b\": [\n"
+            "  \"b\": -1,\n"
+            "  \"a\": [\n"
             "    1,\n"
             "    true,\n"
             "    null\n"
@@ -26,25 +28,30 @@ TEST(JsonWriter, NestsAndSeparates) {
             "}\n");
 }
 
-TEST(JsonWriter, DoublesAreTrimmedAndNonFiniteIsNull) {
-  JsonWriter w;
-  w.BeginArray().Double(30.0).Double(0.125).Double(1.0 / 0.0).EndArray();
-  EXPECT_EQ(w.str(), "[\n  30,\n  0.125,\n  null\n]\n");
+TEST(DumpJson, DoublesAreRoundedAndNonFiniteIsNull) {
+  Ordered doc = Ordered::array(
+      {JsonRounded(30.0), JsonRounded(0.125), JsonRounded(2.0 / 3.0), JsonRounded(1.0 / 0.0)});
+  EXPECT_EQ(DumpJson(doc), "[\n  30.0,\n  0.125,\n  0.667,\n  null\n]\n");
 }
 
-TEST(JsonQuote, EscapesControlQuoteAndNonAscii) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01\xff"), "\"a\\\"b\\\\c\\n\\u0001\\u00ff\"");
+TEST(DumpJson, AnyBytesYieldValidJson) {
+  Ordered doc;
+  doc["name"] = std::string("a\"b\\c\n\x01\xff", 8);  // a control byte and invalid UTF-8
+  const std::string out = DumpJson(doc);
+  EXPECT_EQ(out, "{\n  \"name\": \"a\\\"b\\\\c\\n\\u0001\xef\xbf\xbd\"\n}\n");
+  EXPECT_FALSE(Ordered::parse(out, nullptr, false).is_discarded());
 }
 
-TEST(JsonScalars, FindsEveryValueOfAKey) {
-  JsonWriter w;
-  w.BeginObject().Key("devices").BeginArray();
-  w.BeginObject().Key("total").Uint(4096).Key("name").String("A \"x\"").EndObject();
-  w.BeginObject().Key("total").Uint(2048).Key("name").String("B").EndObject();
-  w.EndArray().EndObject();
-  EXPECT_EQ(JsonScalars(w.str(), "total"), (std::vector<std::string>{"4096", "2048"}));
-  EXPECT_EQ(JsonScalars(w.str(), "name"), (std::vector<std::string>{"A \\\"x\\\"", "B"}));
-  EXPECT_TRUE(JsonScalars(w.str(), "devices").empty());
+TEST(JsonScalars, FindsEveryValueOfAKeyInDocumentOrder) {
+  Ordered doc;
+  doc["devices"] = Ordered::array();
+  doc["devices"].push_back({{"total", 4096}, {"name", "A \"x\""}, {"gone", nullptr}});
+  doc["devices"].push_back({{"total", 2048}, {"name", "B"}, {"gone", false}});
+  const std::string j = DumpJson(doc);
+  EXPECT_EQ(JsonScalars(j, "total"), (std::vector<std::string>{"4096", "2048"}));
+  EXPECT_EQ(JsonScalars(j, "name"), (std::vector<std::string>{"A \"x\"", "B"}));
+  EXPECT_EQ(JsonScalars(j, "gone"), (std::vector<std::string>{"null", "false"}));
+  EXPECT_TRUE(JsonScalars(j, "devices").empty());  // not a scalar
   EXPECT_TRUE(JsonScalars("", "x").empty());
   EXPECT_TRUE(JsonScalars("\"x\":", "x").empty());
 }

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <nlohmann/json.hpp>
+
 #include "ctl/format.h"
 #include "ctl/json.h"
 
@@ -213,66 +215,60 @@ std::string RenderRegionText(const RegionView& v) {
 }
 
 std::string RenderRegionJson(const RegionView& v) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("path").String(v.path);
-  w.Key("version").Uint(v.version);
-  w.Key("created_at").Uint(v.created_at);
-  w.Key("device_count").Uint(v.device_count);
-  w.Key("policy").BeginObject();
-  w.Key("utilization_switch").Int(v.utilization_switch);
-  w.Key("recent_kernel").Int(v.recent_kernel);
-  w.Key("suspend_request").Uint(v.suspend_request);
-  w.Key("priority").Int(v.priority);
-  w.Key("last_kernel_time").Uint(v.last_kernel_time);
-  w.Key("controller_pid").Int(v.controller_pid);
-  w.Key("controller_generation").Uint(v.controller_generation);
-  w.EndObject();
-  w.Key("devices").BeginArray();
+  using Ordered = nlohmann::ordered_json;
+  Ordered doc;
+  doc["path"] = v.path;
+  doc["version"] = v.version;
+  doc["created_at"] = v.created_at;
+  doc["device_count"] = v.device_count;
+  Ordered& policy = doc["policy"];
+  policy["utilization_switch"] = v.utilization_switch;
+  policy["recent_kernel"] = v.recent_kernel;
+  policy["suspend_request"] = v.suspend_request;
+  policy["priority"] = v.priority;
+  policy["last_kernel_time"] = v.last_kernel_time;
+  policy["controller_pid"] = v.controller_pid;
+  policy["controller_generation"] = v.controller_generation;
+  Ordered& devices = doc["devices"] = Ordered::array();
   for (const auto& d : v.devices) {
-    w.BeginObject();
-    w.Key("index").Int(d.index);
-    w.Key("uuid").String(d.uuid);
-    w.Key("mem_limit").Uint(d.mem_limit);
-    w.Key("mem_used").Uint(d.mem_used);
-    w.Key("mem_peak").Uint(d.mem_peak);
-    w.Key("oom_denials").Uint(d.oom_denials);
-    w.Key("sm_limit").Uint(d.sm_limit);
-    w.Key("sm_util_percent").Double(d.util_percent);
-    w.Key("limiter_ns_per_unit").Double(d.ns_per_unit);
-    w.Key("work_units").Uint(d.work_units);
-    w.Key("launches").Uint(d.launches);
-    w.Key("throttled_ns").Uint(d.throttled_ns);
-    w.EndObject();
+    Ordered o;
+    o["index"] = d.index;
+    o["uuid"] = d.uuid;
+    o["mem_limit"] = d.mem_limit;
+    o["mem_used"] = d.mem_used;
+    o["mem_peak"] = d.mem_peak;
+    o["oom_denials"] = d.oom_denials;
+    o["sm_limit"] = d.sm_limit;
+    o["sm_util_percent"] = JsonRounded(d.util_percent);
+    o["limiter_ns_per_unit"] = JsonRounded(d.ns_per_unit);
+    o["work_units"] = d.work_units;
+    o["launches"] = d.launches;
+    o["throttled_ns"] = d.throttled_ns;
+    devices.push_back(std::move(o));
   }
-  w.EndArray();
-  w.Key("processes").BeginArray();
+  Ordered& processes = doc["processes"] = Ordered::array();
   for (const auto& s : v.slots) {
-    w.BeginObject();
-    w.Key("slot").Int(s.slot);
-    w.Key("pid").Int(s.pid);
-    w.Key("host_pid").Int(s.host_pid);
-    w.Key("status").String(SlotStatusName(s.status));
-    w.Key("alive").Bool(s.alive);
-    w.Key("devices").BeginArray();
+    Ordered o;
+    o["slot"] = s.slot;
+    o["pid"] = s.pid;
+    o["host_pid"] = s.host_pid;
+    o["status"] = SlotStatusName(s.status);
+    o["alive"] = s.alive;
+    Ordered& used = o["devices"] = Ordered::array();
     for (const auto& d : s.devices) {
-      w.BeginObject();
-      w.Key("device").Int(d.device);
-      w.Key("used").Uint(d.used);
-      w.Key("sm_util").Uint(d.sm_util);
-      w.Key("by_kind").BeginObject();
+      Ordered u;
+      u["device"] = d.device;
+      u["used"] = d.used;
+      u["sm_util"] = d.sm_util;
+      Ordered& by_kind = u["by_kind"] = Ordered::object();
       for (int k = 0; k < kKinds; ++k) {
-        w.Key(vgpu::MemKindName(static_cast<vgpu::MemKind>(k))).Uint(d.by_kind[k]);
+        by_kind[vgpu::MemKindName(static_cast<vgpu::MemKind>(k))] = d.by_kind[k];
       }
-      w.EndObject();
-      w.EndObject();
+      used.push_back(std::move(u));
     }
-    w.EndArray();
-    w.EndObject();
+    processes.push_back(std::move(o));
   }
-  w.EndArray();
-  w.EndObject();
-  return w.str();
+  return DumpJson(doc);
 }
 
 std::string RenderSummary(const RegionView& v) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ctl/format.h"
 #include "ctl/json.h"
@@ -211,50 +212,33 @@ std::string RenderSmiText(const SmiView& v) {
 }
 
 std::string RenderSmiJson(const SmiView& v) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("driver_version").String(v.driver_version);
-  w.Key("cuda_version").Int(v.cuda_version);
-  w.Key("devices").BeginArray();
+  using Ordered = nlohmann::ordered_json;
+  auto known = [](bool is_known, uint64_t value) { return is_known ? Ordered(value) : Ordered(); };
+  Ordered doc;
+  doc["driver_version"] = v.driver_version;
+  doc["cuda_version"] = v.cuda_version;
+  Ordered& devices = doc["devices"] = Ordered::array();
   for (const auto& d : v.devices) {
-    w.BeginObject();
-    w.Key("index").Uint(d.index);
-    w.Key("name").String(d.name);
-    w.Key("uuid").String(d.uuid);
-    if (d.memory_known) {
-      w.Key("memory_used_bytes").Uint(d.memory_used);
-      w.Key("memory_total_bytes").Uint(d.memory_total);
-      w.Key("memory_used_mib").Uint(ToMiB(d.memory_used));
-      w.Key("memory_total_mib").Uint(ToMiB(d.memory_total));
-    } else {
-      w.Key("memory_used_bytes").Null();
-      w.Key("memory_total_bytes").Null();
-      w.Key("memory_used_mib").Null();
-      w.Key("memory_total_mib").Null();
-    }
-    if (d.gpu_util >= 0) {
-      w.Key("gpu_util_percent").Int(d.gpu_util);
-    } else {
-      w.Key("gpu_util_percent").Null();
-    }
-    w.Key("processes").BeginArray();
+    Ordered o;
+    o["index"] = d.index;
+    o["name"] = d.name;
+    o["uuid"] = d.uuid;
+    o["memory_used_bytes"] = known(d.memory_known, d.memory_used);
+    o["memory_total_bytes"] = known(d.memory_known, d.memory_total);
+    o["memory_used_mib"] = known(d.memory_known, ToMiB(d.memory_used));
+    o["memory_total_mib"] = known(d.memory_known, ToMiB(d.memory_total));
+    o["gpu_util_percent"] = d.gpu_util >= 0 ? Ordered(d.gpu_util) : Ordered();
+    Ordered& processes = o["processes"] = Ordered::array();
     for (const auto& p : d.processes) {
-      w.BeginObject();
-      w.Key("pid").Uint(p.pid);
-      w.Key("name").String(p.name);
-      if (p.used_known) {
-        w.Key("used_bytes").Uint(p.used_bytes);
-      } else {
-        w.Key("used_bytes").Null();
-      }
-      w.EndObject();
+      Ordered po;
+      po["pid"] = p.pid;
+      po["name"] = p.name;
+      po["used_bytes"] = known(p.used_known, p.used_bytes);
+      processes.push_back(std::move(po));
     }
-    w.EndArray();
-    w.EndObject();
+    devices.push_back(std::move(o));
   }
-  w.EndArray();
-  w.EndObject();
-  return w.str();
+  return DumpJson(doc);
 }
 
 }  // namespace hami::ctl

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -584,35 +585,15 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
       return Status(StatusCode::kUnknown, "response headers from " + url.host_header + " exceed " +
                                               std::to_string(kMaxHeaderBytes));
     }
-    std::string_view block(c.data(), header_end);
-    size_t eol = block.find("\r\n");
-    std::string_view status_line = block.substr(0, eol);
-    // "HTTP/1.<d> <ddd>[ <reason>]", the code in 100..999.
-    auto digit = [&](size_t i) { return status_line[i] >= '0' && status_line[i] <= '9'; };
-    if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0 || !digit(7) ||
-        status_line[8] != ' ' || !digit(9) || status_line[9] == '0' || !digit(10) || !digit(11) ||
-        (status_line.size() > 12 && status_line[12] != ' ')) {
-      return Status(StatusCode::kUnknown, "malformed status line from " + url.host_header + ": " +
-                                              std::string(status_line.substr(0, 80)));
+    net::wire::ResponseHead head;
+    if (Status parsed = net::wire::ParseResponseHead(std::string_view(c.data(), header_end), &head);
+        !parsed.ok()) {
+      return Status(StatusCode::kUnknown,
+                    "from " + url.host_header + ": " + std::string(parsed.message()));
     }
-    response.status =
-        (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
-    keep_alive = status_line[7] == '1';  // HTTP/1.1 keeps the connection by default
-    response.headers.clear();
-    while (eol != std::string_view::npos) {
-      size_t next = block.find("\r\n", eol + 2);
-      std::string_view line =
-          block.substr(eol + 2, next == block.npos ? block.npos : next - eol - 2);
-      eol = next;
-      size_t colon = line.find(':');
-      if (colon == std::string_view::npos) continue;
-      std::string_view value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-        value.remove_prefix(1);
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-        value.remove_suffix(1);
-      response.headers.emplace_back(Lower(line.substr(0, colon)), std::string(value));
-    }
+    response.status = head.status;
+    keep_alive = head.http11;  // HTTP/1.1 keeps the connection by default
+    response.headers = std::move(head.headers);
     c.Consume(header_end + 4);
     if (response.status >= 100 && response.status < 200) continue;
     break;
@@ -659,41 +640,25 @@ Result<HttpResponse> Exchange(Conn& c, const Url& url, const HttpRequest& reques
   if (no_body) {
     // nothing to read
   } else if (HeaderHasToken(te, "chunked")) {
+    // The server's decoder (net/http_wire): one definition of the chunked framing for both
+    // directions. A response is as long as the server makes it (a watch never ends).
+    net::wire::ChunkedDecoder decoder(UINT64_MAX);
+    std::string piece;  // decoded bytes of a stream, handed on as they come
     for (;;) {
-      size_t line_end = 0;
-      HAMI_RETURN_IF_ERROR(fill([&] {
-        line_end = std::string_view(c.data(), c.available()).find("\r\n");
-        return line_end != std::string_view::npos || c.available() > 4096;
-      }));
-      if (line_end == std::string_view::npos) {
-        return Status(StatusCode::kUnknown, "malformed chunk from " + url.host_header);
+      if (c.available() == 0) HAMI_RETURN_IF_ERROR(fill([&] { return c.available() > 0; }));
+      size_t used = 0;
+      piece.clear();
+      const net::wire::ChunkedDecoder::State state = decoder.Feed(
+          std::string_view(c.data(), c.available()), &used, streaming ? &piece : &response.body);
+      c.Consume(used);
+      if (streaming) deliver(piece.data(), piece.size());
+      if (state == net::wire::ChunkedDecoder::State::kError) {
+        return Status(StatusCode::kUnknown,
+                      "malformed chunked body from " + url.host_header + ": " + decoder.error());
       }
-      uint64_t size = 0;
-      if (!net::wire::ParseChunkSizeLine(std::string_view(c.data(), line_end), &size)) {
-        return Status(StatusCode::kUnknown, "malformed chunk size from " + url.host_header);
-      }
-      c.Consume(line_end + 2);
-      if (size == 0) {
-        for (;;) {  // trailers, up to the empty line
-          HAMI_RETURN_IF_ERROR(fill([&] {
-            line_end = std::string_view(c.data(), c.available()).find("\r\n");
-            return line_end != std::string_view::npos || c.available() > kMaxHeaderBytes;
-          }));
-          if (line_end == std::string_view::npos) {
-            return Status(StatusCode::kUnknown, "oversized trailer from " + url.host_header);
-          }
-          c.Consume(line_end + 2);
-          if (line_end == 0) break;
-        }
-        break;
-      }
-      HAMI_RETURN_IF_ERROR(pass(size));
+      if (state == net::wire::ChunkedDecoder::State::kDone) break;
       if (stopped) return response;  // the connection is mid-body: not reused
-      HAMI_RETURN_IF_ERROR(fill([&] { return c.available() >= 2; }));
-      if (c.data()[0] != '\r' || c.data()[1] != '\n') {
-        return Status(StatusCode::kUnknown, "malformed chunk end from " + url.host_header);
-      }
-      c.Consume(2);
+      HAMI_RETURN_IF_ERROR(check_cancel());
     }
   } else if (!cl.empty()) {
     uint64_t length = 0;

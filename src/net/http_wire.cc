@@ -112,6 +112,36 @@ void ParseQuery(std::string_view query, std::multimap<std::string, std::string>*
   }
 }
 
+Status ParseResponseHead(std::string_view head, ResponseHead* out) {
+  size_t eol = head.find("\r\n");
+  const std::string_view status_line = head.substr(0, eol);
+  auto digit = [&](size_t i) { return status_line[i] >= '0' && status_line[i] <= '9'; };
+  if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0 || !digit(7) ||
+      status_line[8] != ' ' || !digit(9) || status_line[9] == '0' || !digit(10) || !digit(11) ||
+      (status_line.size() > 12 && status_line[12] != ' ')) {
+    return InvalidArgumentError("malformed status line: " + std::string(status_line.substr(0, 80)));
+  }
+  out->status =
+      (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
+  out->http11 = status_line[7] == '1';
+  out->headers.clear();
+  while (eol != std::string_view::npos) {
+    const size_t next = head.find("\r\n", eol + 2);
+    std::string_view line = head.substr(eol + 2, next == head.npos ? head.npos : next - eol - 2);
+    eol = next;
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    std::string name(line.substr(0, colon));
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out->headers.emplace_back(std::move(name), std::string(value));
+  }
+  return OkStatus();
+}
+
 Status ParseRequestHead(std::string_view head, RequestHead* out) {
   *out = RequestHead();
   auto next_line = [&head](std::string_view* line) {

@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -38,6 +40,20 @@ struct RequestHead {
 // Parses `head`: the bytes before the blank line that ends the header block (the request line,
 // then header lines). InvalidArgument with a short reason on malformed input.
 Status ParseRequestHead(std::string_view head, RequestHead* out);
+
+// A response's status line and header fields, as the API client reads them.
+struct ResponseHead {
+  int status = 0;       // 100..999
+  bool http11 = false;  // HTTP/1.1 (keeps the connection by default); else HTTP/1.0
+  // Names lower-cased, values without surrounding blanks, in order; lines without a colon are
+  // skipped.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Parses a response head (the bytes before the blank line, lines ending in CRLF). The status
+// line must be "HTTP/1.<digit> <three digits, not starting with 0>" then nothing or a space and
+// a reason. InvalidArgument naming the status line (its first 80 bytes) otherwise.
+Status ParseResponseHead(std::string_view head, ResponseHead* out);
 
 // %XX sequences decoded; with `plus_as_space` (query strings) '+' becomes ' '. Malformed escapes
 // are kept literally.

@@ -30,6 +30,29 @@ TEST(HttpWireTest, ParsesRequestLineQueryAndHeaders) {
   EXPECT_FALSE(h.chunked);
 }
 
+TEST(HttpWireTest, ResponseHeadsAreStrictAboutTheStatusLine) {
+  ResponseHead h;
+  ASSERT_TRUE(ParseResponseHead("HTTP/1.1 201 Created\r\nContent-Type:  application/json \r\n"
+                                "X-Odd\r\nConnection: close",
+                                &h)
+                  .ok());
+  EXPECT_EQ(h.status, 201);
+  EXPECT_TRUE(h.http11);
+  ASSERT_EQ(h.headers.size(), 2u);  // the line without a colon is skipped
+  EXPECT_EQ(h.headers[0],
+            (std::pair<std::string, std::string>{"content-type", "application/json"}));
+  EXPECT_EQ(h.headers[1], (std::pair<std::string, std::string>{"connection", "close"}));
+  ASSERT_TRUE(ParseResponseHead("HTTP/1.0 404", &h).ok());
+  EXPECT_EQ(h.status, 404);
+  EXPECT_FALSE(h.http11);
+  EXPECT_TRUE(h.headers.empty());
+  for (const char* bad : {"HTTP/1.200 OK", "HTTP/1.1 099 Low", "HTTP/1.1 2000", "HTTP/2 200 OK",
+                          "SSH-2.0-OpenSSH", "HTTP/1.1 20x OK", "", "HTTP/1.1 200OK"}) {
+    Status s = ParseResponseHead(bad, &h);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(HttpWireTest, KeepAliveFollowsVersionAndConnection) {
   RequestHead h;
   ASSERT_TRUE(ParseRequestHead("GET / HTTP/1.0\r\n", &h).ok());
