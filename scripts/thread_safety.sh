@@ -22,6 +22,7 @@ files=(
   src/extender/service_node_lock.cc
   src/extender/service_nodes.cc
   src/scheduler/assume_cache.cc
+  src/common/thread_pool.cc
   src/k8s/work_queue.cc
   src/net/http_server.cc
   src/sim/apiserver/store.cc

@@ -312,8 +312,9 @@ int main(int argc, char** argv) {
   Result<int> mport = (*metrics)->Start();
   if (!mport.ok()) return die("metrics server: " + mport.status().ToString());
   const bool tls = (*server)->tls();
-  std::printf("listening on %s://%s:%d (metrics on :%d)\n", tls ? "https" : "http",
-              http.host.c_str(), *port, *mport);
+  // The same addresses as the log line below (scripts wait for this line).
+  std::printf("listening on %s://%s:%d (metrics on %s:%d)\n", tls ? "https" : "http",
+              http.host.c_str(), *port, mhttp.host.c_str(), *mport);
   std::fflush(stdout);
   HAMI_LOG(Info) << "extender on " << http.host << ":" << *port << (tls ? " (TLS)" : "")
                  << ", metrics on " << mhttp.host << ":" << *mport;

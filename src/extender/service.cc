@@ -84,6 +84,7 @@ Status SchedulerService::Start() {
   events_.Start();
   leader_.store(!options_.leader_elect);
   queue_ = std::make_unique<k8s::WorkQueue>(clock_);  // before the informers feed it
+  binders_ = std::make_unique<ThreadPool>("hami-binder", 64);
   stop_ = std::make_unique<Cancellation>();
 
   k8s::InformerOptions pod_opts;
@@ -144,6 +145,7 @@ void SchedulerService::Stop() {
   ready_cv_.notify_all();
   NoteNodeChange();  // binds waiting for a node lock see the service stopping
   if (worker_.joinable()) worker_.join();
+  if (binders_) binders_->Stop();  // binds waiting for a node lock saw the service stopping
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (quotas_) quotas_->Stop();
@@ -239,6 +241,11 @@ const k8s::Object* SchedulerService::CachedNode(const std::string& name,
 void SchedulerService::Count(uint64_t ServiceStats::*counter) {
   MutexLock s(stats_mu_);
   ++(stats_.*counter);
+}
+
+void SchedulerService::Uncount(uint64_t ServiceStats::*counter) {
+  MutexLock s(stats_mu_);
+  --(stats_.*counter);
 }
 
 // ---------------------------------------------------------------------------------------------

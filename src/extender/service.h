@@ -20,7 +20,9 @@
 // annotations onto the pod; a pod with a phase from an earlier attempt is stamped first). The lock
 // is released by the node's device plugin when allocation ends; the service also releases it when
 // it sees the holder finish (bind-phase success/failed), end, or disappear, so locks are held no
-// longer than an allocation takes.
+// longer than an allocation takes. Over HTTP a bind that has to wait for a busy node answers
+// from a binder thread (BindAsync, the route's deferred answer): waiting binds hold no HTTP
+// worker, so filters, webhooks and probes keep being served.
 //
 // Readiness: informers synced, first registration pass done, and leader (when leader election
 // is on: like upstream, the service follows the Lease its kube-scheduler holds and leads when the
@@ -34,6 +36,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +49,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "common/thread_pool.h"
 #include "device/config.h"
 #include "device/vendor.h"
 #include "extender/event_recorder.h"
@@ -116,6 +120,7 @@ struct ServiceStats {
   uint64_t bind_busy = 0;        // filters and binds refused: a bind of the pod was still running
   uint64_t bind_unsettled = 0;   // binds that ended with the Binding's outcome unknown
   uint64_t bind_recovered = 0;   // binds whose lost answer turned out to be a success
+  uint64_t binds_waiting = 0;    // binds waiting for another allocation's node lock right now
 };
 
 class SchedulerService {
@@ -136,6 +141,10 @@ class SchedulerService {
   // Extender and webhook verbs: request body -> response body (JSON). Never throw.
   std::string Filter(std::string_view body);
   std::string Bind(std::string_view body);
+  // Bind that never holds the calling thread through a wait for a busy node: `done` gets the
+  // answer, before BindAsync returns when the bind needed no wait, else later from a binder
+  // thread (the HTTP route answers this way, so a wait costs no HTTP worker).
+  void BindAsync(std::string_view body, std::function<void(std::string)> done);
   // InvalidArgument for a body that is not an AdmissionReview (HTTP 400).
   Result<std::string> Webhook(std::string_view body);
   std::string Metrics();
@@ -182,6 +191,7 @@ class SchedulerService {
   void OnQuota(const k8s::ObjectPtr& quota, bool deleted);
   const k8s::Object* CachedNode(const std::string& name, k8s::ObjectPtr* hold) const;
   void Count(uint64_t ServiceStats::*counter);
+  void Uncount(uint64_t ServiceStats::*counter);
 
   // Filter (service_filter.cc).
   std::string FilterError(std::string message);
@@ -216,16 +226,27 @@ class SchedulerService {
   void QueueLockRelease(const std::string& node, const std::string& ns, const std::string& pod);
 
   // Bind (service_bind.cc).
+  void StartBind(std::string_view body, bool may_wait, std::function<void(std::string)> done);
   // The Binding, with lost answers resolved where possible.
   Status PostBinding(const std::string& ns, const std::string& name, const std::string& uid,
                      const std::string& node, const std::map<std::string, std::string>& stamp,
                      bool* unknown);
+  // How far one bind's lock taking got across its calls (see AcquireNodeLock).
+  struct LockWait {
+    bool waited = false;  // the wait was logged and counted
+    bool lost = false;    // a lock write's answer was lost (the lock may be ours)
+  };
+  // With `would_wait` set, returns at the first need to wait (another bind to the node in this
+  // process, or another allocation's lock) with *would_wait true; the caller continues with a
+  // blocking call elsewhere.
   Status AcquireNodeLock(const std::string& node, const std::string& ns, const std::string& pod,
                          MonoTime deadline, const k8s::Object** cached, k8s::ObjectPtr* hold,
-                         NodeLocker::Companion* companion);
+                         NodeLocker::Companion* companion, LockWait* state,
+                         bool* would_wait = nullptr);
   Status WaitForNodeChange(const std::string& node, uint64_t* seen, const k8s::Object** cached,
                            k8s::ObjectPtr* hold);
   bool EnterBindGate(const std::string& node, MonoTime deadline);
+  bool TryEnterBindGate(const std::string& node);
   void LeaveBindGate(const std::string& node);
 
   k8s::RestClient& client_;
@@ -248,7 +269,7 @@ class SchedulerService {
 
   // The controllers' work (keys above); rate-limited retries of failed lock releases.
   std::unique_ptr<k8s::WorkQueue> queue_;
-  std::unique_ptr<Cancellation> stop_;  // ends the worker's wait for the first node list
+  std::unique_ptr<Cancellation> stop_;         // ends the worker's wait for the first node list
   std::unique_ptr<k8s::LeaderElector> lease_;  // read only: the service follows the lease
   // What the registration pass knows of each node (the worker writes it; node deletions erase).
   Mutex node_state_mu_;
@@ -277,6 +298,8 @@ class SchedulerService {
   ServiceStats stats_ GUARDED_BY(stats_mu_);
 
   std::thread worker_;
+  // Binds that must wait for a busy node continue here (BindAsync).
+  std::unique_ptr<ThreadPool> binders_;
 };
 
 }  // namespace hami::scheduler

@@ -1,10 +1,13 @@
 // SchedulerService::Bind: the extender's bind verb (see service.h). One bind is a BindAttempt:
 // the node lock(s), the placement's write onto the pod, the Binding, and on every way out the
 // cache told what became of the placement.
+#include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "common/log.h"
 #include "device/node_lock.h"
@@ -47,10 +50,12 @@ Result<BindArgs> ParseBindArgs(std::string_view body) {
 
 }  // namespace
 
-// One bind of one pod to one node. Run() answers the extender; the destructor ends the pod's
-// bind in the cache.
-class BindAttempt {
+// One bind of one pod to one node. Run() answers the extender through `done`; the destructor
+// ends the pod's bind in the cache.
+class BindAttempt : public std::enable_shared_from_this<BindAttempt> {
  public:
+  using Done = std::function<void(std::string)>;
+
   BindAttempt(SchedulerService& s, BindArgs args, k8s::ObjectPtr pod, MonoTime deadline)
       : s_(s),
         a_(std::move(args)),
@@ -62,9 +67,15 @@ class BindAttempt {
   ~BindAttempt() {
     if (began_) s_.cache_.EndBind(a_.uid);
   }
-  std::string Run();
+  // With `may_wait`, waits for a busy node on this thread; without, a bind that has to wait
+  // continues on a binder thread and calls `done` from there.
+  void Run(bool may_wait, Done done);
 
  private:
+  std::string Start();  // checks and the cache's bind ticket: "" to go on, else the answer
+  void Continue(Done& done);
+  void Answer(Done& done, std::string answer);
+  std::string Complete();  // with the locks held: the placement write and the Binding
   // Which vendors the pod asks for decides the locks: HAMi's shared one for vendors whose
   // plugins speak its protocol, a vendor's own (Cambricon), or none.
   void DecideLocks();
@@ -72,7 +83,8 @@ class BindAttempt {
   // stale from now on), or it did not and the devices go back (kube-scheduler filters the pod
   // again after a failed bind).
   void Settle();
-  std::string TakeLocks();  // "" or why not
+  // "" or why not; with `would_wait`, returns "" with *would_wait set at a need to wait.
+  std::string TakeLocks(bool* would_wait);
   void Unlock();
   std::string WritePlacement();  // "" or why not
   std::string StampAndBind();
@@ -89,6 +101,7 @@ class BindAttempt {
   std::vector<std::string> own_taken_;
   std::optional<AssumeCache::Placement> placement_;
   NodeLocker::Companion companion_;
+  SchedulerService::LockWait lock_wait_;
   k8s::ObjectPtr node_hold_;
   const k8s::Object* cached_node_ = nullptr;
 };
@@ -115,7 +128,38 @@ void BindAttempt::DecideLocks() {
   }
 }
 
-std::string BindAttempt::Run() {
+void BindAttempt::Run(bool may_wait, Done done) {
+  if (std::string answer = Start(); !answer.empty()) return Answer(done, std::move(answer));
+  bool would_wait = false;
+  std::string why = TakeLocks(may_wait ? nullptr : &would_wait);
+  if (would_wait) {
+    // The wait (up to node_lock_wait) happens on a binder thread, not on the caller's.
+    s_.binders_->Submit(
+        [self = shared_from_this(), done = std::move(done)]() mutable { self->Continue(done); });
+    return;
+  }
+  Answer(done, why.empty() ? Complete() : Fail(why));
+}
+
+void BindAttempt::Continue(Done& done) {
+  std::string why = TakeLocks(nullptr);
+  Answer(done, why.empty() ? Complete() : Fail(why));
+}
+
+void BindAttempt::Answer(Done& done, std::string answer) {
+  // The pod's bind ends before kube-scheduler reads the answer: a filter it sends right after
+  // a failure must not find this bind still running.
+  if (std::exchange(began_, false)) s_.cache_.EndBind(a_.uid);
+  if (std::exchange(lock_wait_.waited, false)) s_.Uncount(&ServiceStats::binds_waiting);
+  done(std::move(answer));
+}
+
+std::string BindAttempt::Complete() {
+  if (std::string why = WritePlacement(); !why.empty()) return Fail(why);
+  return StampAndBind();
+}
+
+std::string BindAttempt::Start() {
   cached_node_ = s_.CachedNode(a_.node, &node_hold_);
   if (cached_node_ == nullptr) return Fail("node " + a_.node + " not found");
   DecideLocks();
@@ -142,9 +186,7 @@ std::string BindAttempt::Run() {
     companion_.patch.name = a_.name;
     companion_.patch.patch = placement_->patch;
   }
-  if (std::string why = TakeLocks(); !why.empty()) return Fail(why);
-  if (std::string why = WritePlacement(); !why.empty()) return Fail(why);
-  return StampAndBind();
+  return "";
 }
 
 void BindAttempt::Settle() {
@@ -165,10 +207,11 @@ void BindAttempt::Settle() {
   s_.cache_.PlacementWritten(a_.uid, ResourceVersionNumberOf(companion_.result->resource_version));
 }
 
-std::string BindAttempt::TakeLocks() {
-  if (needs_lock_) {
+std::string BindAttempt::TakeLocks(bool* would_wait) {
+  if (needs_lock_ && !locked_) {
     Status s = s_.AcquireNodeLock(a_.node, a_.ns, a_.name, deadline_, &cached_node_, &node_hold_,
-                                  placement_ ? &companion_ : nullptr);
+                                  placement_ ? &companion_ : nullptr, &lock_wait_, would_wait);
+    if (would_wait != nullptr && *would_wait) return "";
     if (!s.ok()) {
       Settle();
       return s.message();
@@ -263,8 +306,19 @@ std::string BindAttempt::StampAndBind() {
 }
 
 std::string SchedulerService::Bind(std::string_view body) {
+  std::string out;
+  StartBind(body, /*may_wait=*/true, [&out](std::string answer) { out = std::move(answer); });
+  return out;
+}
+
+void SchedulerService::BindAsync(std::string_view body, std::function<void(std::string)> done) {
+  StartBind(body, /*may_wait=*/false, std::move(done));
+}
+
+void SchedulerService::StartBind(std::string_view body, bool may_wait,
+                                 std::function<void(std::string)> done) {
   Result<BindArgs> args = ParseBindArgs(body);
-  if (!args.ok()) return ErrorReply(args.status().message());
+  if (!args.ok()) return done(ErrorReply(args.status().message()));
   const std::string key = PodKey(args->ns, args->name);
   // Every wait below (another bind to the node in this process, another allocation's node
   // lock) shares one budget, so a bind answers within node_lock_wait plus its writes.
@@ -273,8 +327,8 @@ std::string SchedulerService::Bind(std::string_view body) {
   // As for filters: a fresh instance answers once its view of nodes and pods is complete.
   if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
     Count(&ServiceStats::bind_errors);
-    return ErrorReply(IsLeader() ? "scheduler not ready: cluster view not synced yet"
-                                 : "scheduler not ready: not the leader");
+    return done(ErrorReply(IsLeader() ? "scheduler not ready: cluster view not synced yet"
+                                      : "scheduler not ready: not the leader"));
   }
   k8s::ObjectPtr pod = pods_ ? pods_->Get(key) : nullptr;
   if (!pod || (!args->uid.empty() && k8s::Uid(*pod) != args->uid)) {
@@ -284,12 +338,12 @@ std::string SchedulerService::Bind(std::string_view body) {
         cache_.ObservePodGone(args->uid, /*unless_binding=*/true);
       }
       Count(&ServiceStats::bind_errors);
-      return ErrorReply("pod " + key + ": " + fresh.status().ToString());
+      return done(ErrorReply("pod " + key + ": " + fresh.status().ToString()));
     }
     pod = std::make_shared<const k8s::Object>(std::move(*fresh));
   }
-  BindAttempt attempt(*this, std::move(*args), std::move(pod), deadline);
-  return attempt.Run();
+  auto attempt = std::make_shared<BindAttempt>(*this, std::move(*args), std::move(pod), deadline);
+  attempt->Run(may_wait, std::move(done));
 }
 
 // A lost answer is retried (a Binding is applied at most once: a retry of one that landed is

@@ -88,6 +88,10 @@ std::vector<CounterMetric> CountersOf(const ServiceStats& st) {
        st.bind_busy},
       {"hami_scheduler_bind_lock_waits_total",
        "Binds that waited for another allocation's node lock", "", "", st.lock_waits},
+      {"hami_scheduler_binds_waiting",
+       "Binds waiting for another allocation's node lock now (each waits up to "
+       "--node-lock-retry-timeout)",
+       "", "", st.binds_waiting, "gauge"},
       {"hami_scheduler_bind_unsettled_total", "Binds whose Binding outcome was unknown", "", "",
        st.bind_unsettled},
       {"hami_scheduler_bind_recovered_total", "Binds whose lost answer turned out to be a success",
@@ -143,7 +147,14 @@ void SchedulerService::RegisterRoutes(net::HttpServer& server) {
   });
   server.Handle("POST", "/bind", [this](const net::HttpRequest& req, net::HttpResponse& res) {
     if (req.body.empty()) return res.SetText(400, "empty body\n");
-    res.SetJson(200, Bind(req.body));
+    // A bind that has to wait for a busy node answers later, from a binder thread: the HTTP
+    // worker goes back to serving meanwhile.
+    std::shared_ptr<net::Responder> responder = res.Defer();
+    BindAsync(req.body, [responder](std::string answer) {
+      net::HttpResponse r;
+      r.SetJson(200, std::move(answer));
+      responder->Send(std::move(r));
+    });
   });
   server.Handle("POST", "/webhook", [this](const net::HttpRequest& req, net::HttpResponse& res) {
     if (req.body.empty()) return res.SetText(400, "empty body\n");

@@ -21,6 +21,11 @@ bool SchedulerService::EnterBindGate(const std::string& node, MonoTime deadline)
   return true;
 }
 
+bool SchedulerService::TryEnterBindGate(const std::string& node) {
+  MutexLock l(bind_gates_mu_);
+  return busy_nodes_.insert(node).second;
+}
+
 void SchedulerService::LeaveBindGate(const std::string& node) {
   {
     MutexLock l(bind_gates_mu_);
@@ -36,8 +41,15 @@ void SchedulerService::LeaveBindGate(const std::string& node) {
 Status SchedulerService::AcquireNodeLock(const std::string& node, const std::string& ns,
                                          const std::string& pod, MonoTime deadline,
                                          const k8s::Object** cached, k8s::ObjectPtr* hold,
-                                         NodeLocker::Companion* companion) {
-  if (!EnterBindGate(node, deadline)) {
+                                         NodeLocker::Companion* companion, LockWait* state,
+                                         bool* would_wait) {
+  if (would_wait != nullptr) {
+    *would_wait = false;
+    if (!TryEnterBindGate(node)) {
+      *would_wait = true;
+      return OkStatus();
+    }
+  } else if (!EnterBindGate(node, deadline)) {
     return Status(StatusCode::kUnavailable,
                   "other binds to node " + node + " in this scheduler did not finish in time");
   }
@@ -57,25 +69,29 @@ Status SchedulerService::AcquireNodeLock(const std::string& node, const std::str
   if ((*cached = CachedNode(node, hold)) == nullptr) {
     return Status(StatusCode::kNotFound, "node " + node + " disappeared");
   }
-  bool waited = false, lost = false;
   for (;;) {
     Status s = locker_.Acquire(node, ns, pod, *cached,
                                companion != nullptr && !companion->sent ? companion : nullptr);
     if (s.ok()) return s;
-    lost = lost || OutcomeUnknown(s);
+    state->lost = state->lost || OutcomeUnknown(s);
     // Contention, a node that kept changing under our writes (another scheduler's binds,
     // kubelet's status), or a lost answer: wait and try again until the deadline.
     bool retry = s.code() == StatusCode::kUnavailable || k8s::IsConflict(s) || OutcomeUnknown(s);
     if (!retry || clock_.Now() >= deadline) {
-      if (lost) (void)locker_.Release(node, ns, pod);  // best effort: only if ours
+      if (state->lost) (void)locker_.Release(node, ns, pod);  // best effort: only if ours
       return s;
     }
-    if (!waited) {
-      waited = true;
+    if (!state->waited) {
+      state->waited = true;
       auto left = std::chrono::ceil<std::chrono::seconds>(deadline - clock_.Now());
       HAMI_LOG(Info) << "pod " << ns << "/" << pod << ": waiting up to " << left.count()
                      << " s for node " << node << ": " << s.message();
       Count(&ServiceStats::lock_waits);
+      Count(&ServiceStats::binds_waiting);  // until the bind answers (BindAttempt::Answer)
+    }
+    if (would_wait != nullptr) {
+      *would_wait = true;  // the caller waits elsewhere
+      return OkStatus();
     }
     HAMI_RETURN_IF_ERROR(WaitForNodeChange(node, &seen, cached, hold));
   }

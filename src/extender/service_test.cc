@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/log.h"
 #include "device/node_lock.h"
 #include "device/node_registration.h"
 #include "k8s/test_util.h"
@@ -178,6 +181,68 @@ TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBa
   EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);       // the reservation went back
   EXPECT_EQ(svc_->stats().bind_errors, 1u);
   EXPECT_EQ(svc_->stats().lock_waits, 1u);
+}
+
+TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
+  device::NodeLockValue held;
+  held.time.unix_seconds = fc_.clock.NowUnixSeconds();
+  held.pod_namespace = "other-ns";
+  held.pod_name = "other";
+  const Json locked = Node("node-a", device::EncodeNodeLock(held));
+  Start({locked}, {Pod("p"), Pod("q")});
+  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_EQ(Json::parse(Filter("p"))["nodenames"], Json::array({"node-a"}));
+  for (int i = 0; i < 10; ++i) {
+    fc_.fake->Push("GET", "/api/v1/nodes/node-a", FakeTransport::Json(200, locked.dump()));
+  }
+  // The first line of the wait names the holder (users ask "why is my pod not starting?").
+  std::mutex log_mu;
+  std::vector<std::string> lines;
+  log::SetSink([&](log::Level, std::string_view line) {
+    std::lock_guard<std::mutex> l(log_mu);
+    lines.emplace_back(line);
+  });
+  std::promise<std::string> answer;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id answered_on;
+  Json args = {
+      {"podName", "p"}, {"podNamespace", "default"}, {"podUID", "uid-p"}, {"node", "node-a"}};
+  svc_->BindAsync(args.dump(), [&](std::string a) {
+    answered_on = std::this_thread::get_id();
+    answer.set_value(std::move(a));
+  });
+  // Returned with the bind waiting: no answer yet, the wait counted once.
+  std::future<std::string> f = answer.get_future();
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(svc_->stats().lock_waits, 1u);
+  EXPECT_EQ(svc_->stats().binds_waiting, 1u);
+  std::string page = svc_->Metrics();
+  EXPECT_NE(page.find("# TYPE hami_scheduler_binds_waiting gauge\n"
+                      "hami_scheduler_binds_waiting{zone=\"vGPU\"} 1\n"),
+            std::string::npos);
+  {
+    std::lock_guard<std::mutex> l(log_mu);
+    bool named = false;
+    for (const std::string& line : lines) {
+      named |= line.find(
+                   "pod default/p: waiting up to 28 s for node node-a: node lock "
+                   "contention: node node-a is locked by other-ns/other") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << ::testing::PrintToString(lines);
+  }
+  // The caller's thread goes on serving: a bind of another pod is refused at once.
+  Json other = Json::parse(Bind("q"));
+  EXPECT_NE(other["error"].get<std::string>().find("no device placement"), std::string::npos);
+  fc_.clock.Advance(std::chrono::seconds(28));
+  Json r = Json::parse(f.get());
+  EXPECT_EQ(r["error"],
+            "node lock contention: node node-a is locked by other-ns/other "
+            "(allocation in progress)");
+  EXPECT_NE(answered_on, caller);  // a binder thread answered
+  EXPECT_EQ(svc_->stats().binds_waiting, 0u);
+  log::SetSink(nullptr);
+  EXPECT_TRUE(Writes().empty()) << ::testing::PrintToString(Writes());
+  EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);
 }
 
 TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {

@@ -474,6 +474,16 @@ class ConnectionCounts {
 
 // A connection between requests, owned by the reactor (idle, in its TLS handshake, or collecting
 // a request) or by a worker (a whole request arrived). Closing the socket is the slot's job.
+// A request whose handler deferred its answer (HttpResponse::Defer): what writing the answer
+// needs once it comes.
+struct PendingAnswer {
+  std::string method;  // HEAD answers carry no body
+  bool accepts_gzip = false;
+  bool keep = false;               // the connection stays open after the answer
+  bool client_keep_alive = false;  // the client asked to keep it (linger before closing)
+  std::shared_ptr<Responder> responder;
+};
+
 struct Slot {
   enum class Phase { kHandshake, kIdle, kReading };
   int fd = -1;
@@ -484,8 +494,9 @@ struct Slot {
   RequestScan scan;
   size_t served = 0;  // requests answered on this connection
   uint32_t interest = 0;
-  std::list<int>::iterator lru;        // its place in the reactor's least-recently-active order
-  ConnectionCounts* counts = nullptr;  // counted in there while open
+  std::list<int>::iterator lru;            // its place in the reactor's least-recently-active order
+  ConnectionCounts* counts = nullptr;      // counted in there while open
+  std::unique_ptr<PendingAnswer> pending;  // a deferred answer to write before anything else
 
   ~Slot() {
     conn.reset();  // the TLS state goes before the socket
@@ -501,6 +512,44 @@ bool SetNonBlocking(int fd, bool on) {
 }
 
 }  // namespace
+
+std::shared_ptr<Responder> HttpResponse::Defer() {
+  deferred = std::make_shared<Responder>();
+  return deferred;
+}
+
+void Responder::Send(HttpResponse res) {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sent_) return;
+    sent_ = true;
+    answer_ = std::move(res);
+    notify = std::move(on_answer_);
+  }
+  cv_.notify_all();
+  if (notify) notify();
+}
+
+bool Responder::NotifyWhenSent(std::function<void()> on_answer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sent_) return true;
+  on_answer_ = std::move(on_answer);
+  return false;
+}
+
+bool Responder::Sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sent_;
+}
+
+HttpResponse Responder::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return sent_; });
+  HttpResponse out = answer_ ? std::move(*answer_) : HttpResponse();
+  answer_.reset();
+  return out;
+}
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
@@ -554,6 +603,15 @@ class HttpServer::Impl {
   std::vector<std::thread> workers GUARDED_BY(mu);
   Mutex park_mu;
   std::deque<std::unique_ptr<Slot>> parked GUARDED_BY(park_mu);  // back to the reactor
+  // Connections whose answer was deferred, until its Responder sends it (then to `ready`).
+  std::unordered_map<Slot*, std::unique_ptr<Slot>> awaiting GUARDED_BY(mu);
+  // What a Responder's notification reaches: this server while it runs (null after Stop), so a
+  // late Send after Stop or destruction touches nothing.
+  struct Book {
+    Mutex mu;
+    Impl* impl GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<Book> book;
 
   ~Impl() {
     if (ssl_ctx != nullptr) SSL_CTX_free(ssl_ctx);
@@ -594,7 +652,8 @@ class HttpServer::Impl {
     }
   }
 
-  enum class Outcome { kClose, kPark };
+  // kDefer: the handler deferred its answer; the connection waits in `awaiting` without a worker.
+  enum class Outcome { kClose, kPark, kDefer };
 
   // Answers an unreadable request and gives up on the connection.
   static void Reject(Connection& conn, int status, const std::string& why) {
@@ -609,14 +668,17 @@ class HttpServer::Impl {
   // soon as the buffer holds no whole request (the reactor waits for the next one without a
   // thread); without, it reads the next request itself, until the connection closes, fails,
   // times out or the server stops. `served` counts the connection's requests across both.
+  // `whole_request`: the buffer is known to hold a whole request (the reactor's hand-off). A
+  // deferred answer returns kDefer with *deferred set; with `deferred` null it is waited for.
   Outcome ServeConnection(Connection& conn, const std::string& peer, const std::atomic<bool>& run,
-                          bool may_park, size_t* served_total) const {
+                          bool may_park, size_t* served_total, bool whole_request = false,
+                          std::unique_ptr<PendingAnswer>* deferred = nullptr) const {
     const HttpServerOptions& o = options;
     std::string& buf = conn.buf();
     size_t& served = *served_total;
     // The reactor hands a connection over with a whole request in it (its RequestScan said so):
     // the first round needs no second look.
-    bool handed_whole = may_park;
+    bool handed_whole = may_park && whole_request;
     while (run.load(std::memory_order_relaxed)) {
       if (may_park && !std::exchange(handed_whole, false) &&
           !RequestScan().Ready(buf, o.max_body_bytes)) {
@@ -728,6 +790,17 @@ class HttpServer::Impl {
       ++served;
       bool keep = head.keep_alive && served < o.keep_alive_max_requests &&
                   run.load(std::memory_order_relaxed);
+      if (res.deferred && deferred != nullptr) {
+        auto p = std::make_unique<PendingAnswer>();
+        p->method = std::move(req.method);
+        p->accepts_gzip = head.accepts_gzip;
+        p->keep = keep;
+        p->client_keep_alive = head.keep_alive;
+        p->responder = std::move(res.deferred);
+        *deferred = std::move(p);
+        return Outcome::kDefer;
+      }
+      if (res.deferred) res = res.deferred->Wait();  // no worker to free on this path
       // Another request already buffered (pipelining): its answer will follow this one.
       const bool more = keep && !buf.empty();
       if (!WriteResponse(conn, req, head.accepts_gzip, res, more, &keep)) return Outcome::kClose;
@@ -813,12 +886,29 @@ class HttpServer::Impl {
         ready.pop_front();
         serving.insert(slot->fd);
       }
-      Outcome out = ServeConnection(*slot->conn, slot->peer, running, true, &slot->served);
+      // A deferred answer that came: it goes out first, then the connection carries on (the
+      // buffer may or may not hold another whole request).
+      const bool answered = slot->pending != nullptr;
+      Outcome out = answered && !WriteDeferred(*slot) ? Outcome::kClose : Outcome::kPark;
+      std::unique_ptr<PendingAnswer> deferred;
+      if (out != Outcome::kClose) {
+        out = ServeConnection(*slot->conn, slot->peer, running, true, &slot->served, !answered,
+                              &deferred);
+      }
+      // Answered before the handler returned (the usual case): written now, on this worker.
+      while (out == Outcome::kDefer && deferred->responder->Sent()) {
+        slot->pending = std::move(deferred);
+        out = WriteDeferred(*slot) ? ServeConnection(*slot->conn, slot->peer, running, true,
+                                                     &slot->served, false, &deferred)
+                                   : Outcome::kClose;
+      }
       {
         MutexLock lock(mu);
         serving.erase(slot->fd);  // before close: Stop never shuts down a reused descriptor
       }
-      if (out == Outcome::kPark && running.load() && SetNonBlocking(slot->fd, true)) {
+      if (out == Outcome::kDefer) {
+        AwaitAnswer(std::move(slot), std::move(deferred));
+      } else if (out == Outcome::kPark && running.load() && SetNonBlocking(slot->fd, true)) {
         {
           MutexLock lock(park_mu);
           parked.push_back(std::move(slot));
@@ -828,6 +918,55 @@ class HttpServer::Impl {
       }
       // Otherwise `slot` closes the connection here.
     }
+  }
+
+  // Writes the deferred answer `slot` waited for; false when the connection is to be closed.
+  bool WriteDeferred(Slot& slot) {
+    std::unique_ptr<PendingAnswer> p = std::move(slot.pending);
+    HttpResponse res = p->responder->Wait();  // already sent: AwaitAnswer queued it then
+    res.deferred.reset();
+    HttpRequest req;
+    req.method = std::move(p->method);
+    bool keep = p->keep && running.load(std::memory_order_relaxed);
+    const bool more = keep && !slot.conn->buf().empty();
+    if (!WriteResponse(*slot.conn, req, p->accepts_gzip, res, more, &keep)) return false;
+    if (keep) return true;
+    if (p->client_keep_alive) slot.conn->LingerBeforeClose();
+    return false;
+  }
+
+  // Keeps `slot` aside until its Responder sends the answer, then queues it for a worker.
+  void AwaitAnswer(std::unique_ptr<Slot> slot, std::unique_ptr<PendingAnswer> pending) {
+    std::shared_ptr<Responder> responder = pending->responder;
+    Slot* key = slot.get();
+    slot->pending = std::move(pending);
+    {
+      MutexLock lock(mu);
+      if (stopping) return;  // `slot` closes
+      awaiting.emplace(key, std::move(slot));
+    }
+    std::weak_ptr<Book> weak = book;
+    const bool sent = responder->NotifyWhenSent([weak, key] {
+      if (std::shared_ptr<Book> b = weak.lock()) {
+        MutexLock lock(b->mu);
+        if (b->impl != nullptr) b->impl->Answered(key);
+      }
+    });
+    if (sent) Answered(key);  // sent while the handler still ran
+  }
+
+  // The deferred answer of `key` was sent: its connection goes to a worker.
+  void Answered(Slot* key) {
+    MutexLock lock(mu);
+    auto it = awaiting.find(key);
+    if (stopping || it == awaiting.end()) return;
+    ready.push_back(std::move(it->second));
+    awaiting.erase(it);
+    if (static_cast<size_t>(idle_workers) < ready.size() &&
+        static_cast<int>(workers.size()) < options.worker_threads) {
+      workers.emplace_back([this] { WorkerLoop(); });
+    }
+    cv.notify_one();
   }
 
   // ---- The reactor: accepts, runs TLS handshakes and collects requests without a thread per
@@ -1163,6 +1302,11 @@ void HttpServer::SetMetricsHandler(std::function<std::string()> render) {
 Result<int> HttpServer::Start() {
   Impl& m = *impl_;
   if (m.started) return FailedPreconditionError("server already started");
+  m.book = std::make_shared<Impl::Book>();
+  {
+    MutexLock lock(m.book->mu);
+    m.book->impl = &m;
+  }
   const HttpServerOptions& o = m.options;
   if (m.cert && m.ssl_ctx == nullptr) {
     SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
@@ -1244,6 +1388,10 @@ void HttpServer::Stop() {
   if (!m.started) return;
   m.started = false;
   m.running = false;
+  if (m.book) {
+    MutexLock lock(m.book->mu);  // a Send from now on reaches nothing
+    m.book->impl = nullptr;
+  }
   uint64_t one = 1;
   (void)!::write(m.wake_fd, &one, sizeof one);
   if (m.reactor.joinable()) m.reactor.join();  // it closes the connections it holds
@@ -1253,6 +1401,7 @@ void HttpServer::Stop() {
     MutexLock lock(m.mu);
     m.stopping = true;
     m.ready.clear();
+    m.awaiting.clear();  // connections whose deferred answer never came: closed
     // A worker blocked reading wakes at once (its read sees end of stream); a request being
     // handled finishes and its answer is still sent.
     for (int fd : m.serving) ::shutdown(fd, SHUT_RD);
@@ -1271,7 +1420,10 @@ void HttpServer::Stop() {
   m.stopping = false;  // a later Start() may serve again
 }
 
-void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) const { impl_->Serve(req, res); }
+void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) const {
+  impl_->Serve(req, res);
+  if (res.deferred) res = res.deferred->Wait();
+}
 
 void HttpServer::ServeConnectionForTesting(int fd) const {
   const std::atomic<bool> run{true};

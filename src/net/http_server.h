@@ -44,9 +44,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +100,8 @@ class ChunkWriter {
   virtual bool Drain() { return true; }
 };
 
+class Responder;
+
 struct HttpResponse {
   int status = 200;
   std::string body;
@@ -117,6 +121,35 @@ struct HttpResponse {
     body = std::move(text);
     content_type = "text/plain; charset=utf-8";
   }
+
+  // Answer later: the handler keeps the returned Responder and returns at once, which frees its
+  // worker thread; the answer goes out when Responder::Send is called, from any thread. Until
+  // then the connection reads no further request (answers keep the order of requests). The rest
+  // of this response is ignored. In-process callers (HttpServer::Serve) wait for the answer.
+  std::shared_ptr<Responder> Defer();
+  std::shared_ptr<Responder> deferred;  // set by Defer()
+};
+
+// The promise of a deferred answer (HttpResponse::Defer).
+class Responder {
+ public:
+  // Hands the answer over; only the first call counts. A no-op for the client once the server
+  // stopped or the connection is gone.
+  void Send(HttpResponse res);
+
+  // For the server: true when the answer was already sent; else false, and `on_answer` runs
+  // once (on the sending thread) when it is.
+  bool NotifyWhenSent(std::function<void()> on_answer);
+  bool Sent() const;
+  // For the server: blocks until the answer is sent, then takes it.
+  HttpResponse Wait();
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<HttpResponse> answer_;  // guarded by mu_
+  bool sent_ = false;                   // guarded by mu_
+  std::function<void()> on_answer_;     // guarded by mu_
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;

@@ -356,6 +356,85 @@ TEST(HttpServerTest, ConnectionCloseHttp10AndOversizedHeads) {
             "HTTP/1.1 400 Bad Request");
 }
 
+TEST(HttpServerTest, ADeferredAnswerFreesItsWorkerAndKeepsTheConnectionsOrder) {
+  HttpServerOptions opts;
+  opts.worker_threads = 1;  // a worker held by the deferred request would starve the others
+  opts.keep_alive_timeout = std::chrono::seconds(5);
+  auto server = HttpServer::Create(opts).value();
+  std::promise<std::shared_ptr<Responder>> deferred;
+  server->Handle("POST", "/later",
+                 [&](const HttpRequest&, HttpResponse& res) { deferred.set_value(res.Defer()); });
+  server->Handle("POST", "/now", [](const HttpRequest& req, HttpResponse& res) {
+    res.SetText(200, "now:" + req.body);
+  });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  int fd = Connect(*port);
+  ASSERT_GE(fd, 0);
+  // A deferred request with another pipelined behind it on the same connection.
+  std::string reqs =
+      "POST /later HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"
+      "POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\ny";
+  ASSERT_EQ(::send(fd, reqs.data(), reqs.size(), MSG_NOSIGNAL), static_cast<ssize_t>(reqs.size()));
+  std::shared_ptr<Responder> responder = deferred.get_future().get();
+  // The only worker is free meanwhile: another connection is answered.
+  EXPECT_EQ(RawExchange(*port, "POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\nz"),
+            "HTTP/1.1 200 OK");
+  std::thread sender([responder] {
+    HttpResponse r;
+    r.SetText(200, "later:x");
+    responder->Send(std::move(r));
+    responder->Send(HttpResponse());  // only the first answer counts
+  });
+  sender.join();
+  // Answers in the order of the requests: the deferred one first.
+  EXPECT_EQ(ReadResponses(fd, 2), (std::vector<std::string>{"later:x", "now:y"}));
+  ::close(fd);
+}
+
+TEST(HttpServerTest, StopClosesConnectionsWaitingForADeferredAnswer) {
+  auto server = MakeServer();
+  std::promise<std::shared_ptr<Responder>> deferred;
+  server->Handle("GET", "/never",
+                 [&](const HttpRequest&, HttpResponse& res) { deferred.set_value(res.Defer()); });
+  auto port = server->Start();
+  ASSERT_TRUE(port.ok());
+  int fd = Connect(*port);
+  ASSERT_GE(fd, 0);
+  std::string req = "GET /never HTTP/1.1\r\n\r\n";
+  ASSERT_GT(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  std::shared_ptr<Responder> responder = deferred.get_future().get();
+  server->Stop();
+  char buf[64];
+  EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0);  // closed without an answer
+  ::close(fd);
+  HttpResponse late;
+  late.SetText(200, "too late");
+  responder->Send(late);  // reaches nothing
+  server.reset();
+  responder->Send(late);  // nor after the server is gone
+}
+
+TEST(HttpServerTest, InProcessServeWaitsForADeferredAnswer) {
+  auto server = MakeServer();
+  server->Handle("GET", "/later", [](const HttpRequest&, HttpResponse& res) {
+    std::shared_ptr<Responder> r = res.Defer();
+    std::thread([r] {
+      HttpResponse out;
+      out.SetText(202, "later");
+      r->Send(std::move(out));
+    }).detach();
+  });
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/later";
+  HttpResponse res;
+  server->Serve(req, res);
+  EXPECT_EQ(res.status, 202);
+  EXPECT_EQ(res.body, "later");
+  EXPECT_EQ(res.deferred, nullptr);
+}
+
 TEST(HttpServerTest, StopWakesIdleKeepAliveConnections) {
   HttpServerOptions opts;
   opts.worker_threads = 2;

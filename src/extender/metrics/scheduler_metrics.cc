@@ -423,7 +423,7 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
   }
   for (size_t i = 0; i < counters.size(); ++i) {
     const CounterMetric& c = counters[i];
-    if (i == 0 || counters[i - 1].family != c.family) p.Family(c.family, c.help, "counter");
+    if (i == 0 || counters[i - 1].family != c.family) p.Family(c.family, c.help, c.type);
     p.Begin();
     if (!c.label_key.empty()) p.Label(c.label_key, c.label_value);
     p.End(static_cast<double>(c.value));

@@ -68,13 +68,14 @@ struct MetricsOptions {
 // with none are left out. Exported as hami_scheduler_pending_pods{namespace}.
 using PendingPods = std::map<std::string, int64_t>;
 
-// One series of a counter the service keeps. Series of one family come one after another;
-// `label_key` empty means none.
+// One series of a counter (or, with type "gauge", a current value) the service keeps. Series of
+// one family come one after another; `label_key` empty means none.
 struct CounterMetric {
-  std::string_view family;  // ends in _total
+  std::string_view family;  // a counter's ends in _total
   std::string_view help;
   std::string_view label_key, label_value;
   uint64_t value = 0;
+  std::string_view type = "counter";
 };
 
 std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,

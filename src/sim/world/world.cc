@@ -286,13 +286,14 @@ Status World::Boot() {
   sched.insert(sched.end(), options_.scheduler_args.begin(), options_.scheduler_args.end());
   std::string line;
   HAMI_RETURN_IF_ERROR(Launch("hami-scheduler", sched, BaseEnv(), "listening on", &line));
-  // "listening on https://127.0.0.1:<port> (metrics on :<port>)"
+  // "listening on https://127.0.0.1:<port> (metrics on <host>:<port>)"
   size_t url = line.find("https://");
   if (url == std::string::npos) return Status(StatusCode::kInternal, "unexpected: " + line);
   extender_url_ = line.substr(url, line.find(' ', url) - url);
-  if (size_t m = line.find("metrics on :"); m != std::string::npos) {
-    std::string port = line.substr(m + 12);
-    port = port.substr(0, port.find_first_not_of("0123456789"));
+  if (size_t m = line.find("metrics on "); m != std::string::npos) {
+    std::string addr = line.substr(m + 11);
+    addr = addr.substr(0, addr.find(')'));
+    std::string port = addr.substr(addr.rfind(':') + 1);
     scheduler_metrics_url_ = "http://127.0.0.1:" + port + "/metrics";
   }
 
