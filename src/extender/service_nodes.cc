@@ -289,6 +289,9 @@ void SchedulerService::SetLeader(bool leader) {
 // Leads while the lease's holder identity starts with ours (kube-scheduler's identity is
 // "<host>_<uuid>") and its holder keeps renewing it.
 void SchedulerService::FollowLease() {
+  // The next read is due lease_poll after this one began (scheduled before acting on this one,
+  // so whoever sees the outcome also finds the next read already on the queue).
+  queue_->AddAfter("lease", options_.lease_poll);
   Result<k8s::LeaderElector::Observation> seen = lease_->Follow();
   if (!seen.ok()) {
     if (!k8s::IsNotFound(seen.status())) {
@@ -299,7 +302,6 @@ void SchedulerService::FollowLease() {
     const bool ours = !options_.identity.empty() && seen->holder.rfind(options_.identity, 0) == 0;
     SetLeader(ours && seen->fresh);
   }
-  queue_->AddAfter("lease", options_.lease_poll);
 }
 
 }  // namespace hami::scheduler

@@ -116,6 +116,18 @@ class ServiceUnitTest : public ::testing::Test {
     return out;
   }
 
+  // What the service asked the API and how long the clock was told to sleep (failure messages).
+  std::string Trace() const {
+    std::string out;
+    for (const k8s::HttpRequest& r : fc_.fake->requests()) out += r.method + " " + r.url + "\n";
+    out += "slept " + std::to_string(fc_.clock.sleeps().size()) + " times, " +
+           std::to_string(
+               std::chrono::duration_cast<std::chrono::milliseconds>(fc_.clock.total_slept())
+                   .count()) +
+           " ms";
+    return out;
+  }
+
   std::string Filter(const std::string& pod) {
     Json args = {{"pod", Pod(pod)}, {"nodenames", {"node-a"}}};
     return svc_->Filter(args.dump());
@@ -252,12 +264,12 @@ TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
   o.lease_poll = std::chrono::seconds(2);
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t1"));
   Start({Node("node-a")}, {Pod("p")}, o);
-  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); }));
+  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
 
   // Another holder: this instance follows and its filters say why.
   fc_.fake->Push("GET", kLeasePath, Lease("other_9", "t2"));
   fc_.clock.Advance(seconds(2));
-  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); }));
+  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); })) << Trace();
   EXPECT_FALSE(svc_->Ready());
   Json refused = Json::parse(Filter("p"));
   EXPECT_EQ(refused["error"], "scheduler not ready: not the leader") << refused.dump();
@@ -265,12 +277,12 @@ TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
   // Ours again: a registration pass first, then ready.
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));
   fc_.clock.Advance(seconds(2));
-  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); }));
+  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
 
   // Ours, but no renewal for longer than the lease's 15 s: the holder is gone, so are we.
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));
   fc_.clock.Advance(seconds(16));
-  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); }));
+  ASSERT_TRUE(WaitFor([&] { return !svc_->IsLeader(); })) << Trace();
   EXPECT_EQ(fc_.fake->pending(), 0u);  // one read per poll, no more
   for (const k8s::HttpRequest& r : fc_.fake->requests()) {
     if (r.url.find("/leases/") != std::string::npos) {
