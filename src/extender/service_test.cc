@@ -257,6 +257,31 @@ TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
   EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);
 }
 
+TEST_F(ServiceUnitTest, PodEventsOlderThanThePlacementDoNotUndoTheReservation) {
+  Start({Node("node-a")}, {Pod("p")});
+  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  const uint64_t listed = svc_->stats().pod_events;  // the list's add of p
+  ASSERT_EQ(Json::parse(Filter("p"))["nodenames"], Json::array({"node-a"}));
+  ASSERT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
+  // The pod changes on the server (a label, say) before the bind wrote the placement: the event
+  // carries no placement, and applying it would free the devices the filter just reserved.
+  Json changed = Pod("p");
+  changed["metadata"]["resourceVersion"] = "8";
+  changed["metadata"]["labels"]["team"] = "a";
+  Json event = {{"type", "MODIFIED"}, {"object", changed}};
+  fc_.fake->Push("GET", "/api/v1/pods?watch=true", FakeTransport::Json(200, ""),
+                 {event.dump() + "\n"});
+  ASSERT_TRUE(WaitFor([&] { return svc_->stats().pod_events == listed + 1; })) << Trace();
+  EXPECT_EQ(svc_->stats().stale_pod_events, 1u);
+  EXPECT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);  // still reserved
+  // Its deletion is never stale: the devices go back.
+  Json gone = {{"type", "DELETED"}, {"object", changed}};
+  fc_.fake->Push("GET", "/api/v1/pods?watch=true", FakeTransport::Json(200, ""),
+                 {gone.dump() + "\n"});
+  ASSERT_TRUE(WaitFor([&] { return svc_->stats().pod_events == listed + 2; })) << Trace();
+  EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);
+}
+
 TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
   SchedulerOptions o;
   o.leader_elect = true;

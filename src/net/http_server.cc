@@ -798,7 +798,8 @@ class HttpServer::Impl {
         p->client_keep_alive = head.keep_alive;
         p->responder = std::move(res.deferred);
         *deferred = std::move(p);
-        return Outcome::kDefer;
+        // Answers held back for pipelining leave now, not after the deferred one.
+        return conn.Flush() ? Outcome::kDefer : Outcome::kClose;
       }
       if (res.deferred) res = res.deferred->Wait();  // no worker to free on this path
       // Another request already buffered (pipelining): its answer will follow this one.

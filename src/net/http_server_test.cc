@@ -371,12 +371,17 @@ TEST(HttpServerTest, ADeferredAnswerFreesItsWorkerAndKeepsTheConnectionsOrder) {
   ASSERT_TRUE(port.ok());
   int fd = Connect(*port);
   ASSERT_GE(fd, 0);
-  // A deferred request with another pipelined behind it on the same connection.
+  timeval patience{5, 0};  // an answer that never comes fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  // A deferred request between two others pipelined on the same connection.
   std::string reqs =
+      "POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\na"
       "POST /later HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"
       "POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\ny";
   ASSERT_EQ(::send(fd, reqs.data(), reqs.size(), MSG_NOSIGNAL), static_cast<ssize_t>(reqs.size()));
   std::shared_ptr<Responder> responder = deferred.get_future().get();
+  // The answer before the deferred one leaves without waiting for it.
+  EXPECT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"now:a"}));
   // The only worker is free meanwhile: another connection is answered.
   EXPECT_EQ(RawExchange(*port, "POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\nz"),
             "HTTP/1.1 200 OK");
