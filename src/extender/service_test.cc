@@ -128,6 +128,23 @@ class ServiceUnitTest : public ::testing::Test {
     return out;
   }
 
+  // node-a with its node lock held by another pod's allocation (other-ns/other), taken now.
+  Json BusyNode() const {
+    device::NodeLockValue held;
+    held.time.unix_seconds = fc_.clock.NowUnixSeconds();
+    held.pod_namespace = "other-ns";
+    held.pod_name = "other";
+    return Node("node-a", device::EncodeNodeLock(held));
+  }
+  // Every read of node-a from now on shows `node` (the other allocation still holding it).
+  void KeepNodeBusy(const Json& node) {
+    for (int i = 0; i < 10; ++i) {
+      fc_.fake->Push("GET", "/api/v1/nodes/node-a", FakeTransport::Json(200, node.dump()));
+    }
+  }
+  static constexpr char kBusyNodeError[] =
+      "node lock contention: node node-a is locked by other-ns/other (allocation in progress)";
+
   std::string Filter(const std::string& pod) {
     Json args = {{"pod", Pod(pod)}, {"nodenames", {"node-a"}}};
     return svc_->Filter(args.dump());
@@ -163,20 +180,13 @@ TEST_F(ServiceUnitTest, ABindWithoutAPlacementOfThisInstanceIsRefusedWithoutAWri
 }
 
 TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBack) {
-  device::NodeLockValue held;
-  held.time.unix_seconds = fc_.clock.NowUnixSeconds();
-  held.pod_namespace = "other-ns";
-  held.pod_name = "other";
-  const Json locked = Node("node-a", device::EncodeNodeLock(held));
+  const Json locked = BusyNode();
   Start({locked}, {Pod("p")});
   ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
   Json placed = Json::parse(Filter("p"));
   ASSERT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
   EXPECT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
-  // Every read of the node shows the other allocation still holding it.
-  for (int i = 0; i < 10; ++i) {
-    fc_.fake->Push("GET", "/api/v1/nodes/node-a", FakeTransport::Json(200, locked.dump()));
-  }
+  KeepNodeBusy(locked);
   std::string reply;
   std::thread bind([&] { reply = Bind("p"); });
   ASSERT_TRUE(WaitFor([&] { return svc_->stats().lock_waits == 1; }));
@@ -186,9 +196,7 @@ TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBa
   bind.join();
   Json r = Json::parse(reply);
   ASSERT_TRUE(r.contains("error")) << reply;
-  EXPECT_EQ(r["error"],
-            "node lock contention: node node-a is locked by other-ns/other "
-            "(allocation in progress)");
+  EXPECT_EQ(r["error"], kBusyNodeError);
   EXPECT_TRUE(Writes().empty()) << ::testing::PrintToString(Writes());  // no lock, no Binding
   EXPECT_EQ(svc_->LedgerDump().find("uid-p"), std::string::npos);       // the reservation went back
   EXPECT_EQ(svc_->stats().bind_errors, 1u);
@@ -196,17 +204,11 @@ TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBa
 }
 
 TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
-  device::NodeLockValue held;
-  held.time.unix_seconds = fc_.clock.NowUnixSeconds();
-  held.pod_namespace = "other-ns";
-  held.pod_name = "other";
-  const Json locked = Node("node-a", device::EncodeNodeLock(held));
+  const Json locked = BusyNode();
   Start({locked}, {Pod("p"), Pod("q")});
   ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
   ASSERT_EQ(Json::parse(Filter("p"))["nodenames"], Json::array({"node-a"}));
-  for (int i = 0; i < 10; ++i) {
-    fc_.fake->Push("GET", "/api/v1/nodes/node-a", FakeTransport::Json(200, locked.dump()));
-  }
+  KeepNodeBusy(locked);
   // The first line of the wait names the holder (users ask "why is my pod not starting?").
   std::mutex log_mu;
   std::vector<std::string> lines;
@@ -247,9 +249,7 @@ TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
   EXPECT_NE(other["error"].get<std::string>().find("no device placement"), std::string::npos);
   fc_.clock.Advance(std::chrono::seconds(28));
   Json r = Json::parse(f.get());
-  EXPECT_EQ(r["error"],
-            "node lock contention: node node-a is locked by other-ns/other "
-            "(allocation in progress)");
+  EXPECT_EQ(r["error"], kBusyNodeError);
   EXPECT_NE(answered_on, caller);  // a binder thread answered
   EXPECT_EQ(svc_->stats().binds_waiting, 0u);
   log::SetSink(nullptr);

@@ -146,11 +146,6 @@ void WorkQueue::ShutDown() {
   cv_.notify_all();
 }
 
-bool WorkQueue::shutting_down() const {
-  MutexLock lock(mu_);
-  return shutting_down_;
-}
-
 size_t WorkQueue::Len() const {
   MutexLock lock(mu_);
   return queue_.size();

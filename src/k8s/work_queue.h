@@ -61,7 +61,6 @@ class WorkQueue {
 
   // Get returns false from now on; delayed keys are dropped.
   void ShutDown();
-  bool shutting_down() const;
   // Keys ready to hand out, and keys waiting for their delay.
   size_t Len() const;
   size_t Delayed() const;
