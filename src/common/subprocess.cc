@@ -58,6 +58,17 @@ const std::string& Subprocess::ReadUntil(const std::string& marker) {
   return result_.out;
 }
 
+bool Subprocess::WriteStdin(const std::string& data) {
+  size_t done = 0;
+  while (stdin_ >= 0 && done < data.size()) {
+    ssize_t n = write(stdin_, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return stdin_ >= 0;
+}
+
 void Subprocess::CloseStdin() {
   if (stdin_ >= 0) close(stdin_);
   stdin_ = -1;

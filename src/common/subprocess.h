@@ -30,6 +30,8 @@ class Subprocess {
 
   // Reads stdout until it contains `marker` or reaches EOF; returns everything read so far.
   const std::string& ReadUntil(const std::string& marker);
+  // Writes all of `data` to the child's stdin; false when stdin is closed or the write fails.
+  bool WriteStdin(const std::string& data);
   void CloseStdin();
   void Signal(int sig);
   // Closes stdin, drains both pipes and reaps the child.
