@@ -36,7 +36,8 @@ Result<std::optional<int64_t>> ReadMemoryResource(const ContainerResources& c,
                                                   std::string_view resource, int64_t max,
                                                   int64_t unit_mib) {
   std::optional<std::string_view> q = FindQuantity(c, resource);
-  if (q && !QuantityMultiplier(*q).empty()) {
+  // "k" is the API server's canonical form of a plain multiple of 1000 ("3k" for 3000).
+  if (q && !QuantityMultiplier(*q).empty() && QuantityMultiplier(*q) != "k") {
     Result<int64_t> bytes = ParseIntegerQuantity(*q);
     if (bytes.ok() && *bytes >= 0) {
       const int64_t unit = std::max<int64_t>(unit_mib, 1) << 20;

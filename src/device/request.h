@@ -28,11 +28,13 @@ Result<std::optional<int64_t>> ReadIntegerResource(const ContainerResources& c,
                                                    std::string_view resource, int64_t min,
                                                    int64_t max);
 
-// A memory amount counted in units of `unit_mib` MiB (1 for gpumem): a bare whole number, read as
-// ReadIntegerResource does. A quantity with a binary or decimal unit ("4Gi", "2G", "512Mi"; "1e3"
-// is a plain number) is refused with a hint, since Kubernetes would read the unit as a
+// A memory amount counted in units of `unit_mib` MiB (1 for gpumem), read as ReadIntegerResource
+// does. A binary unit ("4Gi", "512Mi") is refused with a hint, since Kubernetes reads a unit as a
 // multiplier of the count (4Gi MiB), e.g. `nvidia.com/gpumem="4Gi": counts MiB, without a unit:
-// 4Gi is 4096`.
+// 4Gi is 4096`. Decimal multipliers are how the API server writes plain numbers (its canonical
+// form of 3000 is "3k", of 1000000 "1M"), so "3k" is 3000 MiB; from "M" up ("1M" = 10^6 units,
+// more memory than any accelerator has) the value can only be a size in bytes ("2G") and is
+// refused with the same hint.
 Result<std::optional<int64_t>> ReadMemoryResource(const ContainerResources& c,
                                                   std::string_view resource, int64_t max,
                                                   int64_t unit_mib);

@@ -9,7 +9,8 @@
 //
 // How each resource reads the number (the unit is the resource's own, never bytes):
 //   gpu                 devices              "2" = two GPUs; "2000m" = 2
-//   gpumem              MiB per device       "4096" = 4 GiB, "4e3" = 4000 MiB; "4Gi" or "4k" is
+//   gpumem              MiB per device       "4096" = 4 GiB, "4e3" = 4000 MiB, "3k" = 3000 MiB
+//                                            (the API server's form of 3000); "4Gi" or "2G" is
 //                                            refused with the conversion (ReadMemoryResource)
 //   gpumem-percentage   percent 0..100       "50"
 //   gpucores            percent 0..100       "30"

@@ -499,6 +499,19 @@ TEST(ServiceTest, GarbageBodiesAndSimulationPath) {
                 "nvidia.com/gpumem=\"4Gi\": counts MiB, without a unit: 4Gi is 4096"),
             std::string::npos)
       << out.dump();
+  // The API server writes a plain 1000 as "1k" (its canonical form): 1000 MiB, which fits.
+  Json canonical = sim;
+  canonical["pod"] = Pod("sim", "1k");
+  out = k8s::ParseJson(s.Filter(canonical.dump())).value();
+  ASSERT_EQ(out["nodes"]["items"].size(), 1u) << out.dump();
+  EXPECT_FALSE(out.contains("error") && !out["error"].get<std::string>().empty()) << out.dump();
+  // From "M" up a decimal unit can only be bytes.
+  Json bytes = sim;
+  bytes["pod"] = Pod("sim", "2G");
+  out = k8s::ParseJson(s.Filter(bytes.dump())).value();
+  ASSERT_TRUE(out.contains("error")) << out.dump();
+  EXPECT_NE(out["error"].get<std::string>().find("2G is about 1907"), std::string::npos)
+      << out.dump();
 }
 
 TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {

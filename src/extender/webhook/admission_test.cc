@@ -211,7 +211,8 @@ TEST_F(WebhookTest, GpumemWithAUnitIsRefusedWithTheMiBHint) {
                                                         {"1Gi", "1Gi is 1024"},
                                                         {"512Mi", "512Mi is 512"},
                                                         {"2G", "2G is about 1907"},
-                                                        {"1500M", "1500M is about 1430"}}) {
+                                                        {"1500M", "1500M is about 1430"},
+                                                        {"1M", "1M is less than 1"}}) {
     Outcome o = Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", value}}));
     EXPECT_FALSE(o.allowed) << value;
     EXPECT_EQ(o.code, 400) << value;
@@ -220,10 +221,11 @@ TEST_F(WebhookTest, GpumemWithAUnitIsRefusedWithTheMiBHint) {
         std::string::npos)
         << o.message;
   }
-  // Plain numbers, exponent forms included, are MiB as before.
-  for (const char* value : {"4096", "4e3", "+100"}) {
-    EXPECT_TRUE(Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", value}})).allowed)
-        << value;
+  // Plain numbers, exponent forms included, are MiB as before; so are the API server's canonical
+  // forms of plain multiples of 1000 (a pod written with gpumem: 3000 arrives as "3k").
+  for (const char* value : {"4096", "4e3", "+100", "3k", "10k", "999999k"}) {
+    Outcome o = Admit(GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", value}}));
+    EXPECT_TRUE(o.allowed) << value << ": " << o.message;
   }
 }
 
