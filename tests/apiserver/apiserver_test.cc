@@ -7,6 +7,7 @@
 
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "sim/apiserver/quantities.h"
 #include "test_support.h"
 
 namespace hami::sim {
@@ -276,6 +277,136 @@ TEST_F(ApiServerTest, Patches) {
                                "application/merge-patch+json");
   EXPECT_EQ(ident.body["metadata"]["name"], "p");
   EXPECT_NE(ident.body["metadata"]["uid"], "hijack");
+}
+
+// What a typed client's decoding of resource.Quantity requires: wherever the API's types hold
+// quantities (resource lists and emptyDir.sizeLimit), a string in canonical form. Found by
+// walking the whole object, not from the server's list of fields; `where` names the object.
+void ExpectTypedQuantities(const json& j, const std::string& where, int* seen) {
+  static const std::set<std::string> kLists = {
+      "limits", "requests", "capacity", "allocatable",
+      "hard",   "used",     "overhead", "allocatedResources"};
+  if (j.is_array()) {
+    for (const json& e : j) ExpectTypedQuantities(e, where, seen);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const bool list = kLists.count(it.key()) > 0 && it.value().is_object();
+    if (list || it.key() == "sizeLimit") {
+      std::vector<std::pair<std::string, json>> values;
+      if (list) {
+        for (auto q = it.value().begin(); q != it.value().end(); ++q) {
+          values.emplace_back(q.key(), q.value());
+        }
+      } else {
+        values.emplace_back("sizeLimit", it.value());
+      }
+      for (const auto& [name, v] : values) {
+        ++*seen;
+        ASSERT_TRUE(v.is_string()) << where << ": " << it.key() << "[" << name << "] = " << v;
+        Result<std::string> canonical = CanonicalQuantity(v.get<std::string>());
+        ASSERT_TRUE(canonical.ok()) << where << ": " << v;
+        EXPECT_EQ(*canonical, v.get<std::string>()) << where << ": not in canonical form";
+      }
+      continue;
+    }
+    ExpectTypedQuantities(it.value(), where, seen);
+  }
+}
+
+TEST_F(ApiServerTest, QuantitiesAreStringsOnEveryWritePath) {
+  // Written as YAML manifests become JSON: bare numbers.
+  json pod = PodJson("q");
+  pod["spec"]["containers"][0]["resources"] = {
+      {"limits", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}, {"cpu", 0.5}}},
+      {"requests", {{"memory", "1.5Gi"}}}};
+  pod["spec"]["volumes"] = {{{"name", "scratch"}, {"emptyDir", {{"sizeLimit", 1024}}}}};
+  std::vector<std::pair<std::string, json>> answers;
+  json created = MustCreate(kPods, pod);
+  answers.emplace_back("POST pod", created);
+  const std::string path = std::string(kPods) + "/q";
+  EXPECT_EQ(created["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "3k");
+  EXPECT_EQ(created["spec"]["containers"][0]["resources"]["requests"]["memory"], "1536Mi");
+
+  json put = created;
+  put["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = 50;
+  answers.emplace_back("PUT pod", client_->Put(path, put).body);
+  answers.emplace_back(
+      "merge patch",
+      client_
+          ->Patch(
+              path,
+              R"({"spec":{"containers":[{"name":"c","image":"busybox","resources":{"limits":{"nvidia.com/gpu":2}}}]}})",
+              "application/merge-patch+json")
+          .body);
+  answers.emplace_back(
+      "JSON patch",
+      client_
+          ->Patch(
+              path,
+              R"([{"op":"add","path":"/spec/containers/0/resources/limits/nvidia.com~1gpumem","value":4096}])",
+              "application/json-patch+json")
+          .body);
+  answers.emplace_back(
+      "status patch",
+      client_
+          ->Patch(
+              path + "/status",
+              R"({"status":{"containerStatuses":[{"name":"c","allocatedResources":{"cpu":2}}]}})",
+              "application/merge-patch+json")
+          .body);
+  json node = {{"metadata", {{"name", "n1"}}},
+               {"status",
+                {{"capacity", {{"nvidia.com/gpu", 10}, {"pods", 110}}},
+                 {"allocatable", {{"nvidia.com/gpu", 10}, {"memory", 65536000}}}}}};
+  answers.emplace_back("POST node", MustCreate("/api/v1/nodes", node));
+  answers.emplace_back(
+      "PATCH node status",
+      client_
+          ->Patch("/api/v1/nodes/n1/status", R"({"status":{"capacity":{"nvidia.com/gpu":20}}})",
+                  "application/merge-patch+json")
+          .body);
+  answers.emplace_back("POST quota",
+                       MustCreate("/api/v1/namespaces/default/resourcequotas",
+                                  {{"metadata", {{"name", "gpus"}}},
+                                   {"spec", {{"hard", {{"limits.nvidia.com/gpumem", 20000}}}}}}));
+  json deploy = {{"metadata", {{"name", "d"}}},
+                 {"spec",
+                  {{"selector", {{"matchLabels", {{"app", "d"}}}}},
+                   {"template",
+                    {{"metadata", {{"labels", {{"app", "d"}}}}},
+                     {"spec",
+                      {{"containers",
+                        {{{"name", "c"},
+                          {"image", "x"},
+                          {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}}}}}}}}}};
+  answers.emplace_back("POST deployment",
+                       MustCreate("/apis/apps/v1/namespaces/default/deployments", deploy));
+  answers.emplace_back("GET pod", client_->Get(path).body);
+  answers.emplace_back("LIST pods", client_->Get(kPods).body);
+  answers.emplace_back("LIST nodes", client_->Get("/api/v1/nodes").body);
+  for (const json& e : client_->Watch(std::string(kPods) + "?watch=1&resourceVersion=0", 1)) {
+    answers.emplace_back("WATCH pods", e);
+  }
+  int seen = 0;
+  for (const auto& [where, body] : answers) {
+    ASSERT_TRUE(body.is_object()) << where;
+    EXPECT_NE(body["kind"], "Status") << where << ": " << body;
+    ExpectTypedQuantities(body, where, &seen);
+  }
+  EXPECT_GE(seen, 30) << "the walk found the quantities";
+  json stored = client_->Get(path).body["spec"]["containers"][0]["resources"]["limits"];
+  EXPECT_EQ(stored["nvidia.com/gpu"], "2");
+  EXPECT_EQ(stored["nvidia.com/gpumem"], "4096");
+  EXPECT_FALSE(stored.contains("nvidia.com/gpucores")) << "a merge patch replaces the list";
+  // An invalid quantity is refused as the real server refuses it, naming the field.
+  json bad = PodJson("bad");
+  bad["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpumem", "lots"}}}};
+  Reply refused = client_->Post(kPods, bad);
+  ExpectStatus(refused, 400, "BadRequest");
+  EXPECT_NE(refused.body["message"].get<std::string>().find("nvidia.com/gpumem"), std::string::npos)
+      << refused.raw;
 }
 
 TEST_F(ApiServerTest, StatusSubresourceAndBinding) {

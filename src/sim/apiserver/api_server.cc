@@ -13,6 +13,7 @@
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"
 #include "sim/apiserver/kubelet_proxy.h"
+#include "sim/apiserver/quantities.h"
 #include "sim/apiserver/rbac.h"
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
@@ -516,6 +517,8 @@ class ApiServer::Impl {
     md.erase("resourceVersion");
     md.erase("deletionTimestamp");
     ApplyCreateDefaults(r, obj);
+    // As the real server decodes the body: quantities in canonical form, as strings.
+    HAMI_RETURN_IF_ERROR(CanonicalizeQuantities(r.kind, obj));
     if (r.kind == "Pod" && r.group.empty()) {
       int64_t unused;
       std::vector<ObjectPtr> configs = store.List(
@@ -533,6 +536,8 @@ class ApiServer::Impl {
         }
         obj["kind"] = r.kind;
         obj["apiVersion"] = r.api_version();
+        // The patched object is decoded again, so what a webhook added is canonical too.
+        HAMI_RETURN_IF_ERROR(CanonicalizeQuantities(r.kind, obj));
       }
     }
     return store.Create(r, path_ns, std::move(obj), text);
@@ -658,7 +663,7 @@ class ApiServer::Impl {
         cur_md["generation"].is_number_integer()) {
       md["generation"] = cur_md["generation"].get<int64_t>() + 1;
     }
-    return OkStatus();
+    return CanonicalizeQuantities(r.kind, next);
   }
 
   static Status CheckResourceVersion(const ResourceInfo& r, const std::string& name,
