@@ -250,12 +250,21 @@ TEST_F(ApiServerTest, Patches) {
                               "application/json-patch+json"),
                422, "Invalid");
 
-  // Strategic merge patch is applied as a merge patch; directives are dropped.
-  Reply smp = client_->Patch(path, R"({"metadata":{"labels":{"c":"4"}},"$setElementOrder/x":[1]})",
+  // Strategic merge patch: containers merge by name (the JSON merge patch above would have
+  // replaced the list); directives never reach the stored object.
+  Reply smp = client_->Patch(path, R"({"metadata":{"labels":{"c":"4"}},
+      "spec":{"containers":[{"name":"extra","image":"alpine"}]},
+      "$setElementOrder/x":[1]})",
                              "application/strategic-merge-patch+json; charset=utf-8");
   ASSERT_EQ(smp.status, 200) << smp.raw;
   EXPECT_EQ(smp.body["metadata"]["labels"]["c"], "4");
+  ASSERT_EQ(smp.body["spec"]["containers"].size(), 2u) << smp.raw;
+  EXPECT_EQ(smp.body["spec"]["containers"][0]["name"], "c");
+  EXPECT_EQ(smp.body["spec"]["containers"][1]["name"], "extra");
   EXPECT_FALSE(smp.body.contains("$setElementOrder/x"));
+  ExpectStatus(client_->Patch(path, R"({"spec":{"containers":[{"image":"no-name"}]}})",
+                              "application/strategic-merge-patch+json"),
+               400, "BadRequest");
 
   // A resourceVersion inside the patch is a precondition.
   ExpectStatus(client_->Patch(path, R"({"metadata":{"resourceVersion":"1","labels":{"d":"5"}}})",
@@ -267,8 +276,9 @@ TEST_F(ApiServerTest, Patches) {
                         "application/merge-patch+json")
                 .status,
             200);
-  ExpectStatus(client_->Patch(path, "{}", "application/apply-patch+yaml"), 415,
-               "UnsupportedMediaType");
+  Reply ssa = client_->Patch(path, "{}", "application/apply-patch+yaml");
+  ExpectStatus(ssa, 415, "UnsupportedMediaType");
+  EXPECT_NE(ssa.raw.find("server-side apply"), std::string::npos) << ssa.raw;
   ExpectStatus(client_->Patch(path, "[1,2]", "application/merge-patch+json"), 400, "BadRequest");
   ExpectStatus(client_->Patch(std::string(kPods) + "/ghost", "{}", "application/merge-patch+json"),
                404, "NotFound");

@@ -13,6 +13,8 @@
 namespace hami::sim {
 namespace {
 
+using nlohmann::json;
+
 class KubectlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,6 +123,155 @@ spec:
   ProcessResult missing = Kubectl({"get", "pod", "gpu-pod"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("NotFound"), std::string::npos) << missing.err;
+}
+
+// Re-applying changed manifests, as users and certificate rotation do: kubectl sends a
+// strategic merge patch computed from its last-applied configuration, and the server merges
+// lists by their published keys (webhooks and containers by name, env by name). Entries other
+// clients added survive; entries removed from the manifest go. The expected objects are written
+// from those merge keys.
+TEST_F(KubectlTest, ReapplyingChangedManifestsMergesListsByKey) {
+  testing::Client api(*server_, "kubectl-token");
+  auto apply = [&](const std::string& name, const std::string& yaml) {
+    std::ofstream(dir_.File(name)) << yaml;
+    ProcessResult r = Kubectl({"apply", "-f", dir_.File(name)});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  };
+
+  // --- a Pod: its labels changed by someone else, its image and an env value by the manifest.
+  const std::string pod_v1 = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  labels: {app: train}
+spec:
+  containers:
+  - name: main
+    image: cuda:12
+    env:
+    - {name: A, value: "1"}
+    - {name: B, value: "2"}
+    resources:
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 3000}
+  - name: sidecar
+    image: busybox
+)";
+  apply("pod.yaml", pod_v1);
+  ASSERT_EQ(api.Patch("/api/v1/namespaces/default/pods/trainer",
+                      R"({"metadata":{"labels":{"owner":"ops"}}})", "application/merge-patch+json")
+                .status,
+            200);
+  std::string pod_v2 = pod_v1;
+  pod_v2.replace(pod_v2.find("cuda:12"), 7, "cuda:13");
+  pod_v2.replace(pod_v2.find("{name: B, value: \"2\"}"), 21, "{name: B, value: \"3\"}");
+  apply("pod.yaml", pod_v2);
+  json pod = api.Get("/api/v1/namespaces/default/pods/trainer").body;
+  EXPECT_EQ(pod["metadata"]["labels"], json::parse(R"({"app":"train","owner":"ops"})"));
+  ASSERT_EQ(pod["spec"]["containers"].size(), 2u) << pod.dump();
+  json main = pod["spec"]["containers"][0];
+  EXPECT_EQ(main["name"], "main");
+  EXPECT_EQ(main["image"], "cuda:13");
+  EXPECT_EQ(main["env"], json::parse(R"([{"name":"A","value":"1"},{"name":"B","value":"3"}])"));
+  EXPECT_EQ(main["resources"]["limits"],
+            json::parse(R"({"nvidia.com/gpu":"1","nvidia.com/gpumem":"3k"})"));
+  EXPECT_EQ(pod["spec"]["containers"][1]["name"], "sidecar");
+
+  // --- a Deployment: an injector adds a container; the manifest drops its sidecar and adds an
+  // env var.
+  const std::string deploy_v1 = R"(apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: infer
+spec:
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata:
+      labels: {app: infer}
+    spec:
+      containers:
+      - name: server
+        image: triton:24
+        env:
+        - {name: MODEL, value: llama}
+      - name: sidecar
+        image: busybox
+)";
+  apply("deploy.yaml", deploy_v1);
+  const std::string deploy_path = "/apis/apps/v1/namespaces/default/deployments/infer";
+  ASSERT_EQ(api.Patch(deploy_path,
+                      R"({"spec":{"template":{"spec":{"containers":[
+                          {"name":"injected","image":"proxy"}]}}}})",
+                      "application/strategic-merge-patch+json")
+                .status,
+            200);
+  std::string deploy_v2 = deploy_v1;
+  deploy_v2.replace(deploy_v2.find("      - name: sidecar\n        image: busybox\n"), 44, "");
+  deploy_v2.replace(deploy_v2.find("        - {name: MODEL, value: llama}\n"), 38,
+                    "        - {name: MODEL, value: llama}\n        - {name: DEVICE, value: "
+                    "cuda}\n");
+  apply("deploy.yaml", deploy_v2);
+  json deploy = api.Get(deploy_path).body;
+  EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"], json::parse(R"([
+      {"name":"server","image":"triton:24",
+       "env":[{"name":"MODEL","value":"llama"},{"name":"DEVICE","value":"cuda"}]},
+      {"name":"injected","image":"proxy"}])"))
+      << deploy.dump();
+
+  // --- the scheduler's MutatingWebhookConfiguration, its CA rotated. Another webhook was added
+  // to the same configuration by someone else. (Pods do not match it: objectSelector.)
+  const std::string hook_v1 = R"(apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: hami-webhook
+webhooks:
+- name: vgpu.hami.io
+  clientConfig:
+    url: https://127.0.0.1:1/webhook
+    caBundle: T0xE
+  rules:
+  - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  objectSelector: {matchLabels: {hami.io/webhook: never}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+)";
+  apply("hook.yaml", hook_v1);
+  const std::string hook_path =
+      "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/hami-webhook";
+  json other_hook = json::parse(R"({"name":"audit.example.com",
+      "clientConfig":{"url":"https://127.0.0.1:2/audit"},"sideEffects":"None",
+      "admissionReviewVersions":["v1"]})");
+  ASSERT_EQ(api.Patch(hook_path, json{{"webhooks", {other_hook}}}.dump(),
+                      "application/strategic-merge-patch+json")
+                .status,
+            200);
+  std::string hook_v2 = hook_v1;
+  hook_v2.replace(hook_v2.find("caBundle: T0xE"), 14, "caBundle: TkVX");
+  apply("hook.yaml", hook_v2);
+  json hooks = api.Get(hook_path).body["webhooks"];
+  EXPECT_EQ(hooks, json::array({json::parse(R"({"name":"vgpu.hami.io",
+      "clientConfig":{"url":"https://127.0.0.1:1/webhook","caBundle":"TkVX"},
+      "rules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
+                "resources":["pods"]}],
+      "objectSelector":{"matchLabels":{"hami.io/webhook":"never"}},
+      "failurePolicy":"Fail","sideEffects":"None","admissionReviewVersions":["v1"]})"),
+                                other_hook}))
+      << hooks.dump();
+
+  // kubectl edit / patch send the same kind of patch.
+  ProcessResult patched = Kubectl({"patch", "deployment", "infer", "-p",
+                                   R"({"spec":{"template":{"spec":{"containers":[
+                                       {"name":"server","image":"triton:25"}]}}}})"});
+  ASSERT_EQ(patched.exit_code, 0) << patched.err;
+  deploy = api.Get(deploy_path).body;
+  ASSERT_EQ(deploy["spec"]["template"]["spec"]["containers"].size(), 2u) << deploy.dump();
+  EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][0]["image"], "triton:25");
+  EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][0]["env"].size(), 2u);
+
+  // Server-side apply is refused with a reason kubectl shows.
+  ProcessResult ssa = Kubectl({"apply", "--server-side", "-f", dir_.File("deploy.yaml")});
+  EXPECT_NE(ssa.exit_code, 0);
+  EXPECT_NE(ssa.err.find("server-side apply"), std::string::npos) << ssa.out << ssa.err;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "sim/apiserver/resources.h"
 #include "sim/apiserver/selectors.h"
 #include "sim/apiserver/store.h"
+#include "sim/apiserver/strategic_merge.h"
 #include "sim/apiserver/watch_hub.h"
 
 namespace hami::sim {
@@ -87,23 +88,6 @@ bool ValidName(const std::string& name) {
     if (c == '/' || c == '%' || static_cast<unsigned char>(c) < 0x21) return false;
   }
   return true;
-}
-
-// Removes strategic-merge-patch directives ("$patch", "$setElementOrder/...", ...) so the rest
-// can be applied as an RFC 7386 merge patch.
-void StripDirectives(json& j) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end();) {
-      if (!it.key().empty() && it.key()[0] == '$') {
-        it = j.erase(it);
-      } else {
-        StripDirectives(*it);
-        ++it;
-      }
-    }
-  } else if (j.is_array()) {
-    for (json& e : j) StripDirectives(e);
-  }
 }
 
 // ---- errors in the shape of metav1.Status --------------------------------------------------
@@ -925,11 +909,19 @@ class ApiServer::Impl {
     }
     std::string ct = req.Header("Content-Type");
     ct = ct.substr(0, ct.find(';'));
-    enum { kMerge, kJsonPatch } kind;
-    if (ct == "application/merge-patch+json" || ct == "application/strategic-merge-patch+json") {
+    enum { kMerge, kStrategic, kJsonPatch } kind;
+    if (ct == "application/merge-patch+json") {
       kind = kMerge;
+    } else if (ct == "application/strategic-merge-patch+json") {
+      kind = kStrategic;
     } else if (ct == "application/json-patch+json") {
       kind = kJsonPatch;
+    } else if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor") {
+      return WriteStatus(res, 415, "UnsupportedMediaType",
+                         "server-side apply (" + ct +
+                             ") is not supported by the simulated API server: use client-side "
+                             "apply (kubectl apply without --server-side), kubectl patch or "
+                             "kubectl edit");
     } else {
       return WriteStatus(res, 415, "UnsupportedMediaType",
                          "the body of the request was in an unknown format - accepted media "
@@ -938,19 +930,20 @@ class ApiServer::Impl {
     }
     json patch = json::parse(req.body, nullptr, false);
     if (patch.is_discarded()) return BadBody(res);
-    if (kind == kMerge && !patch.is_object()) {
+    if (kind != kJsonPatch && !patch.is_object()) {
       return WriteStatus(res, 400, "BadRequest", "a merge patch must be a JSON object");
     }
     if (kind == kJsonPatch && !patch.is_array()) {
       return WriteStatus(res, 400, "BadRequest", "a JSON patch must be a JSON array");
     }
-    if (ct == "application/strategic-merge-patch+json") StripDirectives(patch);
     std::shared_ptr<const LazyText> text;
     Result<ObjectPtr> updated = store.Update(
         r, t.ns, t.name,
         [&](const json& current, json& next) {
           if (kind == kMerge) {
             next.merge_patch(patch);
+          } else if (kind == kStrategic) {
+            HAMI_RETURN_IF_ERROR(ApplyStrategicMergePatch(r.kind, next, patch));
           } else {
             try {
               next = current.patch(patch);

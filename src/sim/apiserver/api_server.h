@@ -17,14 +17,15 @@
 // mutatingwebhookconfigurations. Verbs: get, list (label and
 // field selectors, Table output for kubectl), watch (?watch=1: JSON lines over chunked HTTP,
 // bookmarks, resumption, 410 Gone past the history window), create, update (resourceVersion
-// precondition -> 409), patch (merge, JSON patch; strategic merge treated as merge patch: lists
-// are replaced wholesale and "$"-directives are dropped), delete, deletecollection. Pod CREATE
-// runs the registered mutating webhooks (see admission.h).
+// precondition -> 409), patch (JSON merge, JSON patch, and strategic merge with the kinds'
+// published merge keys and directives: strategic_merge.h), delete, deletecollection. Pod CREATE
+// runs the registered mutating webhooks (see admission.h). Quantities are stored in canonical
+// form, as strings, as the real server stores them (quantities.h).
 //
 // Simplifications (documented, deliberate): deletions are immediate (no graceful termination or
 // finalizers; a deleted namespace takes its objects with it at once); list ignores limit/continue
-// and resourceVersion (always the latest state); no server-side apply; no validation beyond
-// names, namespaces and kinds.
+// and resourceVersion (always the latest state); no server-side apply (a 415 that says so); no
+// validation beyond names, namespaces, kinds and quantities.
 //
 // Thread safety: Start/Stop/WriteKubeconfig from the owning thread; the accessors are safe from
 // any thread. Requests are served concurrently by the HTTP worker pool.
