@@ -274,5 +274,109 @@ webhooks:
   EXPECT_NE(ssa.err.find("server-side apply"), std::string::npos) << ssa.out << ssa.err;
 }
 
+// The words of the first line (the header) and of the line starting with `name`.
+std::vector<std::string> Words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+std::string LineOf(const std::string& text, const std::string& start) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(start, 0) == 0) return line;
+  }
+  return "";
+}
+
+TEST_F(KubectlTest, GetShowsTheStandardColumns) {
+  testing::Client api(*server_, "kubectl-token");
+  ASSERT_EQ(api.Post("/api/v1/nodes", json::parse(R"({"metadata":{"name":"gpu-1",
+          "labels":{"node-role.kubernetes.io/worker":""}},
+          "status":{"conditions":[{"type":"Ready","status":"True"}],
+            "addresses":[{"type":"InternalIP","address":"10.1.0.7"}],
+            "nodeInfo":{"kubeletVersion":"v1.32.0","osImage":"Debian 12",
+                        "kernelVersion":"6.1","containerRuntimeVersion":"containerd://1.7"}}})"))
+                .status,
+            201);
+  ASSERT_EQ(
+      api.Post("/api/v1/namespaces/default/pods", json::parse(R"({"metadata":{"name":"trainer"},
+          "spec":{"containers":[{"name":"main","image":"cuda"}]}})"))
+          .status,
+      201);
+  ASSERT_EQ(api.Post("/api/v1/namespaces/default/pods/trainer/binding",
+                     {{"target", {{"kind", "Node"}, {"name", "gpu-1"}}}})
+                .status,
+            201);
+  ASSERT_EQ(api.Patch("/api/v1/namespaces/default/pods/trainer/status",
+                      R"({"status":{"phase":"Running","podIP":"10.2.0.9",
+          "containerStatuses":[{"name":"main","ready":true,"restartCount":0,
+                                "state":{"running":{}}}]}})",
+                      "application/merge-patch+json")
+                .status,
+            200);
+  ASSERT_EQ(api.Post("/api/v1/namespaces/default/events",
+                     json::parse(R"({"metadata":{"name":"trainer.1"},"type":"Warning",
+          "reason":"FilteringFailed","message":"no node fits",
+          "involvedObject":{"kind":"Pod","name":"trainer","namespace":"default"},
+          "source":{"component":"hami-scheduler"}})"))
+                .status,
+            201);
+  ASSERT_EQ(api.Post("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
+                     json::parse(R"({"metadata":{"name":"hami-scheduler"},
+          "spec":{"holderIdentity":"replica-a","leaseDurationSeconds":15}})"))
+                .status,
+            201);
+
+  ProcessResult pods = Kubectl({"get", "pods", "-o", "wide"});
+  ASSERT_EQ(pods.exit_code, 0) << pods.err;
+  EXPECT_EQ(Words(pods.out.substr(0, pods.out.find('\n'))),
+            (std::vector<std::string>{"NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE",
+                                      "NOMINATED", "NODE", "READINESS", "GATES"}))
+      << pods.out;
+  std::vector<std::string> row = Words(LineOf(pods.out, "trainer"));
+  ASSERT_EQ(row.size(), 9u) << pods.out;
+  EXPECT_EQ(row[1], "1/1");
+  EXPECT_EQ(row[2], "Running");
+  EXPECT_EQ(row[3], "0");
+  EXPECT_EQ(row[5], "10.2.0.9");
+  EXPECT_EQ(row[6], "gpu-1");
+  EXPECT_EQ(row[7], "<none>");
+  EXPECT_EQ(row[8], "<none>");
+  ProcessResult narrow = Kubectl({"get", "pods"});
+  EXPECT_EQ(Words(narrow.out.substr(0, narrow.out.find('\n'))),
+            (std::vector<std::string>{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}))
+      << narrow.out;
+
+  ProcessResult events = Kubectl({"get", "events"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_EQ(Words(events.out.substr(0, events.out.find('\n'))),
+            (std::vector<std::string>{"LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}))
+      << events.out;
+  EXPECT_NE(events.out.find("Warning   FilteringFailed   pod/trainer   no node fits"),
+            std::string::npos)
+      << events.out;
+
+  ProcessResult nodes = Kubectl({"get", "nodes"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  EXPECT_EQ(Words(nodes.out.substr(0, nodes.out.find('\n'))),
+            (std::vector<std::string>{"NAME", "STATUS", "ROLES", "AGE", "VERSION"}))
+      << nodes.out;
+  row = Words(LineOf(nodes.out, "gpu-1"));
+  ASSERT_EQ(row.size(), 5u) << nodes.out;
+  EXPECT_EQ(row[1], "Ready");
+  EXPECT_EQ(row[2], "worker");
+  EXPECT_EQ(row[4], "v1.32.0");
+
+  ProcessResult leases = Kubectl({"get", "leases", "-n", "kube-system"});
+  ASSERT_EQ(leases.exit_code, 0) << leases.err;
+  EXPECT_EQ(Words(leases.out.substr(0, leases.out.find('\n'))),
+            (std::vector<std::string>{"NAME", "HOLDER", "AGE"}))
+      << leases.out;
+  row = Words(LineOf(leases.out, "hami-scheduler"));
+  ASSERT_EQ(row.size(), 3u) << leases.out;
+  EXPECT_EQ(row[1], "replica-a");
+}
+
 }  // namespace
 }  // namespace hami::sim

@@ -19,6 +19,7 @@
 #include "sim/apiserver/selectors.h"
 #include "sim/apiserver/store.h"
 #include "sim/apiserver/strategic_merge.h"
+#include "sim/apiserver/tables.h"
 #include "sim/apiserver/watch_hub.h"
 
 namespace hami::sim {
@@ -44,23 +45,6 @@ std::string NowRfc3339() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::time_t ParseRfc3339(const std::string& s) {
-  std::tm tm{};
-  if (!strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-  return timegm(&tm);
-}
-
-std::string Age(const std::string& created) {
-  std::time_t c = ParseRfc3339(created);
-  if (c == 0) return "<unknown>";
-  long s = static_cast<long>(std::time(nullptr) - c);  // NOLINT(runtime/int)
-  if (s < 0) s = 0;
-  if (s < 120) return std::to_string(s) + "s";
-  if (s < 7200) return std::to_string(s / 60) + "m";
-  if (s < 172800) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
 }
 
 std::string RandomSuffix(size_t n) {
@@ -225,52 +209,6 @@ Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& 
 
 bool WantsTable(const HttpRequest& req) {
   return req.Header("Accept").find("as=Table") != std::string::npos;
-}
-
-json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& objects, int64_t revision) {
-  auto column = [](const char* name, const char* type, const char* format) {
-    return json{
-        {"name", name}, {"type", type}, {"format", format}, {"description", ""}, {"priority", 0}};
-  };
-  json columns = json::array({column("Name", "string", "name")});
-  if (r.kind == "Pod") {
-    columns.push_back(column("Status", "string", ""));
-    columns.push_back(column("Node", "string", ""));
-  } else if (r.kind == "Node" || r.kind == "Namespace") {
-    columns.push_back(column("Status", "string", ""));
-  }
-  columns.push_back(column("Age", "string", ""));
-  json rows = json::array();
-  for (const ObjectPtr& o : objects) {
-    const json& md = (*o)["metadata"];
-    json cells = json::array({Str(md, "name")});
-    if (r.kind == "Pod") {
-      cells.push_back(FieldValue(*o, "status.phase"));
-      std::string node = FieldValue(*o, "spec.nodeName");
-      cells.push_back(node.empty() ? "<none>" : node);
-    } else if (r.kind == "Node") {
-      std::string ready = "Unknown";
-      const json& conds =
-          o->contains("status") ? (*o)["status"].value("conditions", json()) : json();
-      if (conds.is_array()) {
-        for (const json& c : conds) {
-          if (Str(c, "type") == "Ready") ready = Str(c, "status") == "True" ? "Ready" : "NotReady";
-        }
-      }
-      cells.push_back(ready);
-    } else if (r.kind == "Namespace") {
-      cells.push_back(FieldValue(*o, "status.phase"));
-    }
-    cells.push_back(Age(Str(md, "creationTimestamp")));
-    json partial = {
-        {"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", md}};
-    rows.push_back({{"cells", cells}, {"object", partial}});
-  }
-  return {{"kind", "Table"},
-          {"apiVersion", "meta.k8s.io/v1"},
-          {"metadata", {{"resourceVersion", std::to_string(revision)}}},
-          {"columnDefinitions", columns},
-          {"rows", rows}};
 }
 
 }  // namespace
@@ -701,7 +639,8 @@ class ApiServer::Impl {
         std::shared_ptr<const LazyText> text;
         Result<ObjectPtr> obj = store.Get(r, t.ns, t.name, &text);
         if (!obj.ok()) return WriteError(res, obj.status(), details);
-        if (WantsTable(req)) return WriteObject(res, 200, TableOf(r, {*obj}, store.revision()));
+        if (WantsTable(req))
+          return WriteObject(res, 200, TableOf(r, {*obj}, store.revision(), std::time(nullptr)));
         return res.SetJson(200, text->Get(**obj));
       }
       if (req.method == "POST") {
@@ -780,7 +719,8 @@ class ApiServer::Impl {
     for (ObjectPtr& o : all) {
       if (sel->Matches(*o)) matched.push_back(std::move(o));
     }
-    if (WantsTable(req)) return WriteObject(res, 200, TableOf(*t.resource, matched, revision));
+    if (WantsTable(req))
+      return WriteObject(res, 200, TableOf(*t.resource, matched, revision, std::time(nullptr)));
     std::string body = "{\"kind\":\"" + t.resource->list_kind() + "\",\"apiVersion\":\"" +
                        t.resource->api_version() + "\",\"metadata\":{\"resourceVersion\":\"" +
                        std::to_string(revision) + "\"},\"items\":[";
@@ -845,7 +785,9 @@ class ApiServer::Impl {
     spec.labels = std::move(sel->labels);
     spec.fields = std::move(sel->fields);
     if (table) {  // kubectl get -w: every event object is a one-row Table
-      spec.render = [r](const WatchEvent& e) { return TableOf(*r, {e.object}, e.revision).dump(); };
+      spec.render = [r](const WatchEvent& e) {
+        return TableOf(*r, {e.object}, e.revision, std::time(nullptr)).dump();
+      };
     }
     spec.bookmarks = bookmarks;
     spec.bookmark_every = options.bookmark_interval;
