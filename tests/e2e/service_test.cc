@@ -276,9 +276,15 @@ TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {
   quota["apiVersion"] = "v1";
   quota["kind"] = "ResourceQuota";
   quota["metadata"]["name"] = "gpu-quota";
-  quota["spec"]["hard"]["limits.nvidia.com/gpumem"] = "10000";
-  quota["spec"]["hard"]["limits.nvidia.com/gpucores"] = "not-a-number";  // reported, skipped
+  quota["spec"]["hard"]["limits.nvidia.com/gpumem"] = "not-a-number";
   k8s::Resource quotas{"v1", "resourcequotas", true};
+  // The API server refuses a quota that is not a quantity, as kube-apiserver does (the
+  // scheduler's own handling of one is unit-tested with the quota book).
+  Result<k8s::Object> invalid = c.client().Create(quotas, "default", quota);
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_NE(invalid.status().message().find("limits.nvidia.com/gpumem"), std::string::npos)
+      << invalid.status().ToString();
+  quota["spec"]["hard"]["limits.nvidia.com/gpumem"] = "10000";
   ASSERT_TRUE(c.client().Create(quotas, "default", quota).ok());
   ASSERT_TRUE(SimCluster::WaitFor([&] {
     return c.scheduler().Metrics().find("hami_resource_quota_limit") != std::string::npos;
