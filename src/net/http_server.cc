@@ -494,7 +494,11 @@ struct Slot {
   RequestScan scan;
   size_t served = 0;  // requests answered on this connection
   uint32_t interest = 0;
-  std::list<int>::iterator lru;            // its place in the reactor's least-recently-active order
+  std::list<int>::iterator lru;  // its place in the reactor's least-recently-active order
+  // When it was accepted or last sent bytes: the lru's order. A connection a worker gives back
+  // is placed by this time, not by when it came back (another may have been accepted meanwhile,
+  // after this one's client had its answer).
+  SteadyClock::time_point last_active{};
   ConnectionCounts* counts = nullptr;      // counted in there while open
   std::unique_ptr<PendingAnswer> pending;  // a deferred answer to write before anything else
 
@@ -584,7 +588,8 @@ class HttpServer::Impl {
   // with a worker, by socket, in least-recently-active order, and counted per remote address.
   std::unordered_map<int, std::unique_ptr<Slot>> slots;
   std::list<int> lru;
-  ConnectionCounts counts;  // every open connection (shared with the workers)
+  std::atomic<size_t> waiting{0};  // slots.size(), readable from any thread
+  ConnectionCounts counts;         // every open connection (shared with the workers)
   bool accept_paused = false;
   SteadyClock::time_point accept_resume{};
   // Rate limit of the "limit reached" log line.
@@ -990,9 +995,16 @@ class HttpServer::Impl {
     ev.data.fd = fd;
     if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) return;  // `slot` closes it
     slot->interest = ev.events;
-    lru.push_back(fd);
-    slot->lru = std::prev(lru.end());
+    auto at = lru.end();  // usually the most recent; otherwise after the last one older than it
+    while (at != lru.begin()) {
+      auto before = std::prev(at);
+      auto other = slots.find(*before);
+      if (other == slots.end() || other->second->last_active <= slot->last_active) break;
+      at = before;
+    }
+    slot->lru = lru.insert(at, fd);
     slots.emplace(fd, std::move(slot));
+    waiting.store(slots.size(), std::memory_order_relaxed);
   }
 
   // Takes a connection out of the reactor's books (to close it or hand it to a worker).
@@ -1001,12 +1013,16 @@ class HttpServer::Impl {
     if (it == slots.end()) return nullptr;
     std::unique_ptr<Slot> slot = std::move(it->second);
     slots.erase(it);
+    waiting.store(slots.size(), std::memory_order_relaxed);
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     lru.erase(slot->lru);
     return slot;
   }
 
-  void Touch(Slot& slot) { lru.splice(lru.end(), lru, slot.lru); }
+  void Touch(Slot& slot, SteadyClock::time_point now) {
+    slot.last_active = now;
+    lru.splice(lru.end(), lru, slot.lru);
+  }
 
   // One log line per 10 s at most when connections are refused or closed for a limit.
   void NoteLimit(const std::string& what) {
@@ -1101,6 +1117,7 @@ class HttpServer::Impl {
         slot->phase = Slot::Phase::kIdle;
         slot->deadline = now + options.keep_alive_timeout;
       }
+      slot->last_active = now;
       Adopt(std::move(slot));
     }
   }
@@ -1155,12 +1172,12 @@ class HttpServer::Impl {
       }
       slot.phase = Slot::Phase::kIdle;
       slot.deadline = now + options.keep_alive_timeout;
-      Touch(slot);
+      Touch(slot, now);
     }
     bool got = false;
     Connection::Io io = conn.ReadNow(1u << 20, &got);
     if (got) {
-      Touch(slot);
+      Touch(slot, now);
       if (slot.phase == Slot::Phase::kIdle) {
         slot.phase = Slot::Phase::kReading;  // the head's deadline runs from its first byte
         slot.deadline = now + options.read_timeout;
@@ -1243,6 +1260,7 @@ class HttpServer::Impl {
     }
     slots.clear();  // closes every connection the reactor holds
     lru.clear();
+    waiting.store(0, std::memory_order_relaxed);
   }
 };
 
@@ -1435,6 +1453,9 @@ void HttpServer::ServeConnectionForTesting(int fd) const {
 
 bool HttpServer::tls() const { return impl_->cert != nullptr; }
 int HttpServer::port() const { return impl_->port; }
+size_t HttpServer::WaitingConnections() const {
+  return impl_->waiting.load(std::memory_order_relaxed);
+}
 std::shared_ptr<CertificateSource> HttpServer::certificate() const { return impl_->cert; }
 
 Status SplitHostPort(const std::string& addr, std::string* host, int* port) {

@@ -230,6 +230,10 @@ class HttpServer {
 
   bool tls() const;
   int port() const;
+  // Connections the server holds between requests (idle, in their TLS handshake, or collecting
+  // a request), not counting those a worker is serving. A client has its answer slightly before
+  // its connection is back among these (the worker hands it back after sending).
+  size_t WaitingConnections() const;
   // For TLS servers: the certificate source (to force a reload check or read its generation).
   std::shared_ptr<CertificateSource> certificate() const;
 

@@ -712,6 +712,14 @@ TEST(HttpServerTest, ConnectionCapsCloseTheLeastRecentlyActive) {
     // The first becomes the most recently active.
     ASSERT_GT(::send(conns[0], req.data(), req.size(), MSG_NOSIGNAL), 0);
     ASSERT_EQ(ReadResponses(conns[0], 1), (std::vector<std::string>{"ok"}));
+    // A client has its answer a moment before the worker gives the connection back; only
+    // connections the server holds between requests can be closed for a newcomer. Wait until
+    // all four are back (on a loaded machine a worker may be descheduled in between).
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (server->WaitingConnections() < 4 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(server->WaitingConnections(), 4u);
     // A fifth connection is admitted; the least recently active (the second) is closed.
     int fifth = Connect(*port);
     ASSERT_GT(::send(fifth, req.data(), req.size(), MSG_NOSIGNAL), 0);
