@@ -44,7 +44,7 @@ const Field* ObjectMeta() {
 
 const Field* PodSpec() {
   static const Field* f = [] {
-    const Field* container = Object({{"ports", Merged("containerPort")},
+    static const Field* container = Object({{"ports", Merged("containerPort")},
                                      {"env", Merged("name")},
                                      {"volumeMounts", Merged("mountPath")},
                                      {"volumeDevices", Merged("devicePath")}});
