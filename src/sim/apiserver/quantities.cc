@@ -54,7 +54,8 @@ Result<Parsed> Parse(std::string_view s) {
       ++digits;
       continue;
     }
-    if (++digits > 30) return InvalidArgumentError("quantity too large or too precise");
+    // 37 significant digits: every canonical spelling (below 10^36 nano-units) reads back.
+    if (++digits > 37) return InvalidArgumentError("quantity too large or too precise");
     mantissa = mantissa * 10 + (s[i] - '0');
     if (dot) ++frac_digits;
   }
