@@ -30,8 +30,9 @@ const Field* Leaf() {
   static const Field f;
   return &f;
 }
+// The tables are built once and live for the process (never freed, so they stay reachable).
 Field* Merged(std::string key, std::map<std::string, const Field*> fields = {}) {
-  return new Field{true, std::move(key), std::move(fields)};  // tables live for the process
+  return new Field{true, std::move(key), std::move(fields)};
 }
 Field* Object(std::map<std::string, const Field*> fields) {
   return new Field{false, "", std::move(fields)};
@@ -45,9 +46,9 @@ const Field* ObjectMeta() {
 const Field* PodSpec() {
   static const Field* f = [] {
     static const Field* container = Object({{"ports", Merged("containerPort")},
-                                     {"env", Merged("name")},
-                                     {"volumeMounts", Merged("mountPath")},
-                                     {"volumeDevices", Merged("devicePath")}});
+                                            {"env", Merged("name")},
+                                            {"volumeMounts", Merged("mountPath")},
+                                            {"volumeDevices", Merged("devicePath")}});
     return Object({{"volumes", Merged("name")},  // merge,retainKeys: elements carry $retainKeys
                    {"initContainers", Merged("name", container->fields)},
                    {"containers", Merged("name", container->fields)},
@@ -72,8 +73,10 @@ const Field* Template() {
 }
 
 const Field* KindSchema(const std::string& kind) {
-  static const std::map<std::string, const Field*> kinds = [] {
-    std::map<std::string, const Field*> m;
+  // Never destroyed, like the fields it points to (a destroyed map would orphan them at exit).
+  static const std::map<std::string, const Field*>& kinds = *[] {
+    auto* m_ptr = new std::map<std::string, const Field*>;
+    auto& m = *m_ptr;
     const Field* meta = ObjectMeta();
     m["Pod"] = Object({{"metadata", meta},
                        {"spec", PodSpec()},
@@ -98,7 +101,7 @@ const Field* KindSchema(const std::string& kind) {
     m["ServiceAccount"] = Object({{"metadata", meta}, {"secrets", Merged("name")}});
     m["MutatingWebhookConfiguration"] = Object(
         {{"metadata", meta}, {"webhooks", Merged("name", {{"matchConditions", Merged("name")}})}});
-    return m;
+    return m_ptr;
   }();
   auto it = kinds.find(kind);
   if (it != kinds.end()) return it->second;
