@@ -129,7 +129,9 @@ spec:
 // strategic merge patch computed from its last-applied configuration, and the server merges
 // lists by their published keys (webhooks and containers by name, env by name). Entries other
 // clients added survive; entries removed from the manifest go. The expected objects are written
-// from those merge keys.
+// from those merge keys. (kube-apiserver would also fill in defaults, e.g. a webhook's
+// timeoutSeconds: 10 or a container's terminationMessagePath; the simulated server models a
+// pod's spec-level defaults only, so the lists compared hold what the manifests and patches say.)
 TEST_F(KubectlTest, ReapplyingChangedManifestsMergesListsByKey) {
   testing::Client api(*server_, "kubectl-token");
   auto apply = [&](const std::string& name, const std::string& yaml) {
@@ -267,6 +269,17 @@ webhooks:
   ASSERT_EQ(deploy["spec"]["template"]["spec"]["containers"].size(), 2u) << deploy.dump();
   EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][0]["image"], "triton:25");
   EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][0]["env"].size(), 2u);
+
+  // kubectl edit: the "editor" changes the image in the YAML it is given.
+  Subprocess edit(
+      {kubectl_, "--kubeconfig", dir_.File("kubeconfig"), "edit", "deployment", "infer"},
+      {"HOME=" + dir_.path(), "PATH=/usr/bin:/bin", "KUBE_EDITOR=sed -i s/triton:25/triton:26/"});
+  ProcessResult edited = edit.Wait();
+  ASSERT_EQ(edited.exit_code, 0) << edited.out << edited.err;
+  deploy = api.Get(deploy_path).body;
+  ASSERT_EQ(deploy["spec"]["template"]["spec"]["containers"].size(), 2u) << deploy.dump();
+  EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][0]["image"], "triton:26");
+  EXPECT_EQ(deploy["spec"]["template"]["spec"]["containers"][1]["name"], "injected");
 
   // Server-side apply is refused with a reason kubectl shows.
   ProcessResult ssa = Kubectl({"apply", "--server-side", "-f", dir_.File("deploy.yaml")});
