@@ -491,6 +491,9 @@ TEST_F(KubeSchedulerDriverTest, RejectedBindingIsReportedAndRetried) {
   }));
   EXPECT_EQ(failed[0]["message"], "Binding rejected: node node-a is locked");
   EXPECT_EQ(ext.bind_calls().size(), 2u);
+  // The pod shows its node as soon as the extender's Binding is written, a moment before the
+  // extender answers and the driver counts the pod scheduled.
+  ASSERT_TRUE(WaitFor([&] { return sched.Stats().scheduled == 1; }));
   KubeSchedulerStats st = sched.Stats();
   EXPECT_EQ(st.binding_failures, 1u);
   EXPECT_EQ(st.extender_bind_errors, 1u);
