@@ -106,6 +106,13 @@ int main(int argc, char** argv) {
   o.node_env.push_back("LD_LIBRARY_PATH=" + sim_lib_dir);
   if (!sim_config.empty()) o.node_env.push_back("HAMI_SIM_CONFIG=" + sim_config);
   if (!sim_state.empty()) o.node_env.push_back("HAMI_SIM_STATE=" + sim_state);
+  if (std::string runtime = HAMI_SANITIZER_PRELOAD; !runtime.empty()) {
+    // A sanitized build's libvgpu.so needs its sanitizer runtime loaded ahead of it, so the
+    // containers of a node built that way preload the runtime first (the plugin's library is
+    // appended after it); their leaks are the workloads' business, not this build's.
+    o.node_env.push_back("LD_PRELOAD=" + runtime);
+    o.node_env.push_back("ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0");
+  }
   for (const std::string& e : env) {
     std::string k, v;
     if (!SplitKeyValue(e, &k, &v)) return die("--env \"" + e + "\": expected K=V");
