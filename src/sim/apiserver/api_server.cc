@@ -12,6 +12,7 @@
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"
+#include "sim/apiserver/json_fields.h"
 #include "sim/apiserver/kubelet_proxy.h"
 #include "sim/apiserver/quantities.h"
 #include "sim/apiserver/rbac.h"
@@ -32,11 +33,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 // ---- small helpers -------------------------------------------------------------------------
 
-std::string Str(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
+using json_fields::Str;
 
 std::string NowRfc3339() {
   std::time_t t = std::time(nullptr);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "sim/apiserver/json_fields.h"
+
 namespace hami::sim {
 
 using nlohmann::json;
@@ -12,18 +14,8 @@ namespace {
 // o[key] for a possibly malformed stored object (a client may create a binding without roleRef
 // or an object whose metadata is not an object): null when absent. Never `operator[]` on a const
 // json here: a missing key there is undefined behaviour.
-const json& Member(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  auto it = o.find(key);
-  return it != o.end() ? *it : kNull;
-}
-
-std::string Str(const json& o, const char* key) {
-  if (!o.is_object()) return std::string();
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+using json_fields::Member;
+using json_fields::Str;
 
 // Whether the string list `o[key]` holds `want` (or "*" when `star` is set).
 bool ListHas(const json& o, const char* key, const std::string& want, bool star = true) {

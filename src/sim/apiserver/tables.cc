@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/apiserver/json_fields.h"
 #include "sim/apiserver/selectors.h"
 
 namespace hami::sim {
@@ -9,18 +10,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Str(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json& At(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
+using json_fields::Str;
+const json& At(const json& obj, const char* key) { return json_fields::Member(obj, key); }
 
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
@@ -150,10 +141,8 @@ json NodeCells(const json& node, std::time_t now) {
   if (At(At(node, "spec"), "unschedulable") == true) ready += ",SchedulingDisabled";
   std::string roles;
   const std::string kRole = "node-role.kubernetes.io/";
-  for (auto it = At(At(node, "metadata"), "labels").begin();
-       At(At(node, "metadata"), "labels").is_object() &&
-       it != At(At(node, "metadata"), "labels").end();
-       ++it) {
+  const json& labels = At(At(node, "metadata"), "labels");
+  for (auto it = labels.begin(); labels.is_object() && it != labels.end(); ++it) {
     if (it.key().rfind(kRole, 0) == 0 && it.key().size() > kRole.size()) {
       roles += (roles.empty() ? "" : ",") + it.key().substr(kRole.size());
     }
