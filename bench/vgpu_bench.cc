@@ -64,12 +64,7 @@ std::vector<std::string> Env(bool preload, const std::string& region,
       "LIBCUDA_LOG_LEVEL=0",
   };
   if (preload) env.push_back(std::string("LD_PRELOAD=") + HAMI_LIBVGPU);
-  for (const std::string& e : extra) {
-    // An extra entry replaces a base entry of the same name (getenv takes the first).
-    std::string key = e.substr(0, e.find('=') + 1);
-    std::erase_if(env, [&](const std::string& b) { return b.rfind(key, 0) == 0; });
-    env.push_back(e);
-  }
+  for (const std::string& e : extra) hami::SetEnv(env, e);
   return env;
 }
 
@@ -77,21 +72,6 @@ std::vector<std::string> Env(bool preload, const std::string& region,
 std::vector<std::string> SimEnv(const std::string& state) {
   return {"PATH=/usr/bin:/bin", std::string("LD_LIBRARY_PATH=") + HAMI_SIM_DIR,
           "HAMI_SIM_STATE=" + state, "LIBCUDA_LOG_LEVEL=0"};
-}
-
-// Parses "key=value" lines.
-std::map<std::string, std::string> ParseLines(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    pos = end + 1;
-  }
-  return kv;
 }
 
 double RunValue(const std::vector<std::string>& args, const std::vector<std::string>& env,
@@ -383,7 +363,7 @@ std::map<std::string, std::string> Worker(const std::string& name, const std::st
             r.err.c_str());
     exit(1);
   }
-  return ParseLines(r.out);
+  return hami::KeyValueLines(r.out);
 }
 
 // How closely the simulated driver tracks real time: the figures its integration tests used to
@@ -424,7 +404,7 @@ void BenchSim() {
       fprintf(stderr, "contend workers failed: %s%s\n", ra.err.c_str(), rb.err.c_str());
       exit(1);
     }
-    auto ka = ParseLines(ra.out), kb = ParseLines(rb.out);
+    auto ka = hami::KeyValueLines(ra.out), kb = hami::KeyValueLines(rb.out);
     const double sa = Num(ka, "start_us"), ea = Num(ka, "end_us");
     const double sb = Num(kb, "start_us"), eb = Num(kb, "end_us");
     const double sp = (std::max(ea, eb) - std::min(sa, sb)) / 1000;

@@ -136,6 +136,23 @@ std::map<std::string, std::string> KeyValues(const std::string& text, const std:
   return kv;
 }
 
+std::map<std::string, std::string> KeyValueLines(const std::string& text) {
+  std::istringstream in(text);
+  std::map<std::string, std::string> kv;
+  for (std::string line; std::getline(in, line);) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+void SetEnv(std::vector<std::string>& env, const std::string& entry) {
+  std::string prefix = entry.substr(0, entry.find('=') + 1);
+  std::erase_if(env,
+                [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; });
+  env.push_back(entry);
+}
+
 std::string FindOnPath(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::string all = path ? path : "";

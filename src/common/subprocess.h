@@ -48,11 +48,19 @@ class Subprocess {
 // Runs to completion.
 ProcessResult RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
-// Parses into its key=value tokens the first line of `text` that either starts with the label
-// `key` (followed by a space) or contains "`key`=".
 // The first executable `name` in $PATH, or "" (tests skip when a tool such as kubectl is absent).
 std::string FindOnPath(const std::string& name);
 
+// Parses into its key=value tokens the first line of `text` that either starts with the label
+// `key` (followed by a space) or contains "`key`=".
 std::map<std::string, std::string> KeyValues(const std::string& text, const std::string& key);
+
+// Every line of `text` of the form key=value (split at its first '='; the value keeps its spaces
+// and any further '='). Lines without '=' are skipped; a later line wins over an earlier key.
+std::map<std::string, std::string> KeyValueLines(const std::string& text);
+
+// Sets `entry` (KEY=VALUE) in an environment list, removing every earlier entry of that name:
+// getenv takes the first of duplicates, so appending alone would not override.
+void SetEnv(std::vector<std::string>& env, const std::string& entry);
 
 }  // namespace hami

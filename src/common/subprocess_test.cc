@@ -26,5 +26,22 @@ TEST(Subprocess, ClosedStdinIsEndOfFile) {
   EXPECT_EQ(p.Wait().out, "eof\n");
 }
 
+TEST(Subprocess, KeyValueLinesTakesEveryKeyValueLine) {
+  auto kv = KeyValueLines("a=1\nnoise line\nb=x y=z\n\na=2\nlast=");
+  EXPECT_EQ(kv.size(), 3u);
+  EXPECT_EQ(kv["a"], "2");  // the later line wins
+  EXPECT_EQ(kv["b"], "x y=z");
+  EXPECT_EQ(kv["last"], "");  // no trailing newline needed
+}
+
+TEST(Subprocess, SetEnvReplacesEveryEntryOfTheName) {
+  std::vector<std::string> env = {"PATH=/bin", "A=1", "AB=2", "A=3"};
+  SetEnv(env, "A=9");
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "AB=2", "A=9"}));
+  SetEnv(env, "NEW=x=y");
+  EXPECT_EQ(env.back(), "NEW=x=y");
+  EXPECT_EQ(env.size(), 4u);
+}
+
 }  // namespace
 }  // namespace hami

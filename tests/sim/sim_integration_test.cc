@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "sim_test_support.h"
 
 namespace hami::simtest {
@@ -580,7 +581,7 @@ class SimTest : public ::testing::Test {
     Child c = Start(worker, args, extra);
     std::string out;
     int status = Finish(&c, &out, err);
-    auto kv = ParseKv(out);
+    auto kv = KeyValueLines(out);
     kv["exit"] = std::to_string(status);
     return kv;
   }
@@ -675,7 +676,7 @@ TEST_F(SimTest, TwoProcessesContendForTheSms) {
   std::string out_a, out_b;
   ASSERT_EQ(Finish(&a, &out_a), 0);
   ASSERT_EQ(Finish(&b, &out_b), 0);
-  auto ka = ParseKv(out_a), kb = ParseKv(out_b);
+  auto ka = KeyValueLines(out_a), kb = KeyValueLines(out_b);
   // Each process has 400 ms of full-device work on SMs they share: together they need at least
   // 800 ms, whatever the skew between them.
   const long long sa = std::stoll(ka["start_us"]), ea = std::stoll(ka["end_us"]);
@@ -819,12 +820,12 @@ TEST_F(SimTest, XidInjectionReachesNvmlEventSet) {
   Child w = Start("xid");
   std::string before;
   WaitReady(&w, &before);
-  EXPECT_EQ(ParseKv(before)["first_wait"], std::to_string(NVML_ERROR_TIMEOUT));
+  EXPECT_EQ(KeyValueLines(before)["first_wait"], std::to_string(NVML_ERROR_TIMEOUT));
   std::string out;
   ASSERT_EQ(Simctl({"inject-xid", "--device", "1", "--xid", "79"}, &out), 0);
   std::string rest;
   ASSERT_EQ(Finish(&w, &rest), 0);
-  auto kv = ParseKv(rest);
+  auto kv = KeyValueLines(rest);
   EXPECT_EQ(kv["rc"], "0");
   EXPECT_EQ(kv["type"], std::to_string(nvmlEventTypeXidCriticalError));
   EXPECT_EQ(kv["xid"], "79");

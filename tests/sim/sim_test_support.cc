@@ -73,20 +73,6 @@ int Finish(Child* c, std::string* out, std::string* err) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::map<std::string, std::string> ParseKv(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    if (nl == std::string::npos) break;
-    pos = nl + 1;
-  }
-  return kv;
-}
-
 bool Cuda::Load() {
   lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {

@@ -33,8 +33,6 @@ bool ReadLine(int fd, std::string* line);
 std::string ReadAll(int fd);
 // Closes the pipes and waits; returns the exit status (or 128+signal).
 int Finish(Child* c, std::string* out = nullptr, std::string* err = nullptr);
-// Parses "key=value" lines.
-std::map<std::string, std::string> ParseKv(const std::string& text);
 
 // The CUDA driver entry points the workers use, resolved with dlsym.
 struct Cuda {

@@ -77,11 +77,8 @@ class VgpuTest : public ::testing::Test {
     }
     bool level_set = false;
     for (auto& e : extra) {
-      // An extra entry replaces a base entry of the same name (getenv takes the first).
-      std::string key = e.substr(0, e.find('=') + 1);
-      std::erase_if(env, [&](const std::string& b) { return b.rfind(key, 0) == 0; });
-      env.push_back(e);
-      level_set |= key == "LIBCUDA_LOG_LEVEL=";
+      hami::SetEnv(env, e);
+      level_set |= e.rfind("LIBCUDA_LOG_LEVEL=", 0) == 0;
     }
     if (!level_set) env.push_back("LIBCUDA_LOG_LEVEL=2");
     return env;
