@@ -38,7 +38,10 @@ class AdmissionTest : public ::testing::Test {
         "POST", "/mutate", [this](const net::HttpRequest& req, net::HttpResponse& res) {
           ++calls_;
           json review = json::parse(req.body, nullptr, false);
-          last_review_ = review;
+          {
+            std::lock_guard<std::mutex> lock(review_mu_);
+            last_review_ = review;
+          }
           json patch = json::array(
               {{{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}},
                {{"op", "add"},
@@ -117,7 +120,13 @@ class AdmissionTest : public ::testing::Test {
   std::unique_ptr<ApiServer> api_;
   std::unique_ptr<Client> client_;
   std::atomic<int> calls_{0};
-  json last_review_;
+  // The last review the /mutate handler saw: written on the webhook server's thread.
+  json LastReview() {
+    std::lock_guard<std::mutex> lock(review_mu_);
+    return last_review_;
+  }
+  std::mutex review_mu_;
+  json last_review_;  // guarded by review_mu_
   std::mutex mu_;
   std::condition_variable released_cv_;
   bool released_ = false;
@@ -130,12 +139,13 @@ TEST_F(AdmissionTest, PodCreateIsPatchedByTheWebhook) {
   EXPECT_EQ(r.body["metadata"]["annotations"]["hami.io/webhook"], "seen");
   EXPECT_EQ(r.body["spec"]["schedulerName"], "hami-scheduler");
   EXPECT_EQ(calls_.load(), 1);
-  EXPECT_EQ(last_review_["apiVersion"], "admission.k8s.io/v1");
-  EXPECT_EQ(last_review_["request"]["operation"], "CREATE");
-  EXPECT_EQ(last_review_["request"]["kind"]["kind"], "Pod");
-  EXPECT_EQ(last_review_["request"]["resource"]["resource"], "pods");
-  EXPECT_EQ(last_review_["request"]["namespace"], "default");
-  EXPECT_EQ(last_review_["request"]["object"]["metadata"]["name"], "gpu");
+  json review = LastReview();
+  EXPECT_EQ(review["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(review["request"]["operation"], "CREATE");
+  EXPECT_EQ(review["request"]["kind"]["kind"], "Pod");
+  EXPECT_EQ(review["request"]["resource"]["resource"], "pods");
+  EXPECT_EQ(review["request"]["namespace"], "default");
+  EXPECT_EQ(review["request"]["object"]["metadata"]["name"], "gpu");
   // The stored object carries the mutation.
   EXPECT_EQ(client_->Get(std::string(kPods) + "/gpu").body["spec"]["schedulerName"],
             "hami-scheduler");
