@@ -24,46 +24,74 @@ namespace hami::ctl {
 namespace {
 
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-constexpr int kNumForwarded = sizeof(kForwardedSignals) / sizeof(kForwardedSignals[0]);
 
-volatile sig_atomic_t g_child_pid = 0;
-
-void ForwardSignal(int sig, siginfo_t* info, void*) {
-  // A signal the terminal sent (Ctrl-C, Ctrl-Backslash, hangup) went to the whole foreground
-  // process group, the command included: forwarding it would deliver it twice.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t child = static_cast<pid_t>(g_child_pid);
-  if (child > 0) kill(child, sig);
-}
-
-// Installs the forwarding handler for the signals the caller does not ignore, and restores the
-// previous dispositions on destruction.
-class SignalForwarder {
+// While the command runs, hamictl takes the signals it forwards, and SIGCHLD, synchronously
+// (blocked, then sigwaitinfo) instead of in a handler: nothing races the child's PID being known,
+// a signal that arrives before the command is ready is held and forwarded, not lost, and no
+// handler has to interrupt a blocking waitpid (a sanitizer runtime defers asynchronous handlers
+// until the thread leaves such a call, which a restarted waitpid never does).
+class SignalRelay {
  public:
-  SignalForwarder() {
-    for (int i = 0; i < kNumForwarded; ++i) {
-      installed_[i] = false;
-      if (sigaction(kForwardedSignals[i], nullptr, &old_[i]) != 0) continue;
-      if (old_[i].sa_handler == SIG_IGN) continue;
-      struct sigaction sa = {};
-      sa.sa_sigaction = ForwardSignal;
-      sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESTART | SA_SIGINFO;
-      installed_[i] = sigaction(kForwardedSignals[i], &sa, nullptr) == 0;
+  SignalRelay() {
+    sigemptyset(&set_);
+    for (int sig : kForwardedSignals) {
+      struct sigaction old = {};
+      // A signal the caller ignores stays ignored (the command inherits that, as with exec).
+      if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&set_, sig);
+    }
+    // The child's end must be seen: SIGCHLD at its default disposition (an ignored SIGCHLD would
+    // reap the child before hamictl could read its status).
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    chld_restore_ = sigaction(SIGCHLD, &dfl, &old_chld_) == 0;
+    sigaddset(&set_, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set_, &previous_);
+  }
+  ~SignalRelay() {
+    // Signals still pending were meant for the command, which has ended: drop them rather than
+    // let them act on hamictl once unblocked.
+    timespec zero = {};
+    while (sigtimedwait(&set_, nullptr, &zero) > 0) {
+    }
+    sigprocmask(SIG_SETMASK, &previous_, nullptr);
+    if (chld_restore_) sigaction(SIGCHLD, &old_chld_, nullptr);
+  }
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+
+  // The mask the command must start with (the caller's).
+  const sigset_t& previous() const { return previous_; }
+
+  // Forwards signals to `child` until it ends; its wait status, or -1 (errno set) when it
+  // cannot be waited for.
+  int WaitForwarding(pid_t child) {
+    for (;;) {
+      siginfo_t info = {};
+      int sig = sigwaitinfo(&set_, &info);
+      if (sig < 0) {
+        if (errno == EINTR) continue;
+        return -1;
+      }
+      if (sig != SIGCHLD) {
+        // A signal the terminal sent (Ctrl-C, Ctrl-Backslash, hangup) went to the whole
+        // foreground process group, the command included: forwarding it would deliver it twice.
+        if (info.si_code != SI_KERNEL) kill(child, sig);
+        continue;
+      }
+      int status = 0;
+      pid_t got = waitpid(child, &status, WNOHANG);
+      if (got == child) return status;
+      if (got < 0 && errno != EINTR) return -1;
+      // Stopped or continued, or another child's SIGCHLD: keep waiting.
     }
   }
-  ~SignalForwarder() {
-    g_child_pid = 0;
-    for (int i = 0; i < kNumForwarded; ++i) {
-      if (installed_[i]) sigaction(kForwardedSignals[i], &old_[i], nullptr);
-    }
-  }
-  SignalForwarder(const SignalForwarder&) = delete;
-  SignalForwarder& operator=(const SignalForwarder&) = delete;
 
  private:
-  struct sigaction old_[kNumForwarded];
-  bool installed_[kNumForwarded];
+  sigset_t set_;
+  sigset_t previous_;
+  struct sigaction old_chld_ = {};
+  bool chld_restore_ = false;
 };
 
 // A temp dir that removes itself (and the region in it) unless released.
@@ -273,35 +301,24 @@ int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
 
   int status = 0;
   {
-    SignalForwarder forwarder;
-    // A signal that arrives between fork and the child's PID being recorded would be dropped
-    // (the command may already be running and have said it is ready): hold the forwarded
-    // signals until then; they are delivered, to the child, as soon as they are released.
-    sigset_t forwarded, previous;
-    sigemptyset(&forwarded);
-    for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
-    sigprocmask(SIG_BLOCK, &forwarded, &previous);
+    SignalRelay relay;
     pid_t pid = fork();
     if (pid < 0) {
-      sigprocmask(SIG_SETMASK, &previous, nullptr);
       err << "hamictl: run: fork failed: " << strerror(errno) << "\n";
       return kExitRunFailed;
     }
     if (pid == 0) {
-      sigprocmask(SIG_SETMASK, &previous, nullptr);  // a signal mask survives exec
+      sigprocmask(SIG_SETMASK, &relay.previous(), nullptr);  // a signal mask survives exec
       execve(exe.c_str(), argv.data(), envp.data());
       int e = errno;
       ssize_t ignored = write(2, exec_failed.data(), exec_failed.size());
       (void)ignored;
       _exit(e == ENOENT ? kExitNotFound : kExitCannotExec);
     }
-    g_child_pid = pid;
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) {
-        err << "hamictl: run: waitpid failed: " << strerror(errno) << "\n";
-        return kExitRunFailed;
-      }
+    status = relay.WaitForwarding(pid);
+    if (status < 0) {
+      err << "hamictl: run: waitpid failed: " << strerror(errno) << "\n";
+      return kExitRunFailed;
     }
   }
   int code = WIFEXITED(status)     ? WEXITSTATUS(status)

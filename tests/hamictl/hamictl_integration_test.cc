@@ -211,6 +211,21 @@ TEST_F(HamictlTest, RunForwardsSignalsToTheCommand) {
   EXPECT_EQ(r.exit_code, 42) << r.err;
 }
 
+TEST_F(HamictlTest, RunReportsTheStatusWhenItsCallerIgnoresSigchld) {
+  // An ignored SIGCHLD survives exec and would let the kernel reap the command before hamictl
+  // reads its status ("waitpid failed: No child processes"). bash sets the disposition; env
+  // then adds the sanitizer preload for hamictl and the command alone (bash crashes under it).
+  std::vector<std::string> argv = {"/bin/bash", "-c", "trap '' CHLD; exec /usr/bin/env \"$@\"",
+                                   "bash"};
+  for (const std::string& e : Env()) argv.push_back(e);
+  for (const char* a : {HAMICTL, "run", "--lib", HAMI_LIBVGPU, "--", "/bin/sh", "-c", "exit 7"}) {
+    argv.push_back(a);
+  }
+  ProcessResult r = hami::RunProcess(argv, {"PATH=/usr/bin:/bin"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_FALSE(Contains(r.err, "waitpid")) << r.err;
+}
+
 TEST_F(HamictlTest, RunReportsMissingCommands) {
   ProcessResult r = Run({}, {"no-such-command-hamictl-test"});
   EXPECT_EQ(r.exit_code, 127);
