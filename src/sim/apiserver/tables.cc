@@ -10,8 +10,8 @@ namespace {
 
 using json = nlohmann::json;
 
+using json_fields::Member;
 using json_fields::Str;
-const json& At(const json& obj, const char* key) { return json_fields::Member(obj, key); }
 
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
@@ -39,24 +39,24 @@ json Column(const char* name, const char* type, int priority = 0, const char* fo
 // What kubectl shows as a pod's STATUS: the phase, or the pod's reason, or the most telling
 // container state (an init container still running, a waiting or terminated reason).
 std::string PodStatus(const json& pod) {
-  const json& status = At(pod, "status");
+  const json& status = Member(pod, "status");
   std::string reason = Str(status, "phase");
   if (!Str(status, "reason").empty()) reason = Str(status, "reason");
   bool initializing = false;
-  const json& inits = At(status, "initContainerStatuses");
-  const size_t init_total = At(At(pod, "spec"), "initContainers").size();
+  const json& inits = Member(status, "initContainerStatuses");
+  const size_t init_total = Member(Member(pod, "spec"), "initContainers").size();
   if (inits.is_array()) {
     for (size_t i = 0; i < inits.size(); ++i) {
-      const json& state = At(inits[i], "state");
-      const json& term = At(state, "terminated");
-      if (term.is_object() && At(term, "exitCode") == 0) continue;
+      const json& state = Member(inits[i], "state");
+      const json& term = Member(state, "terminated");
+      if (term.is_object() && Member(term, "exitCode") == 0) continue;
       initializing = true;
       if (term.is_object()) {
         reason = !Str(term, "reason").empty() ? "Init:" + Str(term, "reason")
-                                              : "Init:ExitCode:" + At(term, "exitCode").dump();
-      } else if (!Str(At(state, "waiting"), "reason").empty() &&
-                 Str(At(state, "waiting"), "reason") != "PodInitializing") {
-        reason = "Init:" + Str(At(state, "waiting"), "reason");
+                                              : "Init:ExitCode:" + Member(term, "exitCode").dump();
+      } else if (!Str(Member(state, "waiting"), "reason").empty() &&
+                 Str(Member(state, "waiting"), "reason") != "PodInitializing") {
+        reason = "Init:" + Str(Member(state, "waiting"), "reason");
       } else {
         reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_total);
       }
@@ -64,43 +64,43 @@ std::string PodStatus(const json& pod) {
     }
   }
   if (!initializing) {
-    const json& cs = At(status, "containerStatuses");
+    const json& cs = Member(status, "containerStatuses");
     bool running = false;
     if (cs.is_array()) {
       for (auto it = cs.rbegin(); it != cs.rend(); ++it) {
-        const json& state = At(*it, "state");
-        const json& term = At(state, "terminated");
-        if (!Str(At(state, "waiting"), "reason").empty()) {
-          reason = Str(At(state, "waiting"), "reason");
+        const json& state = Member(*it, "state");
+        const json& term = Member(state, "terminated");
+        if (!Str(Member(state, "waiting"), "reason").empty()) {
+          reason = Str(Member(state, "waiting"), "reason");
         } else if (term.is_object()) {
           reason = !Str(term, "reason").empty() ? Str(term, "reason")
-                                                : "ExitCode:" + At(term, "exitCode").dump();
-        } else if (At(state, "running").is_object() && At(*it, "ready") == true) {
+                                                : "ExitCode:" + Member(term, "exitCode").dump();
+        } else if (Member(state, "running").is_object() && Member(*it, "ready") == true) {
           running = true;
         }
       }
     }
     if (reason == "Completed" && running) reason = "Running";
   }
-  if (!Str(At(pod, "metadata"), "deletionTimestamp").empty()) {
+  if (!Str(Member(pod, "metadata"), "deletionTimestamp").empty()) {
     reason = Str(status, "reason") == "NodeLost" ? "Unknown" : "Terminating";
   }
   return reason;
 }
 
 json PodCells(const json& pod, std::time_t now) {
-  const json& spec = At(pod, "spec");
-  const json& status = At(pod, "status");
-  const json& cs = At(status, "containerStatuses");
+  const json& spec = Member(pod, "spec");
+  const json& status = Member(pod, "status");
+  const json& cs = Member(status, "containerStatuses");
   int ready = 0;
   long long restarts = 0;
   std::string last_restart;
   if (cs.is_array()) {
     for (const json& c : cs) {
-      ready += At(c, "ready") == true ? 1 : 0;
-      if (At(c, "restartCount").is_number_integer())
-        restarts += At(c, "restartCount").get<long long>();
-      std::string finished = Str(At(At(c, "lastState"), "terminated"), "finishedAt");
+      ready += Member(c, "ready") == true ? 1 : 0;
+      if (Member(c, "restartCount").is_number_integer())
+        restarts += Member(c, "restartCount").get<long long>();
+      std::string finished = Str(Member(Member(c, "lastState"), "terminated"), "finishedAt");
       if (finished > last_restart) last_restart = finished;
     }
   }
@@ -109,21 +109,21 @@ json PodCells(const json& pod, std::time_t now) {
     restart_cell += " (" + Since(last_restart, now) + " ago)";
   }
   std::string gates = "<none>";
-  const json& readiness = At(spec, "readinessGates");
+  const json& readiness = Member(spec, "readinessGates");
   if (readiness.is_array() && !readiness.empty()) {
     int met = 0;
     for (const json& g : readiness) {
-      for (const json& c : At(status, "conditions")) {
+      for (const json& c : Member(status, "conditions")) {
         if (Str(c, "type") == Str(g, "conditionType") && Str(c, "status") == "True") ++met;
       }
     }
     gates = std::to_string(met) + "/" + std::to_string(readiness.size());
   }
-  return {Str(At(pod, "metadata"), "name"),
-          std::to_string(ready) + "/" + std::to_string(At(spec, "containers").size()),
+  return {Str(Member(pod, "metadata"), "name"),
+          std::to_string(ready) + "/" + std::to_string(Member(spec, "containers").size()),
           PodStatus(pod),
           restart_cell,
-          Since(Str(At(pod, "metadata"), "creationTimestamp"), now),
+          Since(Str(Member(pod, "metadata"), "creationTimestamp"), now),
           OrNone(Str(status, "podIP")),
           OrNone(Str(spec, "nodeName")),
           OrNone(Str(status, "nominatedNodeName")),
@@ -133,30 +133,30 @@ json PodCells(const json& pod, std::time_t now) {
 // ---- nodes ---------------------------------------------------------------------------------
 
 json NodeCells(const json& node, std::time_t now) {
-  const json& status = At(node, "status");
+  const json& status = Member(node, "status");
   std::string ready = "Unknown";
-  for (const json& c : At(status, "conditions")) {
+  for (const json& c : Member(status, "conditions")) {
     if (Str(c, "type") == "Ready") ready = Str(c, "status") == "True" ? "Ready" : "NotReady";
   }
-  if (At(At(node, "spec"), "unschedulable") == true) ready += ",SchedulingDisabled";
+  if (Member(Member(node, "spec"), "unschedulable") == true) ready += ",SchedulingDisabled";
   std::string roles;
   const std::string kRole = "node-role.kubernetes.io/";
-  const json& labels = At(At(node, "metadata"), "labels");
+  const json& labels = Member(Member(node, "metadata"), "labels");
   for (auto it = labels.begin(); labels.is_object() && it != labels.end(); ++it) {
     if (it.key().rfind(kRole, 0) == 0 && it.key().size() > kRole.size()) {
       roles += (roles.empty() ? "" : ",") + it.key().substr(kRole.size());
     }
   }
   std::string internal, external;
-  for (const json& a : At(status, "addresses")) {
+  for (const json& a : Member(status, "addresses")) {
     if (Str(a, "type") == "InternalIP" && internal.empty()) internal = Str(a, "address");
     if (Str(a, "type") == "ExternalIP" && external.empty()) external = Str(a, "address");
   }
-  const json& info = At(status, "nodeInfo");
-  return {Str(At(node, "metadata"), "name"),
+  const json& info = Member(status, "nodeInfo");
+  return {Str(Member(node, "metadata"), "name"),
           ready,
           OrNone(roles),
-          Since(Str(At(node, "metadata"), "creationTimestamp"), now),
+          Since(Str(Member(node, "metadata"), "creationTimestamp"), now),
           Str(info, "kubeletVersion"),
           OrNone(internal),
           OrNone(external),
@@ -170,21 +170,23 @@ json NodeCells(const json& node, std::time_t now) {
 
 json EventCells(const json& ev, std::time_t now) {
   // events.k8s.io/v1 calls the object "regarding" and the message "note".
-  const json& obj =
-      At(ev, "involvedObject").is_object() ? At(ev, "involvedObject") : At(ev, "regarding");
+  const json& obj = Member(ev, "involvedObject").is_object() ? Member(ev, "involvedObject")
+                                                             : Member(ev, "regarding");
   std::string kind = Str(obj, "kind");
   for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::string last = Str(ev, "lastTimestamp");
-  if (last.empty()) last = Str(At(ev, "series"), "lastObservedTime");
+  if (last.empty()) last = Str(Member(ev, "series"), "lastObservedTime");
   if (last.empty()) last = Str(ev, "eventTime");
   std::string first = Str(ev, "firstTimestamp");
   if (first.empty()) first = Str(ev, "eventTime");
-  std::string source = Str(At(ev, "source"), "component");
+  std::string source = Str(Member(ev, "source"), "component");
   if (source.empty()) source = Str(ev, "reportingController");
-  if (!Str(At(ev, "source"), "host").empty()) source += ", " + Str(At(ev, "source"), "host");
-  long long count = At(ev, "count").is_number_integer() ? At(ev, "count").get<long long>() : 1;
-  if (At(At(ev, "series"), "count").is_number_integer()) {
-    count = At(At(ev, "series"), "count").get<long long>();
+  if (!Str(Member(ev, "source"), "host").empty())
+    source += ", " + Str(Member(ev, "source"), "host");
+  long long count =
+      Member(ev, "count").is_number_integer() ? Member(ev, "count").get<long long>() : 1;
+  if (Member(Member(ev, "series"), "count").is_number_integer()) {
+    count = Member(Member(ev, "series"), "count").get<long long>();
   }
   std::string message = Str(ev, "message");
   if (message.empty()) message = Str(ev, "note");
@@ -197,7 +199,7 @@ json EventCells(const json& ev, std::time_t now) {
           message,
           first.empty() ? "<unknown>" : Since(first, now),
           count,
-          Str(At(ev, "metadata"), "name")};
+          Str(Member(ev, "metadata"), "name")};
 }
 
 }  // namespace
@@ -272,7 +274,7 @@ json TableOf(const ResourceInfo& r, const std::vector<std::shared_ptr<const json
   }
   json rows = json::array();
   for (const std::shared_ptr<const json>& o : objects) {
-    const json& md = At(*o, "metadata");
+    const json& md = Member(*o, "metadata");
     json cells;
     if (kind == "Pod") {
       cells = PodCells(*o, now);
@@ -281,7 +283,7 @@ json TableOf(const ResourceInfo& r, const std::vector<std::shared_ptr<const json
     } else if (kind == "Event") {
       cells = EventCells(*o, now);
     } else if (kind == "Lease") {
-      cells = {Str(md, "name"), OrNone(Str(At(*o, "spec"), "holderIdentity")),
+      cells = {Str(md, "name"), OrNone(Str(Member(*o, "spec"), "holderIdentity")),
                Since(Str(md, "creationTimestamp"), now)};
     } else if (kind == "Namespace") {
       cells = {Str(md, "name"), FieldValue(*o, "status.phase"),
