@@ -7,6 +7,9 @@
 #
 #   bash scripts/demo.sh                 # the report, then everything stops
 #   bash scripts/demo.sh --keep          # leaves the world running for kubectl ("stop" ends it)
+#   bash scripts/demo.sh --real          # the same on a real control plane: etcd, kube-apiserver,
+#                                        # kube-controller-manager, kube-scheduler (built once
+#                                        # from their Go modules by scripts/kube-tools.sh)
 #   bash scripts/demo.sh vgpu            # the guided tour of libvgpu alone (hamictl demo)
 #
 # Other arguments go to hami-sim-world (--report-json FILE, --dir DIR, --help).
@@ -22,6 +25,15 @@ if [[ "${1:-}" == "vgpu" ]]; then
   cmake --build "$build" -j "$(nproc)" --target hamictl vgpu vgpu_probe hami_sim_cuda hami_sim_nvml
   exec "$build/bin/hamictl" demo --build-dir "$build" "$@"
 fi
+args=()
+for a in "$@"; do
+  if [[ "$a" == "--real" ]]; then
+    kube_bin=$(bash "$root/scripts/kube-tools.sh")
+    args+=(--control-plane real --kube-bin "$kube_bin")
+  else
+    args+=("$a")
+  fi
+done
 echo "Building what the simulated cluster runs (the first build takes several minutes) ..."
 cmake --build "$build" -j "$(nproc)" --target hami-sim-world
-exec "$build/bin/hami-sim-world" "$@"
+exec "$build/bin/hami-sim-world" ${args[@]+"${args[@]}"}

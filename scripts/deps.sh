@@ -12,14 +12,9 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev libcurl4-openssl-dev zlib1g-dev openssl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   prometheus  # promtool and a real Prometheus for the exporters' tests
-  # tests/deploy: helm-render (Go's text/template + Sprig + the values schema check, as helm)
-  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
-  golang-github-xeipuuv-gojsonschema-dev
+  python3 python3-yaml  # tests/deploy reads helm's and kubectl's YAML
+  git ca-certificates   # Go modules (scripts/kube-tools.sh)
 )
-# tests/deploy validates manifests with npm packages; use the machine's Node.js when it has one.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  PACKAGES+=(nodejs npm)
-fi
 # Extra packages for the sanitizer/fuzz jobs (scripts/sanitize.sh, scripts/fuzz.sh).
 if [[ "${HAMI_DEPS_EXTRA:-}" == "1" ]]; then
   PACKAGES+=(clang-19 libclang-rt-19-dev)
@@ -31,6 +26,12 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# The real Kubernetes binaries are built from Go modules (scripts/kube-tools.sh): Go 1.24 or newer,
+# which Debian bookworm does not package; the machine provides it (/usr/local/go).
+if ! PATH="$PATH:/usr/local/go/bin" go version >/dev/null 2>&1; then
+  echo "deps: Go >= 1.24 is needed to build the Kubernetes test binaries (see tools/kube/README.md)" >&2
+  exit 1
+fi
 if ((${#missing[@]} == 0)); then
   exit 0
 fi

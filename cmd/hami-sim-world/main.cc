@@ -4,6 +4,7 @@
 // every expectation of the seed holds.
 //
 //   hami-sim-world [--keep] [--dir DIR] [--report-json FILE] [--build-dir DIR] [--examples DIR]
+//                  [--control-plane simulated|real --kube-bin DIR]
 //
 // --keep leaves the world running after the report: it prints the kubeconfig for kubectl and the
 // monitors' URLs, and ends every process it started on Ctrl-C or when "stop" is typed.
@@ -82,9 +83,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--examples", o.examples_dir, "the seed scenarios' pod specs")
       ->capture_default_str();
+  std::string control_plane = "simulated";
+  app.add_option("--control-plane", control_plane,
+                 "simulated (hami-sim-apiserver and the kube-scheduler stand-in) or real (etcd, "
+                 "kube-apiserver, kube-controller-manager and kube-scheduler from --kube-bin)")
+      ->check(CLI::IsMember({"simulated", "real"}))
+      ->capture_default_str();
+  app.add_option("--kube-bin", o.kube_bin_dir,
+                 "with --control-plane real: the folder `bash scripts/kube-tools.sh` prints");
   app.add_option("-v,--v", verbosity, "log verbosity of this process")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hami::log::SetVerbosity(verbosity);
+  o.control_plane = hami::sim::ParseControlPlaneKind(control_plane).value();
+  if (o.control_plane == hami::sim::ControlPlaneKind::kReal && o.kube_bin_dir.empty()) {
+    std::fprintf(stderr,
+                 "hami-sim-world: --control-plane real needs --kube-bin (the folder `bash "
+                 "scripts/kube-tools.sh` prints)\n");
+    return 2;
+  }
 
   struct sigaction sa = {};
   sa.sa_handler = [](int sig) { g_signal = sig; };

@@ -6,6 +6,31 @@
 #include <utility>
 
 namespace hami::scheduler {
+
+namespace {
+
+// A top-level member of ExtenderArgs. kube-scheduler writes the Go field names ("Pod", "Nodes",
+// "NodeNames": its types carry no JSON tags) and Go's decoder matches names without regard to
+// case, so HAMi accepts "pod" and "Pod" alike; so do we (ASCII case only).
+enum class ArgsMember { kPod, kNodes, kNodeNames, kOther };
+
+ArgsMember MemberOf(std::string_view key) {
+  auto is = [&](std::string_view want) {
+    if (key.size() != want.size()) return false;
+    for (size_t i = 0; i < key.size(); ++i) {
+      char c = key[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != want[i]) return false;
+    }
+    return true;
+  };
+  if (is("pod")) return ArgsMember::kPod;
+  if (is("nodes")) return ArgsMember::kNodes;
+  if (is("nodenames")) return ArgsMember::kNodeNames;
+  return ArgsMember::kOther;
+}
+
+}  // namespace
 namespace {
 
 using Json = nlohmann::json;
@@ -98,12 +123,13 @@ class ArgsReader : public nlohmann::json_sax<Json> {
   // A top-level member's value starts: decide how to read it.
   void Begin(bool container, bool array) {
     mode_ = Mode::kSkip;
-    if (key_ == "pod" || key_ == "nodes") {
-      Json& target = key_ == "pod" ? out_->pod : out_->nodes;
+    ArgsMember member = MemberOf(key_);
+    if (member == ArgsMember::kPod || member == ArgsMember::kNodes) {
+      Json& target = member == ArgsMember::kPod ? out_->pod : out_->nodes;
       target = Json();
       builder_ = std::make_unique<DomBuilder>(&target);
       mode_ = Mode::kDom;
-    } else if (key_ == "nodenames") {
+    } else if (member == ArgsMember::kNodeNames) {
       // A later "nodenames" replaces an earlier one.
       spans_.clear();
       buffer_.clear();
@@ -240,11 +266,12 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
     size_t end = ValueEnd(body, i);
     if (end == std::string_view::npos) return false;
     std::string_view value = body.substr(i, end - i);
-    if (key == "pod" || key == "nodes") {
+    ArgsMember member = MemberOf(key);
+    if (member == ArgsMember::kPod || member == ArgsMember::kNodes) {
       Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
       if (parsed.is_discarded()) return false;
-      (key == "pod" ? out->pod : out->nodes) = std::move(parsed);
-    } else if (key == "nodenames") {
+      (member == ArgsMember::kPod ? out->pod : out->nodes) = std::move(parsed);
+    } else if (member == ArgsMember::kNodeNames) {
       // A later "nodenames" replaces an earlier one.
       out->has_names = false;
       out->names_not_list = false;

@@ -1,8 +1,10 @@
 // ExtenderArgs, the body kube-scheduler POSTs to an extender's filter verb, read in one pass:
-// `pod` and `nodes` become documents, while `nodenames` (thousands of names on a large cluster)
+// `Pod` and `Nodes` become documents, while `NodeNames` (thousands of names on a large cluster)
 // are copied into one buffer and handed out as views, without a JSON value, allocation or free
 // per name. Accepts exactly the texts the full JSON parser accepts (same lexer); duplicate keys
-// resolve as there (the last one wins).
+// resolve as there (the last one wins). Member names match without regard to ASCII case, as Go's
+// decoder matches them: kube-scheduler sends "Pod"/"NodeNames" (its types have no JSON tags),
+// other clients "pod"/"nodenames".
 //
 //   HAMI_ASSIGN_OR_RETURN(ExtenderArgs args, ParseExtenderArgs(body));
 //   if (args.pod.is_object()) ...;  for (std::string_view n : args.names) ...;

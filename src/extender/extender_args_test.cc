@@ -100,5 +100,27 @@ TEST(ExtenderArgsTest, NamesStayValidAfterMoves) {
   EXPECT_EQ(moved.names[1999], "node-1999");
 }
 
+// What a real kube-scheduler sends: the Go field names of its ExtenderArgs, which have no JSON
+// tags. Go's decoder (HAMi's) matches member names without regard to case; so do we, on both the
+// fast path and the escaped-key path.
+TEST(ExtenderArgsTest, MemberNamesMatchWithoutRegardToCase) {
+  for (std::string_view body : std::initializer_list<std::string_view>{
+           R"({"Pod":{"metadata":{"name":"p"}},"Nodes":null,"NodeNames":["n1","n2"]})",
+           R"({"POD":{"metadata":{"name":"p"}},"NODENAMES":["n1","n2"]})",
+           R"({"\u0050od":{"metadata":{"name":"p"}},"NodeNames":["n1","n2"]})"}) {
+    SCOPED_TRACE(std::string(body));
+    Result<ExtenderArgs> args = ParseExtenderArgs(body);
+    ASSERT_TRUE(args.ok()) << args.status().ToString();
+    EXPECT_EQ(args->pod, Json::parse(R"({"metadata":{"name":"p"}})"));
+    EXPECT_TRUE(args->has_names);
+    EXPECT_EQ(args->names, (std::vector<std::string_view>{"n1", "n2"}));
+  }
+  // Not the same name in another case: left alone.
+  Result<ExtenderArgs> other = ParseExtenderArgs(R"({"Pods":{},"NodeName":["n1"]})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->pod.is_null());
+  EXPECT_FALSE(other->has_names);
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -1,6 +1,7 @@
 // SchedulerService::Bind: the extender's bind verb (see service.h). One bind is a BindAttempt:
 // the node lock(s), the placement's write onto the pod, the Binding, and on every way out the
 // cache told what became of the placement.
+#include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,9 +37,20 @@ Result<BindArgs> ParseBindArgs(std::string_view body) {
   if (!args.ok() || !args->is_object()) {
     return InvalidArgumentError("binding args are not a JSON object");
   }
-  auto str = [&](const char* k) {
-    auto it = args->find(k);
-    return it != args->end() && it->is_string() ? it->get<std::string>() : std::string();
+  // kube-scheduler sends the Go field names ("PodName", ...; its types have no JSON tags) and
+  // Go's decoder matches names without regard to case: so do we (ASCII case only).
+  auto str = [&](std::string_view k) {
+    std::string value;
+    for (auto it = args->begin(); it != args->end(); ++it) {
+      const std::string& key = it.key();
+      bool same = key.size() == k.size();
+      for (size_t i = 0; same && i < k.size(); ++i) {
+        same = std::tolower(static_cast<unsigned char>(key[i])) ==
+               std::tolower(static_cast<unsigned char>(k[i]));
+      }
+      if (same) value = it->is_string() ? it->get<std::string>() : std::string();
+    }
+    return value;
   };
   BindArgs out{str("podNamespace"), str("podName"), str("podUID"), str("node")};
   if (out.name.empty() || out.node.empty()) {

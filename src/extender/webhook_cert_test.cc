@@ -98,6 +98,22 @@ TEST(WebhookCertTest, CaAndServingCertificateChain) {
   EXPECT_FALSE(net::IssueServingCertificate(spec, *leaf).ok());
 }
 
+TEST(WebhookCertTest, ClientCertificateCarriesItsGroups) {
+  net::CertificateSpec ca_spec{"test-ca", {}, {}, kNow - hours(1), kNow + hours(24 * 3650)};
+  Result<net::CertificatePem> ca = net::GenerateCertificateAuthority(ca_spec);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  net::CertificateSpec spec{"admin", {}, {}, kNow, kNow + hours(24), {"system:masters", "ops"}};
+  Result<net::CertificatePem> client = net::IssueClientCertificate(spec, *ca);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  Result<net::CertificateInfo> info = net::InspectCertificate(client->cert_pem);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->common_name, "admin");
+  EXPECT_EQ(info->organizations, (std::vector<std::string>{"system:masters", "ops"}));
+  EXPECT_FALSE(info->is_ca);
+  EXPECT_TRUE(net::VerifyCertificate(client->cert_pem, ca->cert_pem, kNow + hours(1)).ok());
+  EXPECT_FALSE(net::IssueClientCertificate(spec, *client).ok());  // a leaf cannot sign
+}
+
 TEST(WebhookCertTest, GarbageIsAnErrorNotACrash) {
   EXPECT_FALSE(net::InspectCertificate("").ok());
   EXPECT_FALSE(net::InspectCertificate("-----BEGIN CERTIFICATE-----\nAAAA\n").ok());

@@ -241,6 +241,10 @@ Result<CertificatePem> BuildCertificate(
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
                              reinterpret_cast<const unsigned char*>(spec.common_name.c_str()), -1,
                              -1, 0);
+  for (const std::string& o : spec.organizations) {
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(o.c_str()), -1, -1, 0);
+  }
   X509* signer = issuer != nullptr ? issuer : x509.get();
   X509_set_issuer_name(x509.get(), X509_get_subject_name(signer));
   std::string san;
@@ -309,8 +313,11 @@ Result<CertificatePem> GenerateCertificateAuthority(const CertificateSpec& spec)
                           });
 }
 
-Result<CertificatePem> IssueServingCertificate(const CertificateSpec& spec,
-                                               const CertificatePem& issuer) {
+namespace {
+
+// A leaf certificate signed by `issuer` with the given extended key usage.
+Result<CertificatePem> IssueLeaf(const CertificateSpec& spec, const CertificatePem& issuer,
+                                 const char* ext_key_usage) {
   HAMI_ASSIGN_OR_RETURN(X509Ptr ca, ReadCertificate(issuer.cert_pem));
   HAMI_ASSIGN_OR_RETURN(KeyPtr ca_key, ReadKey(issuer.key_pem));
   if (X509_check_private_key(ca.get(), ca_key.get()) != 1) {
@@ -325,9 +332,21 @@ Result<CertificatePem> IssueServingCertificate(const CertificateSpec& spec,
                           {
                               {NID_basic_constraints, "critical,CA:FALSE"},
                               {NID_key_usage, "critical,digitalSignature"},
-                              {NID_ext_key_usage, "serverAuth"},
+                              {NID_ext_key_usage, ext_key_usage},
                               {NID_authority_key_identifier, "keyid:always"},
                           });
+}
+
+}  // namespace
+
+Result<CertificatePem> IssueServingCertificate(const CertificateSpec& spec,
+                                               const CertificatePem& issuer) {
+  return IssueLeaf(spec, issuer, "serverAuth");
+}
+
+Result<CertificatePem> IssueClientCertificate(const CertificateSpec& spec,
+                                              const CertificatePem& issuer) {
+  return IssueLeaf(spec, issuer, "clientAuth");
 }
 
 Result<CertificateInfo> InspectCertificate(std::string_view pem) {
@@ -339,6 +358,13 @@ Result<CertificateInfo> InspectCertificate(std::string_view pem) {
   if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, cn, sizeof cn) >
       0) {
     info.common_name = cn;
+  }
+  const X509_NAME* subject = X509_get_subject_name(cert.get());
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_organizationName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_organizationName, i)) {
+    const ASN1_STRING* o = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    info.organizations.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(o)),
+                                    ASN1_STRING_length(o));
   }
   info.is_ca = (X509_get_extension_flags(cert.get()) & EXFLAG_CA) != 0;
   auto* names = static_cast<GENERAL_NAMES*>(

@@ -48,6 +48,9 @@ struct CertificateSpec {
   std::vector<std::string> ip_addresses;  // "127.0.0.1", "::1"
   CertTime not_before;
   CertTime not_after;
+  // Subject O entries. Kubernetes reads a client certificate's organizations as the user's
+  // groups (O=system:masters is a cluster administrator).
+  std::vector<std::string> organizations = {};
 };
 
 // A self-signed certification authority: CA:TRUE (no path length limit), key usage
@@ -59,10 +62,15 @@ Result<CertificatePem> GenerateCertificateAuthority(const CertificateSpec& spec)
 // subject alternative names, and an authority key identifier naming the issuer's key.
 Result<CertificatePem> IssueServingCertificate(const CertificateSpec& spec,
                                                const CertificatePem& issuer);
+// A client certificate signed by `issuer`: as a serving certificate, with extended key usage
+// clientAuth instead. Kubernetes authenticates it as user CN in the groups of the O entries.
+Result<CertificatePem> IssueClientCertificate(const CertificateSpec& spec,
+                                              const CertificatePem& issuer);
 
 // What the first certificate of a PEM text says about itself.
 struct CertificateInfo {
   std::string common_name;  // subject CN, "" when absent
+  std::vector<std::string> organizations;  // subject O entries, in order
   std::vector<std::string> dns_names;
   std::vector<std::string> ip_addresses;  // textual, as inet_ntop writes them
   CertTime not_before;

@@ -18,7 +18,7 @@ using nlohmann::json;
 class KubectlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kubectl_ = FindOnPath("kubectl");
+    kubectl_ = *HAMI_KUBECTL ? HAMI_KUBECTL : FindOnPath("kubectl");
     if (kubectl_.empty()) GTEST_SKIP() << "kubectl is not on PATH";
     ApiServerOptions opts;
     opts.self_signed = true;

@@ -26,7 +26,7 @@ using scheduler::testing::Gpu;
 class KubectlSeedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kubectl_ = FindOnPath("kubectl");
+    kubectl_ = *HAMI_KUBECTL ? HAMI_KUBECTL : FindOnPath("kubectl");
     if (kubectl_.empty()) GTEST_SKIP() << "kubectl is not on PATH";
     char tmpl[] = "/tmp/hami-kubectl-XXXXXX";
     dir_ = mkdtemp(tmpl);

@@ -88,29 +88,8 @@ const Json& PodGpu(const Json& report, const Json& pod, size_t i = 0) {
   return g == nullptr ? kNone : *g;
 }
 
-class MainJobTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hami-main-job-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
-};
-
-TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
-  const std::string world = dir_ + "/world", json = dir_ + "/report.json";
-  Subprocess job(
-      {HAMI_BUILD_DIR "/bin/hami-sim-world", "--keep", "--dir", world, "--report-json", json},
-      {"PATH=/usr/bin:/bin", "HOME=/tmp"});
-  std::string out = job.ReadUntil("Type \"stop\"");
-  ASSERT_NE(out.find("Type \"stop\""), std::string::npos) << "the job ended early:\n" << out;
-  EXPECT_NE(out.find("\nPASS: "), std::string::npos) << out;
-  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
-  Json r = Json::parse(Slurp(json));
-
-  // --- The seed's expected behaviour, from the facts ------------------------------------------
+// The seed's expected behaviour, scenario by scenario, from the facts of the job's report.
+void ExpectSeedBehaviour(const Json& r) {
   // 1: the two inference services on the same card, 8192 MiB seen inside both, 50 % SM limit.
   const Json* a = FindPod(r, "inference-service-a");
   const Json* b = FindPod(r, "inference-service-b");
@@ -188,6 +167,57 @@ TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
   ASSERT_TRUE(n0.contains("numa") && n1.contains("numa"));
   EXPECT_NE(n0["uuid"], n1["uuid"]);
   EXPECT_EQ(n0["numa"], n1["numa"]);
+
+}
+
+class MainJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hami-main-job-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+// The same job on a real control plane: etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler from their Go modules (scripts/kube-tools.sh), the nodes still simulated.
+TEST_F(MainJobTest, SeedScenariosOnARealControlPlane) {
+  if (std::string(HAMI_KUBE_BIN).empty()) {
+    GTEST_FAIL() << "no Kubernetes binaries: configure with -DHAMI_KUBE_BIN=$(bash "
+                    "scripts/kube-tools.sh)";
+  }
+  const std::string world = dir_ + "/world", json = dir_ + "/report.json";
+  Subprocess job({HAMI_BUILD_DIR "/bin/hami-sim-world", "--control-plane", "real", "--kube-bin",
+                  HAMI_KUBE_BIN, "--dir", world, "--report-json", json},
+                 {"PATH=/usr/bin:/bin", "HOME=/tmp"});
+  ProcessResult done = job.Wait();
+  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+  EXPECT_NE(done.out.find("\nPASS: "), std::string::npos) << done.out << done.err;
+  ASSERT_TRUE(fs::exists(json)) << done.out << done.err;
+  ExpectSeedBehaviour(Json::parse(Slurp(json)));
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string cmdline = Slurp(entry.path().string() + "/cmdline");
+    EXPECT_EQ(cmdline.find(world), std::string::npos)
+        << "still running after the job: " << entry.path() << " " << cmdline;
+  }
+}
+
+TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
+  const std::string world = dir_ + "/world", json = dir_ + "/report.json";
+  Subprocess job(
+      {HAMI_BUILD_DIR "/bin/hami-sim-world", "--keep", "--dir", world, "--report-json", json},
+      {"PATH=/usr/bin:/bin", "HOME=/tmp"});
+  std::string out = job.ReadUntil("Type \"stop\"");
+  ASSERT_NE(out.find("Type \"stop\""), std::string::npos) << "the job ended early:\n" << out;
+  EXPECT_NE(out.find("\nPASS: "), std::string::npos) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  Json r = Json::parse(Slurp(json));
+
+  ExpectSeedBehaviour(r);
+  const Json* a = FindPod(r, "inference-service-a");
+  ASSERT_TRUE(a);
 
   // --- Both exporters pass promtool; the dashboard uses only what they export -----------------
   auto transport = k8s::SocketTransport::Create({});

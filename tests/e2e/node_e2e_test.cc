@@ -45,9 +45,11 @@ std::string GpuConfig(const std::string& name, const std::string& memory, int co
   return out;
 }
 
-WorldOptions TwoNodes() {
+WorldOptions TwoNodes(sim::ControlPlaneKind control_plane = sim::ControlPlaneKind::kSimulated) {
   WorldOptions o;
   o.build_dir = HAMI_BUILD_DIR;
+  o.control_plane = control_plane;
+  o.kube_bin_dir = HAMI_KUBE_BIN;
   o.nodes.resize(2);
   o.nodes[0].name = "node-a";
   o.nodes[0].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", 8, 'a', nullptr);
@@ -87,10 +89,12 @@ bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
 }
 
-class NodeE2E : public ::testing::Test {
+// Each test runs on both control planes: the simulated one, and (where the Kubernetes binaries
+// were built) etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+class NodeE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<World>> w = World::Start(TwoNodes());
+    Result<std::unique_ptr<World>> w = World::Start(TwoNodes(GetParam()));
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     w_ = std::move(*w);
   }
@@ -138,7 +142,7 @@ class NodeE2E : public ::testing::Test {
   std::unique_ptr<World> w_;
 };
 
-TEST_F(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
+TEST_P(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
   // Whole-card requests first (pinned card, NUMA pair, exclusive card), as an operator would
   // order a busy node's work; then the rest.
   std::vector<std::string> pods;
@@ -184,7 +188,7 @@ TEST_F(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
   EXPECT_EQ(k8s::GetString(running["selective-gpu"], "/spec/nodeName"), "node-b");
 }
 
-TEST_F(NodeE2E, SmiInsideThePodShowsItsQuota) {
+TEST_P(NodeE2E, SmiInsideThePodShowsItsQuota) {
   // GPUs x deviceSplitCount (10).
   for (auto [n, gpus] : {std::pair{"node-a", "80"}, std::pair{"node-b", "80"}}) {
     EXPECT_EQ(k8s::GetString(Node(n), "/status/capacity/nvidia.com~1gpu"), gpus) << n;
@@ -201,8 +205,8 @@ TEST_F(NodeE2E, SmiInsideThePodShowsItsQuota) {
   EXPECT_NE(log.find("0MiB / 8192MiB"), std::string::npos) << log;
   EXPECT_EQ(NodeLock(k8s::GetString(*done, "/spec/nodeName")), "");
 
-  // The same with the real kubectl, when this machine has one.
-  std::string kubectl = FindOnPath("kubectl");
+  // The same with the real kubectl (the pinned one; else one on PATH).
+  std::string kubectl = *HAMI_KUBECTL ? HAMI_KUBECTL : FindOnPath("kubectl");
   if (kubectl.empty()) return;
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> argv = {kubectl, "--kubeconfig", w_->kubeconfig(),
@@ -249,7 +253,7 @@ TEST(NodeE2EMps, MpsNodesGiveMpsLimits) {
   EXPECT_EQ(env.find("CUDA_DEVICE_MEMORY_LIMIT"), std::string::npos) << env;
 }
 
-TEST_F(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {
+TEST_P(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {
   // Break node-b's hook directory: the plugin cannot create the container's directory.
   std::string containers = w_->HookPath("node-b") + "/vgpu/containers";
   std::filesystem::remove_all(containers);
@@ -272,7 +276,7 @@ TEST_F(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {
   EXPECT_TRUE(reasons.count("UnexpectedAdmissionError")) << events.dump();
 }
 
-TEST_F(NodeE2E, TheKubeletRestartsAndThePluginRegistersAgain) {
+TEST_P(NodeE2E, TheKubeletRestartsAndThePluginRegistersAgain) {
   ASSERT_TRUE(w_->StopKubelet("node-a").ok());
   ASSERT_TRUE(w_->StartKubelet("node-a").ok());
   // The new kubelet starts without devices; the plugin notices kubelet.sock and registers again.
@@ -288,7 +292,7 @@ TEST_F(NodeE2E, TheKubeletRestartsAndThePluginRegistersAgain) {
   EXPECT_TRUE(w_->WaitForPod("default", "after", RunningWithDevices).ok());
 }
 
-TEST_F(NodeE2E, AnXidTakesTheGpuOutOfService) {
+TEST_P(NodeE2E, AnXidTakesTheGpuOutOfService) {
   ASSERT_TRUE(w_->InjectXid("node-a", 0, 79).ok());
   auto unhealthy = [](const k8s::Object& o) {
     Result<std::vector<device::DeviceInfo>> devs =
@@ -313,7 +317,7 @@ TEST_F(NodeE2E, AnXidTakesTheGpuOutOfService) {
   }
 }
 
-TEST_F(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
+TEST_P(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
   ASSERT_TRUE(
       w_->Apply(PodYaml("steady", "", 4096, 30, "    nvidia.com/use-gputype: \"A100\"\n", "Always"),
                 "default")
@@ -338,7 +342,7 @@ TEST_F(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
   EXPECT_NE(log.find("total=4096MiB"), std::string::npos) << log;
 }
 
-TEST_F(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
+TEST_P(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
   // The container ignores SIGTERM, so only the SIGKILL after the grace period ends it.
   std::string yaml =
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stubborn\nspec:\n"
@@ -366,7 +370,13 @@ TEST_F(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::string log = kubelet_log();
-  EXPECT_NE(log.find("pod default/stubborn deleted: stopping its containers"), std::string::npos);
+  // Deleted at once (the simulated API server) or terminating until the kubelet is done (a
+  // real one).
+  EXPECT_TRUE(log.find("pod default/stubborn deleted: stopping its containers") !=
+                  std::string::npos ||
+              log.find("pod default/stubborn is terminating: stopping its containers") !=
+                  std::string::npos)
+      << log;
   EXPECT_NE(log.find("pod default/stubborn container main exited with code 137"), std::string::npos)
       << "SIGKILL after the grace period";
   EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
@@ -375,7 +385,7 @@ TEST_F(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
 // The API server stops answering while a burst of pods is being allocated. Whatever each pod's
 // fate, no GPU slice is handed out twice: every running pod's devices are its reservation, and
 // no card holds more than it has.
-TEST_F(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
+TEST_P(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
   std::vector<std::string> names;
   for (int i = 0; i < 12; ++i) {
     names.push_back("burst-" + std::to_string(i));
@@ -425,6 +435,15 @@ TEST_F(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
                   return NodeLock("node-a").empty() && NodeLock("node-b").empty();
                 }).ok());
 }
+
+std::vector<sim::ControlPlaneKind> RealIfBuilt() {
+  if (std::string(HAMI_KUBE_BIN).empty()) return {};
+  return {sim::ControlPlaneKind::kReal};
+}
+
+INSTANTIATE_TEST_SUITE_P(Simulated, NodeE2E, ::testing::Values(sim::ControlPlaneKind::kSimulated));
+INSTANTIATE_TEST_SUITE_P(Real, NodeE2E, ::testing::ValuesIn(RealIfBuilt()));
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NodeE2E);
 
 }  // namespace
 }  // namespace hami::e2e

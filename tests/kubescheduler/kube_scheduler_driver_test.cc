@@ -125,17 +125,17 @@ class FakeExtender {
   // Filter calls about pod `name`.
   size_t FilterCallsFor(const std::string& name) const {
     size_t n = 0;
-    for (const Object& c : filter_calls()) n += k8s::GetString(c, "/pod/metadata/name") == name;
+    for (const Object& c : filter_calls()) n += k8s::GetString(c, "/Pod/metadata/name") == name;
     return n;
   }
 
   static Object PassAll(const Object& args) {
-    if (args.contains("nodenames")) return {{"nodenames", args["nodenames"]}};
-    return {{"nodes", args["nodes"]}};
+    if (args.contains("NodeNames")) return {{"nodenames", args["NodeNames"]}};
+    return {{"nodes", args["Nodes"]}};
   }
   Object BindThroughApi(const Object& a) {
-    Status s = k8s::BindPod(api_, a.value("podNamespace", ""), a.value("podName", ""),
-                            a.value("podUID", ""), a.value("node", ""));
+    Status s = k8s::BindPod(api_, a.value("PodNamespace", ""), a.value("PodName", ""),
+                            a.value("PodUID", ""), a.value("Node", ""));
     if (!s.ok()) return {{"error", s.message()}};
     return Object::object();
   }
@@ -304,17 +304,17 @@ TEST_F(KubeSchedulerDriverTest, FilterGetsNodeNamesAndBindVerbBindsThePod) {
 
   std::vector<Object> filters = ext.filter_calls();
   ASSERT_EQ(filters.size(), 1u);
-  EXPECT_EQ(filters[0]["nodenames"], Object::array({"node-a", "node-b", "node-c"}));
-  EXPECT_FALSE(filters[0].contains("nodes"));
-  EXPECT_EQ(k8s::GetString(filters[0], "/pod/metadata/name"), "p1");
-  EXPECT_EQ(k8s::GetString(filters[0], "/pod/metadata/uid"), k8s::Uid(pod));
+  EXPECT_EQ(filters[0]["NodeNames"], Object::array({"node-a", "node-b", "node-c"}));
+  EXPECT_FALSE(filters[0].contains("Nodes"));
+  EXPECT_EQ(k8s::GetString(filters[0], "/Pod/metadata/name"), "p1");
+  EXPECT_EQ(k8s::GetString(filters[0], "/Pod/metadata/uid"), k8s::Uid(pod));
 
   std::vector<Object> binds = ext.bind_calls();
   ASSERT_EQ(binds.size(), 1u);
-  EXPECT_EQ(binds[0], Object({{"podName", "p1"},
-                              {"podNamespace", "default"},
-                              {"podUID", k8s::Uid(pod)},
-                              {"node", "node-b"}}));
+  EXPECT_EQ(binds[0], Object({{"PodName", "p1"},
+                              {"PodNamespace", "default"},
+                              {"PodUID", k8s::Uid(pod)},
+                              {"Node", "node-b"}}));
 
   Object ev;
   ASSERT_TRUE(WaitEvent("p1", "Scheduled", &ev));
@@ -337,7 +337,7 @@ TEST_F(KubeSchedulerDriverTest, HttpsFilterGetsNodeObjectsAndDriverBindsWithoutB
   FakeExtender& ext = AddExtender(/*tls=*/true);
   ext.SetFilter([](const Object& args) {
     Object keep = Object::array();
-    for (const Object& n : args["nodes"]["items"]) {
+    for (const Object& n : args["Nodes"]["items"]) {
       if (k8s::Name(n) == "node-c") keep.push_back(n);
     }
     return Object{{"nodes", {{"items", keep}}}, {"failedNodes", {{"node-a", "NodeUnfitPod"}}}};
@@ -352,9 +352,9 @@ TEST_F(KubeSchedulerDriverTest, HttpsFilterGetsNodeObjectsAndDriverBindsWithoutB
 
   std::vector<Object> filters = ext.filter_calls();
   ASSERT_EQ(filters.size(), 1u);
-  EXPECT_FALSE(filters[0].contains("nodenames"));
-  ASSERT_EQ(filters[0]["nodes"]["items"].size(), 2u);
-  EXPECT_EQ(k8s::GetString(filters[0]["nodes"]["items"][1], "/metadata/labels/gpu"), "h100");
+  EXPECT_FALSE(filters[0].contains("NodeNames"));
+  ASSERT_EQ(filters[0]["Nodes"]["items"].size(), 2u);
+  EXPECT_EQ(k8s::GetString(filters[0]["Nodes"]["items"][1], "/metadata/labels/gpu"), "h100");
   EXPECT_TRUE(ext.bind_calls().empty());
   ASSERT_TRUE(WaitEvent("p1", "Scheduled"));
   EXPECT_EQ(sched.Stats().api_bind_calls, 1u);
@@ -373,7 +373,7 @@ TEST_F(KubeSchedulerDriverTest, IgnoresOtherSchedulersAndFiltersNodesMinimally) 
   // Only node-c survives the built-in checks, so only it is offered to the extender.
   std::vector<Object> filters = ext.filter_calls();
   ASSERT_EQ(filters.size(), 1u);
-  EXPECT_EQ(filters[0]["nodenames"], Object::array({"node-c"}));
+  EXPECT_EQ(filters[0]["NodeNames"], Object::array({"node-c"}));
   EXPECT_EQ(ext.FilterCallsFor("theirs"), 0u);
   EXPECT_EQ(NodeOf("theirs"), "");
   EXPECT_EQ(sched.Attempts("default/theirs"), 0);
@@ -589,13 +589,13 @@ TEST_F(KubeSchedulerDriverTest, LargeClustersOfferARotatingSubsetOfNodes) {
   ASSERT_TRUE(WaitBound("p2"));
   std::vector<Object> calls = ext.filter_calls();
   ASSERT_EQ(calls.size(), 2u);
-  ASSERT_EQ(calls[0]["nodenames"].size(), 100u);
-  EXPECT_EQ(calls[0]["nodenames"][0], "node-000");
-  EXPECT_EQ(calls[0]["nodenames"][99], "node-099");
+  ASSERT_EQ(calls[0]["NodeNames"].size(), 100u);
+  EXPECT_EQ(calls[0]["NodeNames"][0], "node-000");
+  EXPECT_EQ(calls[0]["NodeNames"][99], "node-099");
   // The second cycle continues where the first stopped, wrapping around.
-  ASSERT_EQ(calls[1]["nodenames"].size(), 100u);
-  EXPECT_EQ(calls[1]["nodenames"][0], "node-100");
-  EXPECT_EQ(calls[1]["nodenames"][50], "node-000");
+  ASSERT_EQ(calls[1]["NodeNames"].size(), 100u);
+  EXPECT_EQ(calls[1]["NodeNames"][0], "node-100");
+  EXPECT_EQ(calls[1]["NodeNames"][50], "node-000");
   EXPECT_EQ(NodeOf("p2"), "node-100");
 }
 

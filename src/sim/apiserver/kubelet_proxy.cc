@@ -5,7 +5,8 @@
 namespace hami::sim {
 
 Result<KubeletReply> KubeletGet(const std::string& host, int port, const std::string& path) {
-  httplib::Client kubelet(host, port);
+  httplib::SSLClient kubelet(host, port);
+  kubelet.enable_server_certificate_verification(false);
   kubelet.set_connection_timeout(5);
   kubelet.set_read_timeout(30);
   httplib::Result r = kubelet.Get(path);

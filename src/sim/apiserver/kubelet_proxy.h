@@ -1,5 +1,7 @@
 // What the simulated API server asks of a node's kubelet on a client's behalf (pods/log), over
-// plain HTTP to the address the node publishes.
+// HTTPS to the address the node publishes, as kube-apiserver does. Like kube-apiserver started
+// without --kubelet-certificate-authority, it does not verify the kubelet's (self-signed)
+// serving certificate.
 //
 // Thread safety: stateless.
 #pragma once
@@ -15,7 +17,7 @@ struct KubeletReply {
   std::string body;
 };
 
-// GET http://<host>:<port><path>; Unavailable when the kubelet cannot be reached.
+// GET https://<host>:<port><path>; Unavailable when the kubelet cannot be reached.
 Result<KubeletReply> KubeletGet(const std::string& host, int port, const std::string& path);
 
 }  // namespace hami::sim

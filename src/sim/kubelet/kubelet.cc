@@ -26,6 +26,7 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "net/http_server.h"
+#include "net/tls.h"
 #include "sim/kubelet/launch.h"
 
 namespace hami::sim {
@@ -167,6 +168,9 @@ class Kubelet::Impl {
   void AdmitLoop();
   void OnPod(const k8s::ObjectPtr& pod);
   void OnDelete(const k8s::ObjectPtr& pod);
+  // A pod with a deletionTimestamp: its containers stop within the grace period, then the pod
+  // is removed from the API (delete with grace 0).
+  void OnTerminating(const k8s::ObjectPtr& pod);
   void ServeLogs(const net::HttpRequest& req, net::HttpResponse& res);
 
   std::mutex mu_;
@@ -176,6 +180,7 @@ class Kubelet::Impl {
   std::deque<k8s::ObjectPtr> admit_queue_;                     // guarded by mu_
   std::map<std::string, std::shared_ptr<PodWorker>> workers_;  // guarded by mu_: by pod UID
   std::map<std::string, std::string> uid_of_;                  // guarded by mu_: "ns/name" -> UID
+  std::set<std::string> terminating_;  // guarded by mu_: UIDs being stopped after a deletion
   std::vector<std::thread> reapers_;  // guarded by mu_: deleted pods' workers
   std::string start_time_ = Now();
   // Extended resources an earlier run of this kubelet reported (written by RegisterNode, then
@@ -239,11 +244,14 @@ class PodWorker {
   }
 
   // Deletion: SIGTERM now, SIGKILL after the grace period (on the worker's thread).
-  void Kill() {
+  // SIGTERM to every container; SIGKILL after `grace` seconds (< 0: the pod's
+  // terminationGracePeriodSeconds).
+  void Kill(int64_t grace = -1) {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (deleting_) return;
       deleting_ = true;
+      if (grace >= 0) grace_ = grace;
       kill_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(grace_);
       for (Container& c : containers_) {
         if (c.state == Container::State::kRunning) ::kill(-c.pid, SIGTERM);
@@ -754,6 +762,12 @@ Status Kubelet::Impl::Start() {
   net::HttpServerOptions ho;
   ho.host = options_.address;
   ho.worker_threads = 8;
+  // HTTPS with a self-signed certificate, as a kubelet serves when it is given none: API servers
+  // reach it without verifying it (kube-apiserver without --kubelet-certificate-authority).
+  HAMI_ASSIGN_OR_RETURN(net::CertificatePem pem,
+                        net::GenerateSelfSignedCertificate(options_.node_name, {options_.node_name},
+                                                           {options_.address}));
+  HAMI_ASSIGN_OR_RETURN(ho.certificate, net::CertificateSource::FromPem(pem));
   HAMI_ASSIGN_OR_RETURN(http_, net::HttpServer::Create(ho));
   http_->HandlePrefix(
       "GET", "/containerLogs/",
@@ -926,6 +940,7 @@ void Kubelet::Impl::HeartbeatLoop() {
 void Kubelet::Impl::OnPod(const k8s::ObjectPtr& pod) {
   std::string phase = k8s::GetString(*pod, "/status/phase");
   std::string uid = k8s::Uid(*pod);
+  if (!k8s::GetString(*pod, "/metadata/deletionTimestamp").empty()) return OnTerminating(pod);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (workers_.count(uid) || phase == "Succeeded" || phase == "Failed") return;
@@ -950,10 +965,53 @@ void Kubelet::Impl::OnPod(const k8s::ObjectPtr& pod) {
   cv_.notify_all();
 }
 
+void Kubelet::Impl::OnTerminating(const k8s::ObjectPtr& pod) {
+  // Graceful deletion, as the API server does it: the pod stays, with a deletionTimestamp, until
+  // its node says its containers are gone by deleting it with no grace period. Until then its
+  // devices stay its own.
+  std::string uid = k8s::Uid(*pod);
+  std::shared_ptr<PodWorker> w;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_ || terminating_.count(uid)) return;
+    terminating_.insert(uid);
+    auto it = workers_.find(uid);
+    if (it != workers_.end()) {
+      w = it->second;
+      workers_.erase(it);
+      uid_of_.erase(k8s::ObjectKey(*pod));
+    }
+  }
+  std::string ns = k8s::Namespace(*pod), name = k8s::Name(*pod);
+  int64_t grace = k8s::GetInt(*pod, "/metadata/deletionGracePeriodSeconds", -1);
+  HAMI_LOG(Info) << "kubelet " << options_.node_name << ": pod " << ns << "/" << name
+                 << " is terminating: stopping its containers"
+                 << (grace >= 0 ? " (grace " + std::to_string(grace) + " s)" : "");
+  if (w) w->Kill(grace);
+  std::lock_guard<std::mutex> l(mu_);
+  reapers_.emplace_back([this, w, uid, ns, name, dir = options_.root_dir + "/pods/" + uid] {
+    if (w) w->Join();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    k8s::DeleteOptions gone;
+    gone.grace_period_seconds = 0;
+    gone.precondition_uid = uid;
+    Status s = client_.Delete(k8s::kPods, ns, name, gone);
+    if (!s.ok() && s.code() != StatusCode::kNotFound && !k8s::IsConflict(s)) {
+      HAMI_LOG(Warning) << "kubelet " << options_.node_name << ": removing terminated pod " << ns
+                        << "/" << name << ": " << s.message();
+    } else {
+      HAMI_LOG(Info) << "kubelet " << options_.node_name << ": pod " << ns << "/" << name
+                     << " terminated: its containers are gone";
+    }
+  });
+}
+
 void Kubelet::Impl::OnDelete(const k8s::ObjectPtr& pod) {
   std::shared_ptr<PodWorker> w;
   {
     std::lock_guard<std::mutex> l(mu_);
+    terminating_.erase(k8s::Uid(*pod));
     auto it = workers_.find(k8s::Uid(*pod));
     if (it == workers_.end()) return;
     w = it->second;

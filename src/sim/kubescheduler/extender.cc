@@ -1,5 +1,6 @@
 #include "sim/kubescheduler/extender.h"
 
+#include <cctype>
 #include <set>
 
 #include "k8s/config.h"
@@ -12,9 +13,30 @@ namespace {
 using k8s::Object;
 
 // Reads a {"name": "reason"} map; anything else (null, missing) yields an empty map.
+// A member of an extender's answer by its Go field name, matched without regard to ASCII case
+// as kube-scheduler's Go decoder matches it ("nodenames" and "NodeNames" alike); end() if none.
+Object::const_iterator Member(const Object& result, std::string_view name) {
+  for (auto it = result.begin(); it != result.end(); ++it) {
+    const std::string& key = it.key();
+    if (key.size() != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < name.size(); ++i) {
+      same = std::tolower(static_cast<unsigned char>(key[i])) ==
+             std::tolower(static_cast<unsigned char>(name[i]));
+    }
+    if (same) return it;
+  }
+  return result.end();
+}
+
+std::string MemberString(const Object& result, std::string_view name) {
+  auto it = Member(result, name);
+  return it != result.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 Result<std::map<std::string, std::string>> ReasonMap(const Object& result, const char* key) {
   std::map<std::string, std::string> out;
-  auto it = result.find(key);
+  auto it = Member(result, key);
   if (it == result.end() || it->is_null()) return out;
   if (!it->is_object()) return DataLossError(std::string(key) + " is not an object");
   for (const auto& [node, reason] : it->items()) {
@@ -108,7 +130,8 @@ Result<Object> Extender::Post(const std::string& verb, std::string body) {
 
 Result<ExtenderFilterResult> Extender::Filter(const Object& pod,
                                               const std::vector<k8s::ObjectPtr>& nodes) {
-  Object args = {{"pod", pod}};
+  // The Go field names kube-scheduler writes (its ExtenderArgs has no JSON tags).
+  Object args = {{"Pod", pod}};
   std::set<std::string> offered;
   if (config_.node_cache_capable) {
     Object names = Object::array();
@@ -116,24 +139,24 @@ Result<ExtenderFilterResult> Extender::Filter(const Object& pod,
       names.push_back(k8s::Name(*n));
       offered.insert(k8s::Name(*n));
     }
-    args["nodenames"] = std::move(names);
+    args["NodeNames"] = std::move(names);
   } else {
     Object items = Object::array();
     for (const k8s::ObjectPtr& n : nodes) {
       items.push_back(*n);
       offered.insert(k8s::Name(*n));
     }
-    args["nodes"] = {{"metadata", Object::object()}, {"items", std::move(items)}};
+    args["Nodes"] = {{"metadata", Object::object()}, {"items", std::move(items)}};
   }
   HAMI_ASSIGN_OR_RETURN(Object result, Post(config_.filter_verb, args.dump()));
 
-  std::string error = k8s::GetString(result, "/error");
+  std::string error = MemberString(result, "Error");
   if (!error.empty()) return UnavailableError(error);
 
   ExtenderFilterResult out;
   const std::string where = "extender " + config_.url_prefix + " filter result: ";
-  auto names = result.find("nodenames");
-  auto node_list = result.find("nodes");
+  auto names = Member(result, "NodeNames");
+  auto node_list = Member(result, "Nodes");
   if (config_.node_cache_capable && names != result.end() && !names->is_null()) {
     if (!names->is_array()) return DataLossError(where + "nodenames is not a list");
     for (const Object& n : *names) {
@@ -151,23 +174,23 @@ Result<ExtenderFilterResult> Extender::Filter(const Object& pod,
       return DataLossError(where + "claims node \"" + n + "\" which was not offered");
     }
   }
-  Result<std::map<std::string, std::string>> failed = ReasonMap(result, "failedNodes");
+  Result<std::map<std::string, std::string>> failed = ReasonMap(result, "FailedNodes");
   if (!failed.ok()) return DataLossError(where + failed.status().message());
   out.failed_nodes = std::move(failed).value();
   Result<std::map<std::string, std::string>> unresolvable =
-      ReasonMap(result, "failedAndUnresolvableNodes");
+      ReasonMap(result, "FailedAndUnresolvableNodes");
   if (!unresolvable.ok()) return DataLossError(where + unresolvable.status().message());
   out.failed_and_unresolvable_nodes = std::move(unresolvable).value();
   return out;
 }
 
 Status Extender::Bind(const ExtenderBindingArgs& args) {
-  Object body = {{"podName", args.pod_name},
-                 {"podNamespace", args.pod_namespace},
-                 {"podUID", args.pod_uid},
-                 {"node", args.node}};
+  Object body = {{"PodName", args.pod_name},
+                 {"PodNamespace", args.pod_namespace},
+                 {"PodUID", args.pod_uid},
+                 {"Node", args.node}};
   HAMI_ASSIGN_OR_RETURN(Object result, Post(config_.bind_verb, body.dump()));
-  std::string error = k8s::GetString(result, "/error");
+  std::string error = MemberString(result, "Error");
   if (!error.empty()) return UnavailableError(error);
   return OkStatus();
 }

@@ -77,9 +77,9 @@ TEST(ExtenderTest, FilterSendsNodeNamesWhenNodeCacheCapable) {
   EXPECT_EQ(reqs[0].method, "POST");
   EXPECT_EQ(reqs[0].timeout, std::chrono::milliseconds(1234));
   Object body = f.LastBody();
-  EXPECT_EQ(body["nodenames"], Object::array({"n1", "n2", "n3"}));
-  EXPECT_FALSE(body.contains("nodes"));
-  EXPECT_EQ(body["pod"]["metadata"]["uid"], "u-1");
+  EXPECT_EQ(body["NodeNames"], Object::array({"n1", "n2", "n3"}));
+  EXPECT_FALSE(body.contains("Nodes"));
+  EXPECT_EQ(body["Pod"]["metadata"]["uid"], "u-1");
 }
 
 TEST(ExtenderTest, FilterSendsNodeObjectsOtherwise) {
@@ -90,10 +90,10 @@ TEST(ExtenderTest, FilterSendsNodeObjectsOtherwise) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->node_names, std::vector<std::string>({"n1"}));
   Object body = f.LastBody();
-  EXPECT_FALSE(body.contains("nodenames"));
-  ASSERT_EQ(body["nodes"]["items"].size(), 2u);
-  EXPECT_EQ(body["nodes"]["items"][1]["metadata"]["name"], "n2");
-  EXPECT_EQ(body["nodes"]["items"][1]["metadata"]["labels"]["zone"], "a");
+  EXPECT_FALSE(body.contains("NodeNames"));
+  ASSERT_EQ(body["Nodes"]["items"].size(), 2u);
+  EXPECT_EQ(body["Nodes"]["items"][1]["metadata"]["name"], "n2");
+  EXPECT_EQ(body["Nodes"]["items"][1]["metadata"]["labels"]["zone"], "a");
 }
 
 TEST(ExtenderTest, FilterErrors) {
@@ -129,7 +129,7 @@ TEST(ExtenderTest, FilterErrors) {
   f.fake->Push("POST", "/filter", FakeTransport::Json(200, R"({"failedNodes":["n1"]})"));
   r = f.ext->Filter(Pod(), Nodes({"n1"}));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("failedNodes"), std::string::npos);
+  EXPECT_NE(r.status().message().find("FailedNodes"), std::string::npos);
 }
 
 TEST(ExtenderTest, EmptyResultMeansNoNodePassed) {
@@ -146,7 +146,7 @@ TEST(ExtenderTest, BindSendsBindingArgs) {
   ASSERT_TRUE(f.ext->Bind({"p", "ns", "u-1", "n1"}).ok());
   Object body = f.LastBody();
   EXPECT_EQ(body,
-            Object({{"podName", "p"}, {"podNamespace", "ns"}, {"podUID", "u-1"}, {"node", "n1"}}));
+            Object({{"PodName", "p"}, {"PodNamespace", "ns"}, {"PodUID", "u-1"}, {"Node", "n1"}}));
 
   f.fake->Push("POST", "/bind", FakeTransport::Json(200, R"({"error":"node n1 locked"})"));
   Status s = f.ext->Bind({"p", "ns", "u-1", "n1"});

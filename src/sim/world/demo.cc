@@ -469,10 +469,15 @@ class DemoRun {
 
   Result<DemoReport> Run() {
     auto t0 = SteadyClock::now();
-    out_ << "hami-cpp on a simulated cluster: API server, hami-scheduler (extender + webhook),\n"
-            "kube-scheduler stand-in, and per node hami-sim-kubelet, hami-device-plugin,\n"
-            "hami-monitor on simulated GPUs:\n"
-            "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
+    bool real = o_.control_plane == ControlPlaneKind::kReal;
+    out_ << (real ? "hami-cpp on a real Kubernetes control plane (etcd, kube-apiserver,\n"
+                    "kube-controller-manager, kube-scheduler) with hami-scheduler (extender +\n"
+                    "webhook), and simulated GPU nodes: per node hami-sim-kubelet,\n"
+                    "hami-device-plugin, hami-monitor on simulated GPUs:\n"
+                  : "hami-cpp on a simulated cluster: API server, hami-scheduler (extender + "
+                    "webhook),\nkube-scheduler stand-in, and per node hami-sim-kubelet, "
+                    "hami-device-plugin,\nhami-monitor on simulated GPUs:\n")
+         << "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
             "  v100-node  4 x V100-SXM2-32GB  NUMA 0: GPU 0-1, NUMA 1: GPU 2-3, NVLink pairs\n"
             "  t4-node    2 x T4 16 GB        NUMA 0, PCIe\n\n"
             "Starting:"
@@ -480,6 +485,8 @@ class DemoRun {
     WorldOptions wo;
     wo.build_dir = o_.build_dir;
     wo.dir = o_.dir;
+    wo.control_plane = o_.control_plane;
+    wo.kube_bin_dir = o_.kube_bin_dir;
     wo.nodes = DemoNodes();
     wo.monitors = true;
     wo.stand_in_for_gpu_containers = true;

@@ -99,6 +99,8 @@ struct DemoOptions {
   std::string build_dir;
   std::string examples_dir;
   std::string dir;  // world directory; "" = a fresh temporary one
+  ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
+  std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
   std::chrono::seconds scenario_timeout{60};
   // Called with the running world after the report, before it is torn down (--keep waits in
   // here); the world stops when it returns.

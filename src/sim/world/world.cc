@@ -10,8 +10,10 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "k8s/api_error.h"
@@ -27,11 +29,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 Status WriteAll(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -40,117 +37,43 @@ Status WriteAll(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
-std::string Tail(const std::string& text, size_t lines) {
-  size_t pos = text.size();
-  for (size_t i = 0; i <= lines && pos != std::string::npos && pos > 0; ++i) {
-    pos = text.rfind('\n', pos - 1);
-  }
-  return pos == std::string::npos ? text : text.substr(pos + 1);
-}
-
 }  // namespace
 
-// A child process whose stdout and stderr go to a log file. It dies with the test process
-// (PR_SET_PDEATHSIG), so no run leaves processes behind.
-class World::Process {
- public:
-  Process(std::string name, std::string log) : name_(std::move(name)), log_(std::move(log)) {}
-  ~Process() { Stop(); }
-
-  Status Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-    int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return Status(StatusCode::kInternal, "cannot open " + log_);
-    offset_ = static_cast<size_t>(lseek(fd, 0, SEEK_END));
-    std::vector<std::string> a = argv, e = env;
-    std::vector<char*> av, ev;
-    for (std::string& s : a) av.push_back(s.data());
-    av.push_back(nullptr);
-    for (std::string& s : e) ev.push_back(s.data());
-    ev.push_back(nullptr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      close(fd);
-      return Status(StatusCode::kInternal, "fork failed");
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      int null = open("/dev/null", O_RDONLY);
-      dup2(null, 0);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execve(av[0], av.data(), ev.data());
-      _exit(127);
-    }
-    close(fd);
-    pid_ = pid;
-    return OkStatus();
-  }
-
-  // Waits for `marker` in the output written since Spawn; the whole line that holds it.
-  Result<std::string> WaitForMarker(const std::string& marker, std::chrono::seconds timeout) {
-    auto end = SteadyClock::now() + timeout;
-    for (;;) {
-      std::string text = ReadAll(log_);
-      text = text.size() > offset_ ? text.substr(offset_) : "";
-      if (size_t at = text.find(marker); at != std::string::npos) {
-        size_t b = text.rfind('\n', at);
-        b = b == std::string::npos ? 0 : b + 1;
-        size_t e = text.find('\n', at);
-        return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status(StatusCode::kUnavailable,
-                      name_ + " exited before it was ready; its log ends with:\n" + Tail(text, 15));
-      }
-      if (SteadyClock::now() > end) {
-        return Status(StatusCode::kDeadlineExceeded,
-                      name_ + " not ready after " + std::to_string(timeout.count()) +
-                          " s; its log ends with:\n" + Tail(text, 15));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-
-  // SIGTERM, then SIGKILL after `grace`.
-  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(10)) {
-    Terminate();
-    Reap(SteadyClock::now() + grace);
-  }
-  // SIGTERM without waiting (Reap waits), so that several processes stop at once.
-  void Terminate() {
-    if (pid_ > 0) kill(pid_, SIGTERM);
-  }
-  void Reap(SteadyClock::time_point deadline) {
-    if (pid_ <= 0) return;
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (SteadyClock::now() > deadline) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    pid_ = -1;
-  }
-
-  bool Running() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
-
- private:
-  std::string name_, log_;
-  pid_t pid_ = -1;
-  size_t offset_ = 0;
-};
-
 std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/status/phase"); }
+
+k8s::Object AuthorizationReportFromAudit(const std::string& audit_log) {
+  // A long-running request (a watch) is logged when its answer starts and again when it ends:
+  // counted once, at its start.
+  std::set<std::string> started;
+  k8s::Object out = k8s::Object::object();
+  size_t begin = 0;
+  while (begin < audit_log.size()) {
+    size_t end = audit_log.find('\n', begin);
+    if (end == std::string::npos) end = audit_log.size();
+    Json e = Json::parse(audit_log.substr(begin, end - begin), nullptr, false);
+    begin = end + 1;
+    if (!e.is_object() || !e.contains("objectRef")) continue;  // non-resource requests
+    std::string stage = e.value("stage", ""), id = e.value("auditID", "");
+    if (stage == "ResponseStarted") {
+      started.insert(id);
+    } else if (stage != "ResponseComplete" || started.count(id)) {
+      continue;
+    }
+    std::string decision =
+        k8s::GetString(e, "/annotations/authorization.k8s.io~1decision");  // allow / forbid
+    if (decision.empty()) continue;
+    const Json& ref = e["objectRef"];
+    std::string call = e.value("verb", "") + " " + ref.value("resource", "");
+    if (!ref.value("apiGroup", "").empty()) call += "." + ref.value("apiGroup", "");
+    if (!ref.value("subresource", "").empty()) call += "/" + ref.value("subresource", "");
+    std::string user = k8s::GetString(e, "/user/username");
+    Json& d = out[user];
+    if (!d.is_object()) d = {{"allowed", Json::object()}, {"denied", Json::object()}};
+    Json& count = d[decision == "allow" ? "allowed" : "denied"][call];
+    count = count.is_number() ? count.get<int>() + 1 : 1;
+  }
+  return out;
+}
 
 World::World(WorldOptions options) : options_(std::move(options)) {}
 
@@ -159,14 +82,14 @@ World::~World() {
   // their kubelets), then the schedulers, then the API server, which the others talk to until
   // they are gone.
   auto wave = [&](const std::function<bool(const std::string&)>& member) {
-    std::vector<Process*> stopping;
+    std::vector<LoggedProcess*> stopping;
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
       if (!member(*it)) continue;
       processes_[*it]->Terminate();
       stopping.push_back(processes_[*it].get());
     }
     auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-    for (Process* p : stopping) p->Reap(deadline);
+    for (LoggedProcess* p : stopping) p->Reap(deadline);
   };
   auto control_plane = [](const std::string& n) {
     return n == "apiserver" || n == "hami-scheduler" || n == "kube-scheduler";
@@ -175,6 +98,7 @@ World::~World() {
   wave([&](const std::string& n) { return control_plane(n) && n != "apiserver"; });
   wave([&](const std::string& n) { return n == "apiserver"; });
   processes_.clear();
+  control_plane_.reset();  // kube-scheduler, kube-controller-manager, kube-apiserver, etcd
   if (own_dir_) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -213,7 +137,7 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
                      std::string* marker_line) {
   auto& slot = processes_[name];
   if (slot && slot->Running()) return Status(StatusCode::kAlreadyExists, name + " is running");
-  slot = std::make_unique<Process>(name, LogFile(name));
+  slot = std::make_unique<LoggedProcess>(name, LogFile(name));
   if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
   HAMI_RETURN_IF_ERROR(slot->Spawn(argv, env));
   if (!marker.empty()) {
@@ -236,19 +160,8 @@ Status World::Boot() {
   std::filesystem::create_directories(dir_, ec);
   if (ec) return Status(StatusCode::kInternal, "cannot create " + dir_ + ": " + ec.message());
 
-  kubeconfig_ = dir_ + "/kubeconfig";
-  std::vector<std::string> apiserver = {Bin("hami-sim-apiserver"), "--write-kubeconfig",
-                                        kubeconfig_};
-  bool rbac = !options_.rbac_manifests.empty();
-  if (rbac) {
-    // HTTPS: kubectl sends bearer tokens over TLS only.
-    apiserver.insert(apiserver.end(), {"--self-signed", "--rbac", "--token", "hami-sim-admin"});
-  }
-  HAMI_RETURN_IF_ERROR(Launch("apiserver", apiserver, BaseEnv(), "listening on"));
-  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig_));
-  rest.qps = 0;
-  HAMI_ASSIGN_OR_RETURN(client_, k8s::RestClient::Create(rest));
-  if (rbac) HAMI_RETURN_IF_ERROR(SetUpRbac());
+  HAMI_RETURN_IF_ERROR(StartControlPlane());
+  if (!options_.rbac_manifests.empty()) HAMI_RETURN_IF_ERROR(SetUpRbac());
 
   HAMI_ASSIGN_OR_RETURN(
       net::CertificatePem pem,
@@ -324,18 +237,12 @@ Status World::Boot() {
         client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
     if (!hook.ok()) return hook.status();
   }
-  HAMI_RETURN_IF_ERROR(
-      WriteAll(dir_ + "/kube-scheduler.yaml",
-               options_.leader_elect
-                   ? KubeSchedulerConfigYaml(extender_url_,
-                                             "  leaderElect: true\n  resourceName: hami-scheduler\n"
-                                             "  resourceNamespace: kube-system\n")
-                   : KubeSchedulerConfigYaml(extender_url_)));
-  HAMI_RETURN_IF_ERROR(
-      Launch("kube-scheduler",
-             {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
-              "--kubeconfig=" + kubeconfig_},
-             BaseEnv(), ""));
+  HAMI_RETURN_IF_ERROR(StartKubeScheduler(
+      options_.leader_elect
+          ? KubeSchedulerConfigYaml(extender_url_,
+                                    "  leaderElect: true\n  resourceName: hami-scheduler\n"
+                                    "  resourceNamespace: kube-system\n")
+          : KubeSchedulerConfigYaml(extender_url_)));
   if (!options_.node_config_json.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/config.json", options_.node_config_json));
   }
@@ -368,6 +275,84 @@ Status World::Boot() {
   return OkStatus();
 }
 
+Result<ControlPlaneKind> ParseControlPlaneKind(const std::string& text) {
+  if (text == "simulated") return ControlPlaneKind::kSimulated;
+  if (text == "real") return ControlPlaneKind::kReal;
+  return InvalidArgumentError("control plane \"" + text + "\": want simulated or real");
+}
+
+const char* ControlPlaneKindName(ControlPlaneKind kind) {
+  return kind == ControlPlaneKind::kReal ? "real" : "simulated";
+}
+
+std::ostream& operator<<(std::ostream& os, ControlPlaneKind kind) {
+  return os << ControlPlaneKindName(kind);
+}
+
+Status World::StartControlPlane() {
+  if (options_.control_plane == ControlPlaneKind::kReal) {
+    // RBAC is always on there; the administrator is a client certificate in system:masters.
+    KubeControlPlaneOptions cp;
+    cp.bin_dir = options_.kube_bin_dir;
+    cp.dir = dir_ + "/kube";
+    cp.start_timeout = std::max(options_.start_timeout, std::chrono::seconds(120));
+    cp.on_start = options_.on_start;
+    std::error_code ec;
+    std::filesystem::create_directories(cp.dir, ec);
+    HAMI_ASSIGN_OR_RETURN(control_plane_, KubeControlPlane::Start(std::move(cp)));
+    kubeconfig_ = control_plane_->admin_kubeconfig();
+  } else {
+    kubeconfig_ = dir_ + "/kubeconfig";
+    std::vector<std::string> apiserver = {Bin("hami-sim-apiserver"), "--write-kubeconfig",
+                                          kubeconfig_};
+    if (!options_.rbac_manifests.empty()) {
+      // HTTPS: kubectl sends bearer tokens over TLS only.
+      apiserver.insert(apiserver.end(), {"--self-signed", "--rbac", "--token", "hami-sim-admin"});
+    }
+    HAMI_RETURN_IF_ERROR(Launch("apiserver", apiserver, BaseEnv(), "listening on"));
+  }
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig_));
+  rest.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(client_, k8s::RestClient::Create(rest));
+  return OkStatus();
+}
+
+Status World::StartKubeScheduler(const std::string& config_yaml) {
+  if (control_plane_) {
+    // As the chart deploys it: kube-scheduler runs in hami-scheduler's pod, with its account.
+    auto account = component_kubeconfigs_.find("hami-scheduler");
+    std::string config = config_yaml;
+    if (account != component_kubeconfigs_.end()) {
+      config += "clientConnection:\n  kubeconfig: " + account->second + "\n";
+    }
+    return control_plane_->StartScheduler(config);
+  }
+  HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/kube-scheduler.yaml", config_yaml));
+  return Launch("kube-scheduler",
+                {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
+                 "--kubeconfig=" + kubeconfig_},
+                BaseEnv(), "");
+}
+
+Status World::WriteTokenKubeconfig(const std::string& path, const std::string& token) {
+  if (!control_plane_) {
+    // The simulated API server's administrator kubeconfig, with the account's token instead.
+    HAMI_ASSIGN_OR_RETURN(std::string admin, k8s::ReadFileToString(kubeconfig_));
+    const std::string marker = "token: hami-sim-admin";
+    size_t at = admin.find(marker);
+    if (at == std::string::npos) return InternalError("the API server's kubeconfig has no token");
+    admin.replace(at, marker.size(), "token: " + token);
+    return WriteAll(path, admin);
+  }
+  return WriteAll(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: kube\n  cluster:\n"
+                        "    server: " + control_plane_->server() +
+                        "\n    certificate-authority-data: " +
+                        Base64Encode(control_plane_->ca_pem()) +
+                        "\nusers:\n- name: account\n  user:\n    token: " + token +
+                        "\ncontexts:\n- name: kube\n  context: {cluster: kube, user: account}\n"
+                        "current-context: kube\n");
+}
+
 Status World::SetUpRbac() {
   // The resource of each kind the RBAC manifests may hold.
   const std::map<std::string, k8s::Resource> kinds = {
@@ -388,11 +373,7 @@ Status World::SetUpRbac() {
     Result<k8s::Object> created = client_->Create(it->second, ns, obj);
     if (!created.ok() && !k8s::IsAlreadyExists(created.status())) return created.status();
   }
-  // One kubeconfig per component: the administrator's, with the account's token instead.
-  HAMI_ASSIGN_OR_RETURN(std::string admin, k8s::ReadFileToString(kubeconfig_));
-  const std::string marker = "token: hami-sim-admin";
-  size_t at = admin.find(marker);
-  if (at == std::string::npos) return InternalError("the API server's kubeconfig has no token");
+  // One kubeconfig per component, with a token of its account.
   for (const auto& [component, account] : options_.service_accounts) {
     size_t slash = account.find('/');
     if (slash == std::string::npos) {
@@ -407,10 +388,8 @@ Status World::SetUpRbac() {
                                           account.substr(0, slash), request, "token"));
     std::string token = k8s::GetString(answer, "/status/token");
     if (token.empty()) return InternalError("TokenRequest for " + account + " gave no token");
-    std::string text = admin;
-    text.replace(at, marker.size(), "token: " + token);
     std::string path = dir_ + "/kubeconfig-" + component;
-    HAMI_RETURN_IF_ERROR(WriteAll(path, text));
+    HAMI_RETURN_IF_ERROR(WriteTokenKubeconfig(path, token));
     component_kubeconfigs_[component] = path;
   }
   return OkStatus();
@@ -422,6 +401,10 @@ std::string World::KubeconfigOf(const std::string& component) const {
 }
 
 Result<std::string> World::AuthorizationReport() {
+  if (control_plane_) {
+    HAMI_ASSIGN_OR_RETURN(std::string audit, k8s::ReadFileToString(control_plane_->audit_log()));
+    return AuthorizationReportFromAudit(audit).dump();
+  }
   HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r, client_->Send("GET", "/debug/authorization"));
   if (r.status != 200) {
     return InternalError("GET /debug/authorization: " + std::to_string(r.status) + " " + r.body);
@@ -508,17 +491,22 @@ Status World::StopPlugin(const std::string& node) {
   return OkStatus();
 }
 
-int World::Pid(const std::string& process) const {
+LoggedProcess* World::Find(const std::string& process) const {
   auto it = processes_.find(process);
-  return it == processes_.end() || !it->second->Running() ? -1 : it->second->pid();
+  if (it != processes_.end()) return it->second->Running() ? it->second.get() : nullptr;
+  if (!control_plane_) return nullptr;
+  return control_plane_->Process(process == "apiserver" ? "kube-apiserver" : process);
+}
+
+int World::Pid(const std::string& process) const {
+  LoggedProcess* p = Find(process);
+  return p == nullptr ? -1 : p->pid();
 }
 
 Status World::Signal(const std::string& process, int sig) {
-  auto it = processes_.find(process);
-  if (it == processes_.end() || !it->second->Running()) {
-    return NotFoundError(process + " is not running");
-  }
-  if (kill(it->second->pid(), sig) != 0) return Status(StatusCode::kInternal, "kill failed");
+  LoggedProcess* p = Find(process);
+  if (p == nullptr) return NotFoundError(process + " is not running");
+  if (kill(p->pid(), sig) != 0) return Status(StatusCode::kInternal, "kill failed");
   return OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@
 #include "common/status.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
+#include "sim/world/kube_control_plane.h"
+#include "sim/world/logged_process.h"
 
 namespace hami::sim {
 
@@ -39,8 +42,24 @@ struct WorldNode {
   std::vector<std::string> plugin_env;  // extra KEY=VALUE for its device plugin
 };
 
+// Who plays the control plane.
+enum class ControlPlaneKind {
+  // hami-sim-apiserver and hami-sim-kube-scheduler: seconds to start, nothing else to build.
+  kSimulated,
+  // etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from their Go modules
+  // (scripts/kube-tools.sh; WorldOptions::kube_bin_dir), see kube_control_plane.h.
+  kReal,
+};
+
+// "simulated" / "real" (InvalidArgument otherwise) and back.
+Result<ControlPlaneKind> ParseControlPlaneKind(const std::string& text);
+const char* ControlPlaneKindName(ControlPlaneKind kind);
+std::ostream& operator<<(std::ostream& os, ControlPlaneKind kind);
+
 struct WorldOptions {
   std::string build_dir;  // holds bin/, lib/ and sim/
+  ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
+  std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
   std::string dir;        // working directory; "" = a fresh temporary one (removed at the end)
   std::vector<WorldNode> nodes;
   std::string device_config_yaml;  // "" = the chart's defaults
@@ -121,21 +140,27 @@ class World {
   // "hami-monitor"): its ServiceAccount's, or the administrator's.
   std::string KubeconfigOf(const std::string& component) const;
   // With RBAC: the API server's record of every authorization decision (JSON, see
-  // sim::ApiServer::AuthorizationReport).
+  // sim::ApiServer::AuthorizationReport). Simulated control plane only.
   Result<std::string> AuthorizationReport();
-
-  class Process;
+  // The real control plane, or null with the simulated one.
+  KubeControlPlane* real_control_plane() { return control_plane_.get(); }
 
  private:
   explicit World(WorldOptions options);
   Status Boot();
+  Status StartControlPlane();
+  Status StartKubeScheduler(const std::string& config_yaml);
   Status SetUpRbac();
+  Status WriteTokenKubeconfig(const std::string& path, const std::string& token);
   Status Launch(const std::string& name, std::vector<std::string> argv,
                 std::vector<std::string> env, const std::string& marker,
                 std::string* marker_line = nullptr);
   const WorldNode* Node(const std::string& name) const;
   std::string Bin(const std::string& name) const;
   std::vector<std::string> BaseEnv() const;
+  // A started process by name, the real control plane's included ("apiserver" is
+  // kube-apiserver there); null when not running.
+  LoggedProcess* Find(const std::string& process) const;
 
   WorldOptions options_;
   std::string dir_;
@@ -146,11 +171,17 @@ class World {
   std::string scheduler_metrics_url_;
   std::map<std::string, std::string> monitor_urls_;  // by node
   std::unique_ptr<k8s::RestClient> client_;
-  std::map<std::string, std::unique_ptr<Process>> processes_;  // by name, started order kept below
+  std::unique_ptr<KubeControlPlane> control_plane_;  // with ControlPlaneKind::kReal
+  std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;  // by name, started order kept below
   std::vector<std::string> order_;
 };
 
 // The pod's status.phase ("" when absent).
 std::string PodPhase(const k8s::Object& pod);
+
+// kube-apiserver's audit log (one audit.k8s.io/v1 Event per line) as the simulated API server's
+// authorization report: {"<user>": {"allowed": {"<verb> <resource>[.<group>][/<sub>]": n},
+// "denied": {...}}}, each request counted once.
+k8s::Object AuthorizationReportFromAudit(const std::string& audit_log);
 
 }  // namespace hami::sim

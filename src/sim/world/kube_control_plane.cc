@@ -1,0 +1,378 @@
+#include "sim/world/kube_control_plane.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "common/base64.h"
+#include "common/log.h"
+#include "k8s/config.h"
+#include "k8s/rest_client.h"
+#include "net/tls.h"
+
+namespace hami::sim {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Every request at the Metadata level: user, groups, verb, resource and the authorizer's
+// decision, never a body (Secrets stay out of the log).
+constexpr const char* kAuditPolicy =
+    "apiVersion: audit.k8s.io/v1\n"
+    "kind: Policy\n"
+    "omitStages: [RequestReceived]\n"
+    "rules:\n"
+    "- level: Metadata\n";
+
+// The service-account issuer: what kubeadm clusters use.
+constexpr const char* kIssuer = "https://kubernetes.default.svc.cluster.local";
+
+std::string KubeconfigYaml(const std::string& server, const std::string& ca_pem,
+                           const std::string& user, const net::CertificatePem& cert) {
+  return "apiVersion: v1\n"
+         "kind: Config\n"
+         "clusters:\n"
+         "- name: kube\n"
+         "  cluster:\n"
+         "    server: " +
+         server +
+         "\n"
+         "    certificate-authority-data: " +
+         Base64Encode(ca_pem) +
+         "\n"
+         "users:\n"
+         "- name: " +
+         user +
+         "\n"
+         "  user:\n"
+         "    client-certificate-data: " +
+         Base64Encode(cert.cert_pem) +
+         "\n"
+         "    client-key-data: " +
+         Base64Encode(cert.key_pem) +
+         "\n"
+         "contexts:\n"
+         "- name: kube\n"
+         "  context: {cluster: kube, user: \"" +
+         user +
+         "\"}\n"
+         "current-context: kube\n";
+}
+
+net::CertificateSpec Spec(const std::string& cn, std::vector<std::string> groups = {}) {
+  auto now = std::chrono::system_clock::now();
+  net::CertificateSpec spec{cn, {}, {}, now - std::chrono::hours(1),
+                            now + std::chrono::hours(24 * 365)};
+  spec.organizations = std::move(groups);
+  return spec;
+}
+
+std::vector<std::string> ChildEnv() {
+  const char* path = std::getenv("PATH");
+  return {std::string("PATH=") + (path ? path : "/usr/bin:/bin"), "HOME=/tmp"};
+}
+
+bool AddressInUse(const Status& s) {
+  return s.message().find("address already in use") != std::string::npos;
+}
+
+}  // namespace
+
+Result<int> PickFreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status(StatusCode::kInternal, "socket failed");
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return Status(StatusCode::kInternal, "cannot bind a loopback port");
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+Result<std::unique_ptr<KubeControlPlane>> KubeControlPlane::Start(KubeControlPlaneOptions options) {
+  for (const char* b : {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}) {
+    std::string path = options.bin_dir + "/" + b;
+    if (access(path.c_str(), X_OK) != 0) {
+      return Status(StatusCode::kFailedPrecondition,
+                    path + " is missing: build the Kubernetes binaries with "
+                           "`bash scripts/kube-tools.sh` and pass the folder it prints");
+    }
+  }
+  std::unique_ptr<KubeControlPlane> cp(new KubeControlPlane(std::move(options)));
+  HAMI_RETURN_IF_ERROR(cp->Boot());
+  return cp;
+}
+
+KubeControlPlane::~KubeControlPlane() {
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+    auto p = processes_.find(*it);
+    if (p != processes_.end() && p->second) p->second->Stop();
+  }
+}
+
+LoggedProcess* KubeControlPlane::Process(const std::string& name) {
+  auto it = processes_.find(name);
+  return it == processes_.end() || !it->second->Running() ? nullptr : it->second.get();
+}
+
+Status KubeControlPlane::Launch(const std::string& name, const std::vector<std::string>& argv) {
+  auto& slot = processes_[name];
+  if (slot) slot->Stop();
+  slot = std::make_unique<LoggedProcess>(name, options_.dir + "/" + name + ".log");
+  if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
+  HAMI_VLOG(1) << "starting " << name << ": " << argv[0];
+  return slot->Spawn(argv, ChildEnv());
+}
+
+Status KubeControlPlane::Boot() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.dir + "/pki", ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + options_.dir + "/pki");
+  HAMI_RETURN_IF_ERROR(StartEtcd());
+  HAMI_RETURN_IF_ERROR(WritePki());
+  HAMI_RETURN_IF_ERROR(StartApiServer());
+  if (options_.controller_manager) HAMI_RETURN_IF_ERROR(StartControllerManager());
+  return OkStatus();
+}
+
+Status KubeControlPlane::WritePki() {
+  HAMI_ASSIGN_OR_RETURN(net::CertificatePem ca,
+                        net::GenerateCertificateAuthority(Spec("hami-test-kubernetes-ca")));
+  ca_pem_ = ca.cert_pem;
+  ca_key_pem_ = ca.key_pem;
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("ca.crt"), ca.cert_pem));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("ca.key"), ca.key_pem));
+  net::CertificateSpec serving = Spec("kube-apiserver");
+  serving.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                       "kubernetes.default.svc.cluster.local"};
+  serving.ip_addresses = {"127.0.0.1"};
+  HAMI_ASSIGN_OR_RETURN(net::CertificatePem api, net::IssueServingCertificate(serving, ca));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("apiserver.crt"), api.cert_pem));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("apiserver.key"), api.key_pem));
+  // The API server's identity towards kubelets (logs, exec): kubeadm's group for it.
+  HAMI_ASSIGN_OR_RETURN(
+      net::CertificatePem kubelet_client,
+      net::IssueClientCertificate(Spec("kube-apiserver-kubelet-client", {"kubeadm:cluster-admins"}),
+                                  ca));
+  HAMI_RETURN_IF_ERROR(
+      net::WriteFileAtomically(Pki("apiserver-kubelet-client.crt"), kubelet_client.cert_pem));
+  HAMI_RETURN_IF_ERROR(
+      net::WriteFileAtomically(Pki("apiserver-kubelet-client.key"), kubelet_client.key_pem));
+  // The service-account signing key, and its public key as a certificate (which the API
+  // server reads as the key that verifies tokens).
+  HAMI_ASSIGN_OR_RETURN(net::CertificatePem sa,
+                        net::GenerateSelfSignedCertificate("service-accounts", {}, {}));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("sa.key"), sa.key_pem));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("sa.pub"), sa.cert_pem));
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(options_.dir + "/audit-policy.yaml", kAuditPolicy));
+  return OkStatus();
+}
+
+Result<std::string> KubeControlPlane::WriteUserKubeconfig(const std::string& name,
+                                                          const std::string& user,
+                                                          const std::vector<std::string>& groups) {
+  HAMI_ASSIGN_OR_RETURN(net::CertificatePem cert,
+                        net::IssueClientCertificate(Spec(user, groups), {ca_pem_, ca_key_pem_}));
+  std::string path = options_.dir + "/kubeconfig-" + name;
+  HAMI_RETURN_IF_ERROR(
+      net::WriteFileAtomically(path, KubeconfigYaml(server_, ca_pem_, user, cert)));
+  return path;
+}
+
+Status KubeControlPlane::StartEtcd() {
+  Status last = OkStatus();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    HAMI_ASSIGN_OR_RETURN(int client, PickFreeLoopbackPort());
+    HAMI_ASSIGN_OR_RETURN(int peer, PickFreeLoopbackPort());
+    etcd_url_ = "http://127.0.0.1:" + std::to_string(client);
+    std::string peer_url = "http://127.0.0.1:" + std::to_string(peer);
+    std::string data = options_.dir + "/etcd";
+    std::error_code ec;
+    std::filesystem::remove_all(data, ec);
+    HAMI_RETURN_IF_ERROR(Launch(
+        "etcd", {Bin("etcd"), "--name=default", "--data-dir=" + data,
+                 "--listen-client-urls=" + etcd_url_, "--advertise-client-urls=" + etcd_url_,
+                 "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                 "--initial-cluster=default=" + peer_url, "--listen-metrics-urls=",
+                 // A test cluster's data dies with it: no fsync, a small backend.
+                 "--unsafe-no-fsync=true", "--quota-backend-bytes=2147483648",
+                 "--log-level=warn"}));
+    // At warn, etcd is silent once it serves: ask its health endpoint.
+    LoggedProcess& p = *processes_["etcd"];
+    last = p.WaitUntil(
+        [&] {
+          auto client_config = k8s::RestConfig{};
+          client_config.server = etcd_url_;
+          client_config.timeout = std::chrono::milliseconds(1000);
+          client_config.qps = 0;
+          auto c = k8s::RestClient::Create(client_config);
+          if (!c.ok()) return false;
+          auto r = (*c)->Send("GET", "/health");
+          return r.ok() && r->status == 200 && r->body.find("true") != std::string::npos;
+        },
+        options_.start_timeout);
+    if (last.ok()) {
+      if (options_.on_start) options_.on_start("etcd");
+      return OkStatus();
+    }
+    if (!AddressInUse(last)) return last;
+  }
+  return last;
+}
+
+Status KubeControlPlane::WaitHealthy(LoggedProcess& p, const std::string& kubeconfig,
+                                     const std::string& path) {
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig));
+  rest.qps = 0;
+  rest.timeout = std::chrono::milliseconds(2000);
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(rest));
+  std::string last;
+  Status s = p.WaitUntil(
+      [&] {
+        auto r = client->Send("GET", path);
+        if (!r.ok()) {
+          last = r.status().ToString();
+          return false;
+        }
+        last = std::to_string(r->status) + " " + r->body.substr(0, 300);
+        return r->status == 200;
+      },
+      options_.start_timeout);
+  if (!s.ok()) return Status(s.code(), s.message() + "\nlast answer of " + path + ": " + last);
+  return OkStatus();
+}
+
+Status KubeControlPlane::StartApiServer() {
+  Status last = OkStatus();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    HAMI_ASSIGN_OR_RETURN(int port, PickFreeLoopbackPort());
+    server_ = "https://127.0.0.1:" + std::to_string(port);
+    HAMI_ASSIGN_OR_RETURN(admin_kubeconfig_,
+                          WriteUserKubeconfig("admin", "kubernetes-admin", {"system:masters"}));
+    std::vector<std::string> argv = {
+        Bin("kube-apiserver"),
+        "--etcd-servers=" + etcd_url_,
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        "--secure-port=" + std::to_string(port),
+        "--tls-cert-file=" + Pki("apiserver.crt"),
+        "--tls-private-key-file=" + Pki("apiserver.key"),
+        "--client-ca-file=" + Pki("ca.crt"),
+        "--kubelet-client-certificate=" + Pki("apiserver-kubelet-client.crt"),
+        "--kubelet-client-key=" + Pki("apiserver-kubelet-client.key"),
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        "--service-account-issuer=" + std::string(kIssuer),
+        "--service-account-key-file=" + Pki("sa.pub"),
+        "--service-account-signing-key-file=" + Pki("sa.key"),
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+        "--audit-policy-file=" + options_.dir + "/audit-policy.yaml",
+        "--audit-log-path=" + audit_log(),
+        "--audit-log-mode=blocking",
+        "--profiling=false",
+    };
+    argv.insert(argv.end(), options_.apiserver_args.begin(), options_.apiserver_args.end());
+    HAMI_RETURN_IF_ERROR(Launch("kube-apiserver", argv));
+    last = WaitHealthy(*processes_["kube-apiserver"], admin_kubeconfig_, "/readyz");
+    if (last.ok()) {
+      if (options_.on_start) options_.on_start("kube-apiserver");
+      return OkStatus();
+    }
+    if (!AddressInUse(last)) return last;
+  }
+  return last;
+}
+
+Status KubeControlPlane::StartControllerManager() {
+  HAMI_ASSIGN_OR_RETURN(std::string kubeconfig,
+                        WriteUserKubeconfig("kube-controller-manager",
+                                            "system:kube-controller-manager", {}));
+  HAMI_RETURN_IF_ERROR(Launch(
+      "kube-controller-manager",
+      {Bin("kube-controller-manager"), "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+       "--use-service-account-credentials=true",
+       "--service-account-private-key-file=" + Pki("sa.key"), "--root-ca-file=" + Pki("ca.crt"),
+       "--cluster-signing-cert-file=" + Pki("ca.crt"),
+       "--cluster-signing-key-file=" + Pki("ca.key"), "--secure-port=0", "--profiling=false"}));
+  // Ready when its service-account controller has made the default namespace's account (pods
+  // are refused until then).
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(admin_kubeconfig_));
+  rest.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(rest));
+  HAMI_RETURN_IF_ERROR(processes_["kube-controller-manager"]->WaitUntil(
+      [&] {
+        auto r = client->Send("GET", "/api/v1/namespaces/default/serviceaccounts/default");
+        return r.ok() && r->status == 200;
+      },
+      options_.start_timeout));
+  if (options_.on_start) options_.on_start("kube-controller-manager");
+  return OkStatus();
+}
+
+Status KubeControlPlane::StartScheduler(const std::string& config_yaml) {
+  YAML::Node config;
+  try {
+    config = YAML::Load(config_yaml);
+  } catch (const YAML::Exception& e) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("KubeSchedulerConfiguration: ") + e.what());
+  }
+  if (!config.IsMap()) {
+    return Status(StatusCode::kInvalidArgument, "KubeSchedulerConfiguration is not a mapping");
+  }
+  HAMI_ASSIGN_OR_RETURN(std::string kubeconfig,
+                        WriteUserKubeconfig("kube-scheduler", "system:kube-scheduler", {}));
+  if (!config["clientConnection"]["kubeconfig"]) {
+    config["clientConnection"]["kubeconfig"] = kubeconfig;
+  }
+  if (!config["leaderElection"]["leaderElect"]) {
+    config["leaderElection"]["leaderElect"] = false;
+  }
+  YAML::Emitter out;
+  out << config;
+  std::string path = options_.dir + "/kube-scheduler-config.yaml";
+  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(path, out.c_str()));
+  Status last = OkStatus();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    HAMI_ASSIGN_OR_RETURN(int port, PickFreeLoopbackPort());
+    HAMI_RETURN_IF_ERROR(Launch(
+        "kube-scheduler",
+        {Bin("kube-scheduler"), "--config=" + path, "--bind-address=127.0.0.1",
+         "--secure-port=" + std::to_string(port), "--authentication-kubeconfig=" + kubeconfig,
+         "--authorization-kubeconfig=" + kubeconfig,
+         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+         "--profiling=false"}));
+    scheduler_metrics_url_ = "https://127.0.0.1:" + std::to_string(port) + "/metrics";
+    last = processes_["kube-scheduler"]
+               ->WaitForMarker("Serving securely on", options_.start_timeout)
+               .status();
+    if (last.ok()) {
+      if (options_.on_start) options_.on_start("kube-scheduler");
+      return OkStatus();
+    }
+    if (!AddressInUse(last)) return last;
+  }
+  return last;
+}
+
+Status KubeControlPlane::StopScheduler() {
+  auto it = processes_.find("kube-scheduler");
+  if (it != processes_.end()) it->second->Stop();
+  return OkStatus();
+}
+
+}  // namespace hami::sim
