@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   hami::sim::DemoOptions o;
   o.build_dir = SelfBuildDir();
   o.examples_dir = HAMI_EXAMPLES_DIR;
+  o.chart_dir = HAMI_CHART_DIR;
   std::string report_json;
   bool keep = false;
   int verbosity = 0;

@@ -58,6 +58,7 @@ class RbacE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {
     o.build_dir = HAMI_BUILD_DIR;
     o.control_plane = GetParam();
     o.kube_bin_dir = HAMI_KUBE_BIN;
+    o.chart_dir = std::string(HAMI_SOURCE_DIR) + "/deploy/helm/hami-cpp";
     if (const char* d = std::getenv("RBAC_E2E_DIR")) o.dir = d;  // keep the logs
     o.nodes.resize(1);
     o.nodes[0].name = "gpu-node";

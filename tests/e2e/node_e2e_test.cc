@@ -50,6 +50,7 @@ WorldOptions TwoNodes(sim::ControlPlaneKind control_plane = sim::ControlPlaneKin
   o.build_dir = HAMI_BUILD_DIR;
   o.control_plane = control_plane;
   o.kube_bin_dir = HAMI_KUBE_BIN;
+  o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
   o.nodes.resize(2);
   o.nodes[0].name = "node-a";
   o.nodes[0].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", 8, 'a', nullptr);

@@ -487,6 +487,7 @@ class DemoRun {
     wo.dir = o_.dir;
     wo.control_plane = o_.control_plane;
     wo.kube_bin_dir = o_.kube_bin_dir;
+    wo.chart_dir = o_.chart_dir;
     wo.nodes = DemoNodes();
     wo.monitors = true;
     wo.stand_in_for_gpu_containers = true;

@@ -101,6 +101,7 @@ struct DemoOptions {
   std::string dir;  // world directory; "" = a fresh temporary one
   ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
   std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
+  std::string chart_dir;     // with kReal: kube-scheduler's configuration from this chart
   std::chrono::seconds scenario_timeout{60};
   // Called with the running world after the report, before it is torn down (--keep waits in
   // here); the world stops when it returns.

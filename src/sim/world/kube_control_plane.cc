@@ -78,6 +78,17 @@ std::vector<std::string> ChildEnv() {
   return {std::string("PATH=") + (path ? path : "/usr/bin:/bin"), "HOME=/tmp"};
 }
 
+// Block style all the way down: Kubernetes' decoder takes a text starting with '{' for JSON, so
+// a configuration read from flow-style YAML (or JSON) must not be written back in flow style.
+void BlockStyle(YAML::Node node) {
+  node.SetStyle(YAML::EmitterStyle::Block);
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(it->second);
+  } else if (node.IsSequence()) {
+    for (auto it = node.begin(); it != node.end(); ++it) BlockStyle(*it);
+  }
+}
+
 bool AddressInUse(const Status& s) {
   return s.message().find("address already in use") != std::string::npos;
 }
@@ -323,7 +334,8 @@ Status KubeControlPlane::StartControllerManager() {
   return OkStatus();
 }
 
-Status KubeControlPlane::StartScheduler(const std::string& config_yaml) {
+Status KubeControlPlane::StartScheduler(const std::string& config_yaml,
+                                        const std::string& client_kubeconfig) {
   YAML::Node config;
   try {
     config = YAML::Load(config_yaml);
@@ -336,12 +348,15 @@ Status KubeControlPlane::StartScheduler(const std::string& config_yaml) {
   }
   HAMI_ASSIGN_OR_RETURN(std::string kubeconfig,
                         WriteUserKubeconfig("kube-scheduler", "system:kube-scheduler", {}));
-  if (!config["clientConnection"]["kubeconfig"]) {
+  if (!client_kubeconfig.empty()) {
+    config["clientConnection"]["kubeconfig"] = client_kubeconfig;
+  } else if (!config["clientConnection"]["kubeconfig"]) {
     config["clientConnection"]["kubeconfig"] = kubeconfig;
   }
   if (!config["leaderElection"]["leaderElect"]) {
     config["leaderElection"]["leaderElect"] = false;
   }
+  BlockStyle(config);
   YAML::Emitter out;
   out << config;
   std::string path = options_.dir + "/kube-scheduler-config.yaml";

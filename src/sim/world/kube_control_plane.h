@@ -66,9 +66,10 @@ class KubeControlPlane {
   Result<std::string> WriteUserKubeconfig(const std::string& name, const std::string& user,
                                           const std::vector<std::string>& groups);
 
-  // Starts kube-scheduler with a KubeSchedulerConfiguration (YAML). Its clientConnection and
-  // leader election are filled in unless the text sets them. Replaces a running scheduler.
-  Status StartScheduler(const std::string& config_yaml);
+  // Starts kube-scheduler with a KubeSchedulerConfiguration (YAML). Its clientConnection is
+  // `kubeconfig` when given, else the text's, else a system:kube-scheduler certificate's; leader
+  // election is off unless the text sets it. Replaces a running scheduler.
+  Status StartScheduler(const std::string& config_yaml, const std::string& kubeconfig = "");
   Status StopScheduler();
   // https://127.0.0.1:<port>/metrics of the running kube-scheduler (readable without
   // credentials; its certificate is self-signed), "" before StartScheduler.

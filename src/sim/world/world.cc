@@ -41,6 +41,45 @@ Status WriteAll(const std::string& path, const std::string& text) {
 
 std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/status/phase"); }
 
+Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const std::string& chart,
+                                             const std::string& extender_url, bool leader_elect) {
+  ProcessResult r = RunProcess({kube_bin + "/helm", "template", "hami", chart, "--namespace",
+                                "kube-system", "--show-only", "templates/scheduler-config.yaml"},
+                               {"HOME=/tmp", "HELM_CACHE_HOME=/tmp/.hami-helm-cache",
+                                "HELM_CONFIG_HOME=/tmp/.hami-helm-config",
+                                "HELM_DATA_HOME=/tmp/.hami-helm-data"});
+  if (r.exit_code != 0) {
+    return InternalError("helm template " + chart + " failed (" + std::to_string(r.exit_code) +
+                         "): " + r.err);
+  }
+  std::string text;
+  for (const std::string& doc : SplitYamlDocuments(r.out)) {
+    Result<k8s::Object> cm = YamlToJson(doc);
+    if (cm.ok() && k8s::GetString(*cm, "/metadata/name") == "hami-scheduler") {
+      text = k8s::GetString(*cm, "/data/config.yaml");
+    }
+  }
+  if (text.empty()) {
+    return NotFoundError("the chart " + chart + " renders no ConfigMap hami-scheduler with a "
+                         "config.yaml");
+  }
+  HAMI_ASSIGN_OR_RETURN(k8s::Object config, YamlToJson(text));
+  if (!config.contains("extenders") || !config["extenders"].is_array() ||
+      config["extenders"].empty()) {
+    return InvalidArgumentError("the chart's KubeSchedulerConfiguration has no extender");
+  }
+  config["extenders"][0]["urlPrefix"] = extender_url;
+  if (extender_url.rfind("https://", 0) != 0) {
+    config["extenders"][0].erase("enableHTTPS");
+    config["extenders"][0].erase("tlsConfig");
+  }
+  config["leaderElection"] = leader_elect ? Json{{"leaderElect", true},
+                                                 {"resourceName", "hami-scheduler"},
+                                                 {"resourceNamespace", "kube-system"}}
+                                          : Json{{"leaderElect", false}};
+  return config.dump();  // JSON is YAML
+}
+
 k8s::Object AuthorizationReportFromAudit(const std::string& audit_log) {
   // A long-running request (a watch) is logged when its answer starts and again when it ends:
   // counted once, at its start.
@@ -237,12 +276,18 @@ Status World::Boot() {
         client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
     if (!hook.ok()) return hook.status();
   }
-  HAMI_RETURN_IF_ERROR(StartKubeScheduler(
+  std::string scheduler_config =
       options_.leader_elect
           ? KubeSchedulerConfigYaml(extender_url_,
                                     "  leaderElect: true\n  resourceName: hami-scheduler\n"
                                     "  resourceNamespace: kube-system\n")
-          : KubeSchedulerConfigYaml(extender_url_)));
+          : KubeSchedulerConfigYaml(extender_url_);
+  if (control_plane_ && !options_.chart_dir.empty()) {
+    HAMI_ASSIGN_OR_RETURN(scheduler_config,
+                          ChartKubeSchedulerConfig(options_.kube_bin_dir, options_.chart_dir,
+                                                   extender_url_, options_.leader_elect));
+  }
+  HAMI_RETURN_IF_ERROR(StartKubeScheduler(scheduler_config));
   if (!options_.node_config_json.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/config.json", options_.node_config_json));
   }
@@ -321,11 +366,8 @@ Status World::StartKubeScheduler(const std::string& config_yaml) {
   if (control_plane_) {
     // As the chart deploys it: kube-scheduler runs in hami-scheduler's pod, with its account.
     auto account = component_kubeconfigs_.find("hami-scheduler");
-    std::string config = config_yaml;
-    if (account != component_kubeconfigs_.end()) {
-      config += "clientConnection:\n  kubeconfig: " + account->second + "\n";
-    }
-    return control_plane_->StartScheduler(config);
+    return control_plane_->StartScheduler(
+        config_yaml, account != component_kubeconfigs_.end() ? account->second : "");
   }
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/kube-scheduler.yaml", config_yaml));
   return Launch("kube-scheduler",

@@ -60,6 +60,10 @@ struct WorldOptions {
   std::string build_dir;  // holds bin/, lib/ and sim/
   ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
   std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
+  // With kReal and non-empty: kube-scheduler runs with the KubeSchedulerConfiguration this Helm
+  // chart renders (`helm template`, the hami-scheduler ConfigMap's config.yaml), pointed at the
+  // world's extender; otherwise with KubeSchedulerConfigYaml (the same shape).
+  std::string chart_dir;
   std::string dir;        // working directory; "" = a fresh temporary one (removed at the end)
   std::vector<WorldNode> nodes;
   std::string device_config_yaml;  // "" = the chart's defaults
@@ -178,6 +182,13 @@ class World {
 
 // The pod's status.phase ("" when absent).
 std::string PodPhase(const k8s::Object& pod);
+
+// The KubeSchedulerConfiguration a Helm chart renders (`<kube_bin>/helm template`, the ConfigMap
+// `hami-scheduler`'s config.yaml) with its first extender's urlPrefix set to `extender_url` and
+// leader election as given (`leader_elect` false: off; true: on the Lease
+// kube-system/hami-scheduler, as the chart sets it).
+Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const std::string& chart,
+                                             const std::string& extender_url, bool leader_elect);
 
 // kube-apiserver's audit log (one audit.k8s.io/v1 Event per line) as the simulated API server's
 // authorization report: {"<user>": {"allowed": {"<verb> <resource>[.<group>][/<sub>]": n},
