@@ -42,6 +42,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
+#include "bench_gpus.h"
 #include "proc_status.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/cluster/fake_device_plugin.h"
@@ -174,20 +175,7 @@ int main(int argc, char** argv) {
   auto t0 = SteadyClock::now();
   std::vector<std::string> names;
   for (int n = 0; n < a.nodes; ++n) {
-    std::vector<hami::device::DeviceInfo> gpus;
-    for (int g = 0; g < 8; ++g) {
-      hami::device::DeviceInfo d;
-      d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
-      d.index = static_cast<uint32_t>(g);
-      d.count = 10;
-      d.devmem = 32768;
-      d.devcore = 100;
-      d.type = "NVIDIA-Tesla V100-PCIE-32GB";
-      d.numa = g / 4;
-      d.mode = "hami-core";
-      d.health = true;
-      gpus.push_back(d);
-    }
+    std::vector<hami::device::DeviceInfo> gpus = hami::bench::V100Node(n);
     Json node;
     node["apiVersion"] = "v1";
     node["kind"] = "Node";

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_gpus.h"
 #include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "device/node_registration.h"
@@ -147,19 +148,7 @@ int main(int argc, char** argv) {
   auto client = hami::k8s::RestClient::Create(cfg).value();
   std::vector<std::string> names;
   for (int n = 0; n < 20; ++n) {
-    std::vector<hami::device::DeviceInfo> gpus;
-    for (int g = 0; g < 8; ++g) {
-      hami::device::DeviceInfo d;
-      d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
-      d.index = static_cast<uint32_t>(g);
-      d.count = 10;
-      d.devmem = 32768;
-      d.devcore = 100;
-      d.type = "NVIDIA-Tesla V100-PCIE-32GB";
-      d.mode = "hami-core";
-      d.health = true;
-      gpus.push_back(d);
-    }
+    std::vector<hami::device::DeviceInfo> gpus = hami::bench::V100Node(n);
     Json node;
     node["metadata"]["name"] = "node-" + std::to_string(n);
     node["metadata"]["annotations"]["hami.io/node-nvidia-register"] =

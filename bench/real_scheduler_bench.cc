@@ -44,6 +44,7 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
+#include "bench_gpus.h"
 #include "proc_status.h"
 #include "sim/cluster/fake_device_plugin.h"
 #include "sim/world/kube_control_plane.h"
@@ -116,20 +117,7 @@ std::map<double, double> Buckets(const std::string& page, const std::string& nam
 }
 
 Json MakeNode(int n) {
-  std::vector<hami::device::DeviceInfo> gpus;
-  for (int g = 0; g < 8; ++g) {
-    hami::device::DeviceInfo d;
-    d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
-    d.index = static_cast<uint32_t>(g);
-    d.count = 10;
-    d.devmem = 32768;
-    d.devcore = 100;
-    d.type = "NVIDIA-Tesla V100-PCIE-32GB";
-    d.numa = g / 4;
-    d.mode = "hami-core";
-    d.health = true;
-    gpus.push_back(d);
-  }
+  std::vector<hami::device::DeviceInfo> gpus = hami::bench::V100Node(n);
   char name[32];
   std::snprintf(name, sizeof name, "node-%05d", n);
   Json node;

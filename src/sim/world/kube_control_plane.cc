@@ -111,6 +111,26 @@ Result<int> PickFreeLoopbackPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+Status KubeControlPlane::WithFreePorts(const std::string& name, int count,
+                                       const std::function<Status(const std::vector<int>&)>& start) {
+  Status last = OkStatus();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<int> ports;
+    for (int i = 0; i < count; ++i) {
+      HAMI_ASSIGN_OR_RETURN(int port, PickFreeLoopbackPort());
+      ports.push_back(port);
+    }
+    last = start(ports);
+    if (last.ok()) {
+      if (options_.on_start) options_.on_start(name);
+      return OkStatus();
+    }
+    // Another process took a port between our look and the program's bind: try others.
+    if (!AddressInUse(last)) return last;
+  }
+  return last;
+}
+
 Result<std::unique_ptr<KubeControlPlane>> KubeControlPlane::Start(KubeControlPlaneOptions options) {
   for (const char* b : {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}) {
     std::string path = options.bin_dir + "/" + b;
@@ -202,12 +222,9 @@ Result<std::string> KubeControlPlane::WriteUserKubeconfig(const std::string& nam
 }
 
 Status KubeControlPlane::StartEtcd() {
-  Status last = OkStatus();
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    HAMI_ASSIGN_OR_RETURN(int client, PickFreeLoopbackPort());
-    HAMI_ASSIGN_OR_RETURN(int peer, PickFreeLoopbackPort());
-    etcd_url_ = "http://127.0.0.1:" + std::to_string(client);
-    std::string peer_url = "http://127.0.0.1:" + std::to_string(peer);
+  return WithFreePorts("etcd", 2, [&](const std::vector<int>& ports) -> Status {
+    etcd_url_ = "http://127.0.0.1:" + std::to_string(ports[0]);
+    std::string peer_url = "http://127.0.0.1:" + std::to_string(ports[1]);
     std::string data = options_.dir + "/etcd";
     std::error_code ec;
     std::filesystem::remove_all(data, ec);
@@ -220,26 +237,19 @@ Status KubeControlPlane::StartEtcd() {
                  "--unsafe-no-fsync=true", "--quota-backend-bytes=2147483648",
                  "--log-level=warn"}));
     // At warn, etcd is silent once it serves: ask its health endpoint.
-    LoggedProcess& p = *processes_["etcd"];
-    last = p.WaitUntil(
+    k8s::RestConfig health;
+    health.server = etcd_url_;
+    health.timeout = std::chrono::milliseconds(1000);
+    health.qps = 0;
+    HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client,
+                          k8s::RestClient::Create(health));
+    return processes_["etcd"]->WaitUntil(
         [&] {
-          auto client_config = k8s::RestConfig{};
-          client_config.server = etcd_url_;
-          client_config.timeout = std::chrono::milliseconds(1000);
-          client_config.qps = 0;
-          auto c = k8s::RestClient::Create(client_config);
-          if (!c.ok()) return false;
-          auto r = (*c)->Send("GET", "/health");
+          auto r = client->Send("GET", "/health");
           return r.ok() && r->status == 200 && r->body.find("true") != std::string::npos;
         },
         options_.start_timeout);
-    if (last.ok()) {
-      if (options_.on_start) options_.on_start("etcd");
-      return OkStatus();
-    }
-    if (!AddressInUse(last)) return last;
-  }
-  return last;
+  });
 }
 
 Status KubeControlPlane::WaitHealthy(LoggedProcess& p, const std::string& kubeconfig,
@@ -265,9 +275,8 @@ Status KubeControlPlane::WaitHealthy(LoggedProcess& p, const std::string& kubeco
 }
 
 Status KubeControlPlane::StartApiServer() {
-  Status last = OkStatus();
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    HAMI_ASSIGN_OR_RETURN(int port, PickFreeLoopbackPort());
+  return WithFreePorts("kube-apiserver", 1, [&](const std::vector<int>& ports) -> Status {
+    int port = ports[0];
     server_ = "https://127.0.0.1:" + std::to_string(port);
     HAMI_ASSIGN_OR_RETURN(admin_kubeconfig_,
                           WriteUserKubeconfig("admin", "kubernetes-admin", {"system:masters"}));
@@ -298,14 +307,8 @@ Status KubeControlPlane::StartApiServer() {
     };
     argv.insert(argv.end(), options_.apiserver_args.begin(), options_.apiserver_args.end());
     HAMI_RETURN_IF_ERROR(Launch("kube-apiserver", argv));
-    last = WaitHealthy(*processes_["kube-apiserver"], admin_kubeconfig_, "/readyz");
-    if (last.ok()) {
-      if (options_.on_start) options_.on_start("kube-apiserver");
-      return OkStatus();
-    }
-    if (!AddressInUse(last)) return last;
-  }
-  return last;
+    return WaitHealthy(*processes_["kube-apiserver"], admin_kubeconfig_, "/readyz");
+  });
 }
 
 Status KubeControlPlane::StartControllerManager() {
@@ -361,9 +364,8 @@ Status KubeControlPlane::StartScheduler(const std::string& config_yaml,
   out << config;
   std::string path = options_.dir + "/kube-scheduler-config.yaml";
   HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(path, out.c_str()));
-  Status last = OkStatus();
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    HAMI_ASSIGN_OR_RETURN(int port, PickFreeLoopbackPort());
+  return WithFreePorts("kube-scheduler", 1, [&](const std::vector<int>& ports) -> Status {
+    int port = ports[0];
     HAMI_RETURN_IF_ERROR(Launch(
         "kube-scheduler",
         {Bin("kube-scheduler"), "--config=" + path, "--bind-address=127.0.0.1",
@@ -372,16 +374,10 @@ Status KubeControlPlane::StartScheduler(const std::string& config_yaml,
          "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
          "--profiling=false"}));
     scheduler_metrics_url_ = "https://127.0.0.1:" + std::to_string(port) + "/metrics";
-    last = processes_["kube-scheduler"]
-               ->WaitForMarker("Serving securely on", options_.start_timeout)
-               .status();
-    if (last.ok()) {
-      if (options_.on_start) options_.on_start("kube-scheduler");
-      return OkStatus();
-    }
-    if (!AddressInUse(last)) return last;
-  }
-  return last;
+    return processes_["kube-scheduler"]
+        ->WaitForMarker("Serving securely on", options_.start_timeout)
+        .status();
+  });
 }
 
 Status KubeControlPlane::StopScheduler() {

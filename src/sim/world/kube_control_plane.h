@@ -88,6 +88,10 @@ class KubeControlPlane {
   Status StartControllerManager();
   Status WaitHealthy(LoggedProcess& p, const std::string& kubeconfig, const std::string& path);
   Status Launch(const std::string& name, const std::vector<std::string>& argv);
+  // Runs `start` with `count` ports that were free a moment ago; up to three times, with new
+  // ports, when the process found one taken. Reports `name` as up on success.
+  Status WithFreePorts(const std::string& name, int count,
+                       const std::function<Status(const std::vector<int>&)>& start);
   std::string Bin(const std::string& name) const { return options_.bin_dir + "/" + name; }
   std::string Pki(const std::string& name) const { return options_.dir + "/pki/" + name; }
 
