@@ -300,11 +300,12 @@ Status KubeControlPlane::StartApiServer() {
         "--enable-admission-plugins=NodeRestriction",
         "--allow-privileged=true",
         "--endpoint-reconciler-type=none",
-        "--audit-policy-file=" + options_.dir + "/audit-policy.yaml",
-        "--audit-log-path=" + audit_log(),
-        "--audit-log-mode=blocking",
         "--profiling=false",
     };
+    if (options_.audit) {
+      argv.insert(argv.end(), {"--audit-policy-file=" + options_.dir + "/audit-policy.yaml",
+                               "--audit-log-path=" + audit_log(), "--audit-log-mode=blocking"});
+    }
     argv.insert(argv.end(), options_.apiserver_args.begin(), options_.apiserver_args.end());
     HAMI_RETURN_IF_ERROR(Launch("kube-apiserver", argv));
     return WaitHealthy(*processes_["kube-apiserver"], admin_kubeconfig_, "/readyz");

@@ -38,6 +38,9 @@ struct KubeControlPlaneOptions {
   std::string bin_dir;  // etcd, kube-apiserver, kube-controller-manager, kube-scheduler
   std::string dir;      // working directory (must exist)
   bool controller_manager = true;
+  // kube-apiserver writes every request to audit.log before answering (the RBAC test's proof);
+  // false: no audit log (benchmarks, to see its cost).
+  bool audit = true;
   std::vector<std::string> apiserver_args;  // extra --flags for kube-apiserver
   std::chrono::seconds start_timeout{120};
   // Called with each process's name once it is up (progress displays).
