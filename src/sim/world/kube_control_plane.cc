@@ -233,7 +233,7 @@ Status KubeControlPlane::StartEtcd() {
                  "--listen-client-urls=" + etcd_url_, "--advertise-client-urls=" + etcd_url_,
                  "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
                  "--initial-cluster=default=" + peer_url, "--listen-metrics-urls=",
-                 // A test cluster's data dies with it: no fsync, a small backend.
+                 // A test cluster's data dies with it: no fsync; a 2 GiB backend.
                  "--unsafe-no-fsync=true", "--quota-backend-bytes=2147483648",
                  "--log-level=warn"}));
     // At warn, etcd is silent once it serves: ask its health endpoint.
