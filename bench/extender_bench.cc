@@ -77,21 +77,6 @@ struct Args {
   std::string scheduler_bin = HAMI_SCHEDULER_BIN;
 };
 
-// utime + stime of a process, in seconds.
-double CpuSeconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14 || i == 15) ticks += std::atof(f.c_str());
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 double Pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -188,18 +173,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Json> pods;
   for (int p = 0; p < a.pods + a.warmup; ++p) {
-    Json pod;
-    pod["apiVersion"] = "v1";
-    pod["kind"] = "Pod";
-    pod["metadata"]["name"] = "pod-" + std::to_string(p);
-    pod["spec"]["schedulerName"] = "hami-scheduler";
-    pod["spec"]["containers"] = Json::array({Json{{"name", "main"},
-                                                  {"image", "x"},
-                                                  {"resources",
-                                                   {{"limits",
-                                                     {{"nvidia.com/gpu", "1"},
-                                                      {"nvidia.com/gpumem", "1024"},
-                                                      {"nvidia.com/gpucores", "10"}}}}}}});
+    Json pod = hami::bench::GpuPod(p);
     auto created = client->Create(hami::k8s::kPods, "default", pod);
     if (!created.ok()) return 1;
     pods.push_back(*created);
@@ -324,14 +298,15 @@ int main(int argc, char** argv) {
   work(0, a.warmup, false);
   next = 0;
   std::map<std::string, uint64_t> requests0 = server->RequestCounts();
-  double cpu0 = CpuSeconds(sched.pid()), self0 = CpuSeconds(getpid());
+  double cpu0 = hami::bench::ProcCpuSeconds(sched.pid());
+  double self0 = hami::bench::ProcCpuSeconds(getpid());
   auto m0 = SteadyClock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < a.clients; ++t) threads.emplace_back(work, a.warmup, a.pods, true);
   for (std::thread& t : threads) t.join();
   double secs = std::chrono::duration<double>(SteadyClock::now() - m0).count();
-  double sched_cpu = CpuSeconds(sched.pid()) - cpu0;
-  double other_cpu = CpuSeconds(getpid()) - self0;
+  double sched_cpu = hami::bench::ProcCpuSeconds(sched.pid()) - cpu0;
+  double other_cpu = hami::bench::ProcCpuSeconds(getpid()) - self0;
   std::map<std::string, uint64_t> requests1 = server->RequestCounts();
   // The device plugin's backlog at the end of the window, and how long it took to clear.
   const uint64_t expected = static_cast<uint64_t>(a.warmup + a.pods - unfit.load() - errors.load());

@@ -48,6 +48,7 @@
 #include "bench_gpus.h"
 #include "proc_status.h"
 #include "sim/cluster/fake_device_plugin.h"
+#include "sim/world/demo.h"
 #include "sim/world/kube_control_plane.h"
 #include "sim/world/manifests.h"
 
@@ -90,30 +91,21 @@ double Quantile(const std::map<double, double>& buckets, double q) {
   return lower;
 }
 
-// The buckets of one histogram series whose labels include all of `want` (summed over the other
-// labels), from a Prometheus text page.
-std::map<double, double> Buckets(const std::string& page, const std::string& name,
-                                 const std::vector<std::string>& want) {
+// The cumulative buckets (upper bound -> count) of histogram `name`, summed over the series
+// whose labels include every pair of `want`.
+std::map<double, double> Buckets(const std::vector<hami::sim::MetricSample>& page,
+                                 const std::string& name,
+                                 const std::map<std::string, std::string>& want) {
   std::map<double, double> out;
-  std::istringstream in(page);
-  std::string line;
-  const std::string prefix = name + "_bucket{";
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) != 0) continue;
+  for (const hami::sim::MetricSample& m : page) {
+    auto le = m.labels.find("le");
+    if (m.name != name + "_bucket" || le == m.labels.end()) continue;
     bool match = true;
-    for (const std::string& w : want) match = match && line.find(w) != std::string::npos;
-    if (!match) continue;
-    // The label itself, not the end of another name ("profile=").
-    size_t le = line.find(",le=\"");
-    if (le == std::string::npos) le = line.find("{le=\"");
-    if (le == std::string::npos) continue;
-    le += 5;
-    size_t close = line.find('"', le);
-    size_t space = line.rfind(' ');
-    if (close == std::string::npos || space == std::string::npos) continue;
-    std::string bound = line.substr(le, close - le);
-    double b = bound == "+Inf" ? INFINITY : std::atof(bound.c_str());
-    out[b] += std::atof(line.c_str() + space + 1);
+    for (const auto& [k, v] : want) {
+      auto it = m.labels.find(k);
+      match = match && it != m.labels.end() && it->second == v;
+    }
+    if (match) out[std::strtod(le->second.c_str(), nullptr)] += m.value;  // "+Inf" reads as inf
   }
   return out;
 }
@@ -138,22 +130,6 @@ Json MakeNode(int n) {
                                                {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
                                                {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
   return node;
-}
-
-Json MakePod(int p) {
-  Json pod;
-  pod["apiVersion"] = "v1";
-  pod["kind"] = "Pod";
-  pod["metadata"]["name"] = "pod-" + std::to_string(p);
-  pod["spec"]["schedulerName"] = "hami-scheduler";
-  pod["spec"]["containers"] = Json::array({Json{{"name", "main"},
-                                                {"image", "x"},
-                                                {"resources",
-                                                 {{"limits",
-                                                   {{"nvidia.com/gpu", "1"},
-                                                    {"nvidia.com/gpumem", "1024"},
-                                                    {"nvidia.com/gpucores", "10"}}}}}}});
-  return pod;
 }
 
 // Runs `make(i)` for i in [0, n) on `threads` threads; false if any creation failed.
@@ -192,21 +168,6 @@ int BoundPods(hami::k8s::RestClient& client) {
   o.field_selector = "spec.nodeName!=";
   auto list = client.ListAll(hami::k8s::kPods, "default", o);
   return list.ok() ? static_cast<int>((*list)["items"].size()) : -1;
-}
-
-double CpuSeconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; fields >> f; ++i) {
-    if (i == 14 || i == 15) ticks += std::atof(f.c_str());  // utime, stime
-    if (i == 15) break;
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace
@@ -268,7 +229,10 @@ int main(int argc, char** argv) {
                        Json{{"metadata", {{"name", "default"}}}});
   if (!CreateAll(*client, hami::k8s::kNodes, "", a.nodes, a.creators, MakeNode)) return 1;
   double nodes_s = Since(t0);
-  if (!CreateAll(*client, hami::k8s::kPods, "default", a.pods, a.creators, MakePod)) return 1;
+  if (!CreateAll(*client, hami::k8s::kPods, "default", a.pods, a.creators,
+                 hami::bench::GpuPod)) {
+    return 1;
+  }
   double setup_s = Since(t0);
 
   hami::sim::FakeDevicePlugin plugin(*client, 4);
@@ -302,10 +266,10 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  double cpu0 = CpuSeconds(sched.pid());
+  double cpu0 = hami::bench::ProcCpuSeconds(sched.pid());
   auto cpu_of = [&](const char* name) {
     hami::sim::LoggedProcess* p = (*cp)->Process(name);
-    return p == nullptr ? 0.0 : CpuSeconds(p->pid());
+    return p == nullptr ? 0.0 : hami::bench::ProcCpuSeconds(p->pid());
   };
   double apiserver0 = cpu_of("kube-apiserver"), etcd0 = cpu_of("etcd");
 
@@ -324,7 +288,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   double run_s = Since(start);
-  double cpu = CpuSeconds(sched.pid()) - cpu0;
+  double cpu = hami::bench::ProcCpuSeconds(sched.pid()) - cpu0;
   // kube-scheduler started with the clock: all its CPU is the run's.
   double kube_scheduler = cpu_of("kube-scheduler");
   double apiserver = cpu_of("kube-apiserver") - apiserver0, etcd = cpu_of("etcd") - etcd0;
@@ -339,9 +303,10 @@ int main(int argc, char** argv) {
   auto page = metrics_client->Send("GET", "/metrics");
   std::string text = page.ok() ? page->body : "";
   std::ofstream(a.dir + "/kube-scheduler-metrics.txt") << text;
-  auto attempt = Buckets(text, "scheduler_scheduling_attempt_duration_seconds",
-                         {"profile=\"hami-scheduler\"", "result=\"scheduled\""});
-  auto sli = Buckets(text, "scheduler_pod_scheduling_sli_duration_seconds", {});
+  std::vector<hami::sim::MetricSample> samples = hami::sim::ParseExposition(text);
+  auto attempt = Buckets(samples, "scheduler_scheduling_attempt_duration_seconds",
+                         {{"profile", "hami-scheduler"}, {"result", "scheduled"}});
+  auto sli = Buckets(samples, "scheduler_pod_scheduling_sli_duration_seconds", {});
 
   std::printf(
       "real kube-scheduler + hami-scheduler (%s), %d nodes x 8 GPUs, %d pods, audit log %s\n"
@@ -351,7 +316,8 @@ int main(int argc, char** argv) {
       "  kube-scheduler pod scheduling SLI (to bound):  p50 %.1f ms  p99 %.1f ms\n"
       "  hami-scheduler: %.2f ms CPU per pod, VmRSS %ld MiB\n"
       "  CPU per pod: kube-scheduler %.2f ms, kube-apiserver %.2f ms, etcd %.2f ms\n",
-      a.policy.c_str(), a.nodes, a.pods, a.audit ? "on" : "off", a.nodes, nodes_s, a.pods, setup_s - nodes_s, run_s,
+      a.policy.c_str(), a.nodes, a.pods, a.audit ? "on" : "off", a.nodes, nodes_s, a.pods,
+      setup_s - nodes_s, run_s,
       a.pods / run_s, Quantile(attempt, 0.5) * 1e3, Quantile(attempt, 0.99) * 1e3,
       attempt.empty() ? 0.0 : attempt.rbegin()->second, Quantile(sli, 0.5) * 1e3,
       Quantile(sli, 0.99) * 1e3, cpu * 1e3 / a.pods, rss / 1024, kube_scheduler * 1e3 / a.pods,

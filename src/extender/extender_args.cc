@@ -1,5 +1,7 @@
 #include "extender/extender_args.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -16,13 +18,7 @@ enum class ArgsMember { kPod, kNodes, kNodeNames, kOther };
 
 ArgsMember MemberOf(std::string_view key) {
   auto is = [&](std::string_view want) {
-    if (key.size() != want.size()) return false;
-    for (size_t i = 0; i < key.size(); ++i) {
-      char c = key[i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      if (c != want[i]) return false;
-    }
-    return true;
+    return key.size() == want.size() && ::strncasecmp(key.data(), want.data(), key.size()) == 0;
   };
   if (is("pod")) return ArgsMember::kPod;
   if (is("nodes")) return ArgsMember::kNodes;

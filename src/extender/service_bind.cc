@@ -1,7 +1,8 @@
 // SchedulerService::Bind: the extender's bind verb (see service.h). One bind is a BindAttempt:
 // the node lock(s), the placement's write onto the pod, the Binding, and on every way out the
 // cache told what became of the placement.
-#include <cctype>
+#include <strings.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,12 +44,9 @@ Result<BindArgs> ParseBindArgs(std::string_view body) {
     std::string value;
     for (auto it = args->begin(); it != args->end(); ++it) {
       const std::string& key = it.key();
-      bool same = key.size() == k.size();
-      for (size_t i = 0; same && i < k.size(); ++i) {
-        same = std::tolower(static_cast<unsigned char>(key[i])) ==
-               std::tolower(static_cast<unsigned char>(k[i]));
+      if (key.size() == k.size() && ::strncasecmp(key.data(), k.data(), k.size()) == 0) {
+        value = it->is_string() ? it->get<std::string>() : std::string();
       }
-      if (same) value = it->is_string() ? it->get<std::string>() : std::string();
     }
     return value;
   };

@@ -1,6 +1,7 @@
 #include "sim/kubescheduler/extender.h"
 
-#include <cctype>
+#include <strings.h>
+
 #include <set>
 
 #include "k8s/config.h"
@@ -18,13 +19,9 @@ using k8s::Object;
 Object::const_iterator Member(const Object& result, std::string_view name) {
   for (auto it = result.begin(); it != result.end(); ++it) {
     const std::string& key = it.key();
-    if (key.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; same && i < name.size(); ++i) {
-      same = std::tolower(static_cast<unsigned char>(key[i])) ==
-             std::tolower(static_cast<unsigned char>(name[i]));
+    if (key.size() == name.size() && ::strncasecmp(key.data(), name.data(), key.size()) == 0) {
+      return it;
     }
-    if (same) return it;
   }
   return result.end();
 }

@@ -111,8 +111,9 @@ Result<int> PickFreeLoopbackPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-Status KubeControlPlane::WithFreePorts(const std::string& name, int count,
-                                       const std::function<Status(const std::vector<int>&)>& start) {
+Status KubeControlPlane::WithFreePorts(
+    const std::string& name, int count,
+    const std::function<Status(const std::vector<int>&)>& start) {
   Status last = OkStatus();
   for (int attempt = 0; attempt < 3; ++attempt) {
     std::vector<int> ports;

@@ -176,7 +176,8 @@ class World {
   std::map<std::string, std::string> monitor_urls_;  // by node
   std::unique_ptr<k8s::RestClient> client_;
   std::unique_ptr<KubeControlPlane> control_plane_;  // with ControlPlaneKind::kReal
-  std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;  // by name, started order kept below
+  // By name; the start order is kept below.
+  std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;
   std::vector<std::string> order_;
 };
 

@@ -23,8 +23,8 @@ TEST(WorldTest, AuthorizationReportCountsEachRequestOnceByUserAndCall) {
                    const std::string& ref, const std::string& decision) {
     return R"({"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":")" +
            id + R"(","stage":")" + stage + R"(","verb":")" + verb + R"(","user":{"username":")" +
-           sa + R"("},"objectRef":)" + ref + R"(,"annotations":{"authorization.k8s.io/decision":")" +
-           decision + R"("}})" + "\n";
+           sa + R"("},"objectRef":)" + ref +
+           R"(,"annotations":{"authorization.k8s.io/decision":")" + decision + R"("}})" + "\n";
   };
   std::string log =
       // A watch: logged when its answer starts and when it ends; one request.
