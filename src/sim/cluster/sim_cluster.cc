@@ -1,10 +1,13 @@
 #include "sim/cluster/sim_cluster.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "common/base64.h"
@@ -19,37 +22,68 @@
 #include "sim/cluster/fake_device_plugin.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/kube_scheduler.h"
+#include "sim/world/kube_control_plane.h"
 
 namespace hami::sim {
 
 using Json = nlohmann::json;
 
-// The kube-scheduler stand-in, configured as the chart configures kube-scheduler.
+namespace {
+
+// The extender's managedResources beyond the NVIDIA ones KubeSchedulerConfigYaml lists: every
+// scheduled vendor's resources reach the extender (the chart lists the enabled ones).
+std::vector<std::string> OtherVendorResources(const SimClusterOptions& o,
+                                              const sim::KubeSchedulerConfig& nvidia) {
+  std::vector<std::string> out;
+  if (!o.device_config) return out;
+  device::VendorRegistry vendors =
+      device::VendorRegistry::FromConfig(*o.device_config, o.scheduler.vendors).value();
+  for (const auto& v : vendors.vendors()) {
+    const device::ResourceNames& n = v->resource_names();
+    for (const std::string& name : {n.count, n.memory, n.memory_percentage, n.core}) {
+      bool listed = name.empty();
+      for (const sim::ManagedResource& m : nvidia.extenders.at(0).managed_resources) {
+        listed = listed || m.name == name;
+      }
+      for (const std::string& m : out) listed = listed || m == name;
+      if (!listed) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// kube-scheduler, configured as the chart configures it: the stand-in in this process, or the
+// real one beside a real API server.
 class SimCluster::Driver {
  public:
-  Driver(k8s::RestClient& client, const std::string& url, const SimClusterOptions& o) {
+  Driver(k8s::RestClient& client, const std::string& url, const SimClusterOptions& o,
+         KubeControlPlane* real)
+      : real_(real) {
     // With driver_identity set, the kube-scheduler holds the chart's Lease (default/hami-scheduler)
     // and hami-scheduler follows it, as in the chart's deployment.
-    std::string election = o.driver_identity.empty() ? "  leaderElect: false\n"
-                                                     : "  leaderElect: true\n"
-                                                       "  resourceName: hami-scheduler\n"
-                                                       "  resourceNamespace: default\n"
-                                                       "  retryPeriod: 200ms\n";
+    std::string election = o.driver_identity.empty() || real ? "  leaderElect: false\n"
+                                                             : "  leaderElect: true\n"
+                                                               "  resourceName: hami-scheduler\n"
+                                                               "  resourceNamespace: default\n"
+                                                               "  retryPeriod: 200ms\n";
     std::string yaml = KubeSchedulerConfigYaml(url, election);
     sim::KubeSchedulerConfig cfg = sim::ParseKubeSchedulerConfig(yaml).value();
-    // Every scheduled vendor's resources reach the extender (the chart lists the enabled ones).
-    if (o.device_config) {
-      device::VendorRegistry vendors =
-          device::VendorRegistry::FromConfig(*o.device_config, o.scheduler.vendors).value();
-      std::vector<sim::ManagedResource>& managed = cfg.extenders.at(0).managed_resources;
-      for (const auto& v : vendors.vendors()) {
-        const device::ResourceNames& n = v->resource_names();
-        for (const std::string& name : {n.count, n.memory, n.memory_percentage, n.core}) {
-          bool listed = name.empty();
-          for (const sim::ManagedResource& m : managed) listed = listed || m.name == name;
-          if (!listed) managed.push_back(sim::ManagedResource{name, true});
-        }
+    std::vector<std::string> others = OtherVendorResources(o, cfg);
+    if (real_ != nullptr) {
+      // The text ends inside managedResources: more entries first, then top-level fields.
+      for (const std::string& name : others) {
+        yaml += "  - name: " + name + "\n    ignoredByScheduler: true\n";
       }
+      yaml += "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: " +
+              std::to_string(std::max<int64_t>(1, o.real_max_backoff.count())) + "\n";
+      Status s = real_->StartScheduler(yaml);
+      if (!s.ok()) throw std::runtime_error(s.ToString());
+      return;
+    }
+    for (const std::string& name : others) {
+      cfg.extenders.at(0).managed_resources.push_back(sim::ManagedResource{name, true});
     }
     sim::KubeSchedulerOptions opts;
     opts.workers = o.driver_workers;
@@ -60,14 +94,23 @@ class SimCluster::Driver {
     Status s = scheduler_->Start();
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
-  ~Driver() { scheduler_->Stop(); }
+  ~Driver() {
+    if (scheduler_) scheduler_->Stop();
+    if (real_ != nullptr) (void)real_->StopScheduler();
+  }
 
  private:
+  KubeControlPlane* real_;
   std::unique_ptr<sim::KubeScheduler> scheduler_;
 };
 
 void SimCluster::StartDriver() {
-  driver_ = std::make_unique<Driver>(*client_, extender_url_, options_);
+  driver_ = std::make_unique<Driver>(*client_, extender_url_, options_, control_plane_.get());
+}
+
+sim::ApiServer& SimCluster::apiserver() {
+  if (!apiserver_) throw std::logic_error("SimCluster::apiserver(): not a simulated API server");
+  return *apiserver_;
 }
 
 bool SimCluster::WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
@@ -80,13 +123,22 @@ bool SimCluster::WaitFor(const std::function<bool()>& cond, std::chrono::millise
 }
 
 SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options)) {
-  sim::ApiServerOptions api;
-  api.bookmark_interval = std::chrono::milliseconds(500);
-  apiserver_ = sim::ApiServer::Start(api).value();
-  k8s::RestConfig cfg;
-  cfg.server = apiserver_->url();
-  cfg.qps = 0;  // unlimited: the test is the only client
-  client_ = k8s::RestClient::Create(cfg).value();
+  if (options_.kube_bin_dir.empty()) {
+    sim::ApiServerOptions api;
+    api.bookmark_interval = std::chrono::milliseconds(500);
+    apiserver_ = sim::ApiServer::Start(api).value();
+    rest_.server = apiserver_->url();
+  } else {
+    StartRealControlPlane();
+  }
+  rest_.qps = 0;  // unlimited: the test is the only client
+  client_ = k8s::RestClient::Create(rest_).value();
+  if (control_plane_) {
+    // No controller manager: the ServiceAccount pods are admitted with is made here.
+    Result<k8s::Object> sa = client_->Create(k8s::Resource{"v1", "serviceaccounts", true},
+                                             "default", Json{{"metadata", {{"name", "default"}}}});
+    if (!sa.ok()) throw std::runtime_error(sa.status().ToString());
+  }
 
   net::CertificatePem pem =
       net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"}).value();
@@ -104,19 +156,42 @@ SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options))
   StartDriver();
 }
 
+void SimCluster::StartRealControlPlane() {
+  char tmpl[] = "/tmp/hami-cluster-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  KubeControlPlaneOptions o;
+  o.bin_dir = options_.kube_bin_dir;
+  o.dir = dir_;
+  o.controller_manager = false;  // nothing renews node leases; its lifecycle controller would
+                                 // taint every node
+  o.audit = false;
+  Result<std::unique_ptr<KubeControlPlane>> cp = KubeControlPlane::Start(o);
+  if (!cp.ok()) throw std::runtime_error("real control plane: " + cp.status().ToString());
+  control_plane_ = std::move(*cp);
+  Result<k8s::RestConfig> rest = k8s::LoadKubeconfigFile(control_plane_->admin_kubeconfig());
+  if (!rest.ok()) throw std::runtime_error(rest.status().ToString());
+  rest_ = std::move(*rest);
+}
+
 SimCluster::~SimCluster() {
   driver_.reset();
   plugin_.reset();
   StopScheduler();
   client_.reset();  // closes kept-alive connections, so the server stops at once
-  apiserver_->Stop();
+  if (apiserver_) apiserver_->Stop();
+  control_plane_.reset();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
 }
 
 void SimCluster::StartScheduler() {
   k8s::RestClient* api = client_.get();
   if (options_.scheduler_api) {
-    k8s::RestConfig cfg;
-    cfg.server = options_.scheduler_api(apiserver_->url());
+    k8s::RestConfig cfg = rest_;  // the same credentials, another way in
+    cfg.server = options_.scheduler_api(rest_.server);
     cfg.qps = 0;
     cfg.timeout = options_.scheduler_api_timeout;
     scheduler_client_ = k8s::RestClient::Create(cfg).value();
@@ -164,8 +239,7 @@ void SimCluster::AddNode(const std::string& name, const std::vector<device::Devi
   node["status"]["capacity"]["nvidia.com/gpu"] = std::to_string(slots);
   node["status"]["allocatable"]["nvidia.com/gpu"] = std::to_string(slots);
   node["status"]["allocatable"]["pods"] = "110";
-  Result<k8s::Object> r = client_->Create(k8s::kNodes, "", node);
-  if (!r.ok()) throw std::runtime_error(r.status().ToString());
+  CreateNode(std::move(node));
   // Registered once the scheduler's ledger lists the node's first device.
   std::string probe = gpus.empty() ? name : gpus.front().id;
   WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
@@ -188,9 +262,28 @@ void SimCluster::AddVendorNode(const std::string& name,
     node["status"]["allocatable"][k] = v;
   }
   node["status"]["allocatable"]["pods"] = "110";
+  CreateNode(std::move(node));
+  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+}
+
+void SimCluster::CreateNode(k8s::Object node) {
+  if (control_plane_) {
+    node["status"]["conditions"] = Json::array({{{"type", "Ready"},
+                                                 {"status", "True"},
+                                                 {"reason", "KubeletReady"},
+                                                 {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
+                                                 {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
+  }
   Result<k8s::Object> r = client_->Create(k8s::kNodes, "", node);
   if (!r.ok()) throw std::runtime_error(r.status().ToString());
-  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+  if (control_plane_) {
+    // The API server's TaintNodesByCondition admission taints a new node not-ready; the node
+    // lifecycle controller, not running here, would lift it once the node reports Ready.
+    Result<k8s::Object> lifted = client_->Patch(k8s::kNodes, "", k8s::Name(*r),
+                                                k8s::PatchType::kMerge,
+                                                R"({"spec":{"taints":null}})");
+    if (!lifted.ok()) throw std::runtime_error(lifted.status().ToString());
+  }
 }
 
 Result<k8s::Object> SimCluster::CreatePod(const std::string& ns, const k8s::Object& pod) {

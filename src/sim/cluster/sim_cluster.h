@@ -8,6 +8,12 @@
 //   c.ApplyYamlFile(path, "default");               // pods go through the webhook
 //   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });
 //
+// With `kube_bin_dir` set, the same cluster runs on a real control plane instead: etcd and
+// kube-apiserver (KubeControlPlane, no controller manager) and the real kube-scheduler with the
+// chart's extender configuration; hami-scheduler and the fake device plugins stay in this
+// process. Nodes are registered Ready and untainted, as a kubelet and the node lifecycle
+// controller would leave them.
+//
 // For tests and benchmarks, not for production. Thread safety: one
 // owning thread (the parts run their own threads).
 #pragma once
@@ -23,6 +29,7 @@
 #include "device/config.h"
 #include "device/device.h"
 #include "extender/service.h"
+#include "k8s/config.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "net/http_server.h"
@@ -32,6 +39,7 @@
 namespace hami::sim {
 
 class FakeDevicePlugin;
+class KubeControlPlane;
 
 struct SimClusterOptions {
   scheduler::SchedulerOptions scheduler;
@@ -49,6 +57,11 @@ struct SimClusterOptions {
   std::chrono::milliseconds scheduler_api_timeout{5000};
   // hami-scheduler's device-config.yaml; unset: the chart's (NVIDIA only).
   std::optional<device::DeviceConfig> device_config;
+  // Non-empty: the binaries scripts/kube-tools.sh builds; the cluster runs on a real
+  // kube-apiserver and kube-scheduler (driver_workers and driver_identity do not apply; the
+  // kube-scheduler retries a pod after 1 s, doubling up to `real_max_backoff`).
+  std::string kube_bin_dir;
+  std::chrono::seconds real_max_backoff{2};
 };
 
 class SimCluster {
@@ -60,7 +73,9 @@ class SimCluster {
 
   k8s::RestClient& client() { return *client_; }
   scheduler::SchedulerService& scheduler() { return *service_; }
-  sim::ApiServer& apiserver() { return *apiserver_; }
+  // The simulated API server; throws std::logic_error on a real control plane.
+  sim::ApiServer& apiserver();
+  bool real() const { return control_plane_ != nullptr; }
   const std::string& extender_url() const { return extender_url_; }
 
   // Registers a node as a device plugin would (annotation + allocatable) and waits until the
@@ -94,10 +109,16 @@ class SimCluster {
   void StartScheduler();
   void StopScheduler();
   void StartDriver();
+  void StartRealControlPlane();
+  // Creates a node; on a real API server, marks it Ready and lifts the not-ready taint the
+  // API server's admission put on it.
+  void CreateNode(k8s::Object node);
 
   SimClusterOptions options_;
-  std::string dir_;
+  std::string dir_;  // the real control plane's working directory
+  std::unique_ptr<KubeControlPlane> control_plane_;
   std::unique_ptr<sim::ApiServer> apiserver_;
+  k8s::RestConfig rest_;  // how the test's client reaches the API server
   std::unique_ptr<k8s::RestClient> client_;
   std::unique_ptr<k8s::RestClient> scheduler_client_;  // with options.scheduler_api
   std::unique_ptr<scheduler::SchedulerService> service_;
