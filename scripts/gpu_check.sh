@@ -97,6 +97,15 @@ got=$(kv allocated <<< "$out")
 verdict "fill via cuGetProcAddress_v2 under 2 GiB" "allocated=$got" \
   "$([ "$got" = $((2 * GIB)) ] && echo 1 || echo 0)"
 
+say "== a refusal is an error line at the chart's LIBCUDA_LOG_LEVEL=1, at most one a second"
+out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=1Gi LIBCUDA_LOG_LEVEL=1 -- "$BIN/vgpu_probe" alloc \
+  --bytes 768Mi --count 200 2>&1)
+printf '%s\n' "$out" > "$LOGS/oom-log.txt"
+grep -m1 "refused by" <<< "$out"
+lines=$(grep -c "refused by the container's memory limit" <<< "$out")
+verdict "199 refusals logged at level 1" "$lines line(s), fail=$(grep '^kind=' <<< "$out" | kv fail)" \
+  "$([ "$lines" -ge 1 ] && [ "$lines" -le 3 ] && echo 1 || echo 0)"
+
 say "== two processes race for 600 MiB under 1 GiB"
 REGION=$WORK/race.cache
 head -c 4096 /dev/zero > "$WORK/sync"
@@ -196,6 +205,10 @@ elif $PY -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
     "$([ "$oom" = OutOfMemoryError ] && [ "${reached:-0}" -le $((8 * GIB)) ] && [ "${reached:-0}" -ge $((7 * GIB)) ] && echo 1 || echo 0)"
   verdict "allocation works again after freeing" "$(grep '^after_free' <<< "$out" | kv realloc_ok)" \
     "$([ "$(grep '^after_free' <<< "$out" | kv realloc_ok)" = yes ] && echo 1 || echo 0)"
+  out=$(vgpu CUDA_DEVICE_MEMORY_LIMIT=8Gi LIBCUDA_LOG_LEVEL=1 -- $T mem --expect-limit $((8 * GIB)) 2>&1)
+  printf '%s\n' "$out" > "$LOGS/torch-mem-level1.txt"
+  verdict "torch OOM: the refusal line at level 1" "$(grep -m1 -o 'cuMem[A-Za-z_0-9]*: out of memory' <<< "$out")" \
+    "$(grep -q "refused by the container's memory limit" <<< "$out" && echo 1 || echo 0)"
 
   if [ -x "$BIN/hamictl" ]; then
     "$BIN/hamictl" run --lib "$LIB" --mem 8Gi --summary -- $T mem > "$LOGS/torch-mem-hamictl.txt" 2>&1

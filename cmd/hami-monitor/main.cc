@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -84,6 +85,14 @@ int main(int argc, char** argv) {
   }
   if (hook_path.empty()) return die("the hook path is unknown: set HOOK_PATH or --hook-path");
   if (node_name.empty()) return die("the node name is unknown: set NODE_NAME or --node-name");
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(hook_path, ec)) {
+      return die("the hook path " + hook_path +
+                 " is not a directory: it must be the device plugin's HOOK_PATH (the chart's "
+                 "/usr/local/vgpu), whose containers/ folder holds the containers' regions");
+    }
+  }
   Result<std::chrono::milliseconds> interval = hami::ParseGoDuration(update_interval);
   if (!interval.ok() || interval->count() <= 0) {
     return die("--update-interval \"" + update_interval + "\": expected a duration like 5s");
@@ -191,6 +200,14 @@ int main(int argc, char** argv) {
   if (!port.ok()) return die("metrics server: " + port.status().ToString());
   std::printf("metrics on %s:%d\n", http.host.c_str(), *port);
   std::fflush(stdout);
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(mo.containers_dir, ec)) {
+      HAMI_LOG(Warning) << mo.containers_dir
+                        << " does not exist yet: no container with libvgpu has run on this node, "
+                           "or HOOK_PATH is not the device plugin's; it is read once it appears";
+    }
+  }
   HAMI_LOG(Info) << "monitoring " << mo.containers_dir << " for node " << node_name
                  << "; metrics on " << http.host << ":" << *port;
 

@@ -6,7 +6,8 @@
 //       --label gpu=on --sim-config node-a.conf --sim-state /tmp/world/node-a/gpu-state
 //
 // --sim-config/--sim-state choose the node's simulated GPUs: containers (and the node's device
-// plugin, started with the same two variables) see them through build/sim. Prints
+// plugin, started with the same two variables) see them through build/sim. Relative paths are
+// taken from the working directory at start (containers are handed absolute ones). Prints
 // "ready <kubelet port>" once the node is registered.
 #include <limits.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include "common/log.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
+#include "sim/gpu/config.h"
 #include "sim/kubelet/kubelet.h"
 
 namespace {
@@ -80,6 +82,30 @@ int main(int argc, char** argv) {
     HAMI_LOG(Error) << what;
     return 1;
   };
+
+  // Containers run in directories of their own: every path they are handed must be absolute.
+  auto absolute = [](std::string& p) {
+    if (!p.empty()) p = std::filesystem::absolute(p).lexically_normal().string();
+  };
+  for (std::string* p : {&root_dir, &sim_config, &sim_state, &sim_lib_dir}) absolute(*p);
+  if (!sim_config.empty()) {
+    hami::sim::SimConfig cfg;
+    std::string error;
+    if (!hami::sim::LoadConfigFile(sim_config, &cfg, &error)) {
+      return die("--sim-config: " + error + " (format: src/sim/gpu/README.md)");
+    }
+    if (cfg.node.empty()) {
+      HAMI_LOG(Warning) << "--sim-config " << sim_config
+                        << " names no node: its derived GPU UUIDs are the same on every node "
+                           "using it; add `node = "
+                        << node_name << "` (or a uuid per device)";
+    } else if (cfg.node != node_name) {
+      HAMI_LOG(Warning) << "--sim-config " << sim_config << " describes node " << cfg.node
+                        << ", not " << node_name;
+    }
+    HAMI_LOG(Info) << "simulated GPUs: " << cfg.devices.size() << " from " << sim_config
+                   << ", state " << (sim_state.empty() ? "/tmp/hami-sim/state" : sim_state);
+  }
 
   hami::sim::KubeletOptions o;
   o.stand_in_for_gpu_containers = stand_in_for_gpu;

@@ -16,27 +16,37 @@ namespace {
 
 using sim::SharedState;
 
-// Opens the state, creating it from the configured devices if no process has yet.
-std::unique_ptr<SharedState> OpenState(const std::string& path, FILE* err) {
-  std::string error;
-  auto state = SharedState::OpenExisting(path, &error);
-  if (state != nullptr) return state;
-  if (access(path.c_str(), F_OK) == 0) {
-    fprintf(err, "hami-simctl: %s\n", error.c_str());
+// Opens the state the node's processes use, checked against `config_path` (the node's
+// HAMI_SIM_CONFIG; empty: the built-in default node). A missing state is not created: no
+// process has used the node yet, and a state made here from a guessed config would be the
+// wrong one for them. A state made from another config is refused with the fix.
+std::unique_ptr<SharedState> OpenState(const std::string& path, const std::string& config_path,
+                                       FILE* err) {
+  if (access(path.c_str(), F_OK) != 0) {
+    fprintf(err,
+            "hami-simctl: no state at %s: no process has used this simulated node yet (or "
+            "--state / HAMI_SIM_STATE is not the one its kubelet and device plugin use)\n",
+            path.c_str());
     return nullptr;
   }
   sim::SimConfig config;
-  const char* cfg = getenv("HAMI_SIM_CONFIG");
-  if (cfg != nullptr && cfg[0] != '\0') {
-    if (!sim::LoadConfigFile(cfg, &config, &error)) {
-      fprintf(err, "hami-simctl: bad device config (HAMI_SIM_CONFIG): %s\n", error.c_str());
+  std::string error;
+  if (!config_path.empty()) {
+    if (!sim::LoadConfigFile(config_path, &config, &error)) {
+      fprintf(err, "hami-simctl: bad device config (--config / HAMI_SIM_CONFIG): %s\n",
+              error.c_str());
       return nullptr;
     }
   } else {
     config = sim::DefaultConfig();
   }
-  state = SharedState::Open(path, config, &error);
-  if (state == nullptr) fprintf(err, "hami-simctl: %s\n", error.c_str());
+  auto state = SharedState::Open(path, config, &error);
+  if (state == nullptr) {
+    fprintf(err, "hami-simctl: %s%s\n", error.c_str(),
+            config_path.empty() ? " (no --config or HAMI_SIM_CONFIG given: compared with the "
+                                  "built-in default node; pass the node's device config)"
+                                : "");
+  }
   return state;
 }
 
@@ -44,13 +54,15 @@ std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
-int Status(const std::string& state_path, FILE* out, FILE* err) {
-  auto state = OpenState(state_path, err);
+int Status(const std::string& state_path, const std::string& config_path, FILE* out, FILE* err) {
+  auto state = OpenState(state_path, config_path, err);
   if (state == nullptr) return 1;
   const uint64_t now = sim::MonotonicNs();
   const uint64_t window = 1000000000ull;
-  fprintf(out, "state: %s  driver %s  CUDA %d.%d\n", state_path.c_str(), state->driver_version(),
-          state->cuda_driver_version() / 1000, state->cuda_driver_version() % 1000 / 10);
+  fprintf(out, "state: %s  config: %s  driver %s  CUDA %d.%d\n", state_path.c_str(),
+          config_path.empty() ? "(built-in default)" : config_path.c_str(),
+          state->driver_version(), state->cuda_driver_version() / 1000,
+          state->cuda_driver_version() % 1000 / 10);
   for (int i = 0; i < state->device_count(); ++i) {
     const sim::SharedDeviceInfo& d = state->device(i);
     auto procs = state->Processes(i, now - window, now);
@@ -76,9 +88,9 @@ int Status(const std::string& state_path, FILE* out, FILE* err) {
   return 0;
 }
 
-int InjectXid(const std::string& state_path, int device, unsigned long long xid, FILE* out,
-              FILE* err) {
-  auto state = OpenState(state_path, err);
+int InjectXid(const std::string& state_path, const std::string& config_path, int device,
+              unsigned long long xid, FILE* out, FILE* err) {
+  auto state = OpenState(state_path, config_path, err);
   if (state == nullptr) return 1;
   if (device < 0 || device >= state->device_count()) {
     fprintf(err, "hami-simctl: no device %d (the node has %d)\n", device, state->device_count());

@@ -13,13 +13,17 @@
 
 namespace hami::simctl {
 
+// `config_path` is the node's device config (HAMI_SIM_CONFIG; empty: the built-in default):
+// Status and InjectXid refuse a state made from another config, and a missing state (they never
+// create one).
+
 // Prints devices, memory in use per process and utilisation over the last second.
-int Status(const std::string& state_path, FILE* out, FILE* err);
+int Status(const std::string& state_path, const std::string& config_path, FILE* out, FILE* err);
 
 // Posts XID `xid` on physical device `device`; NVML event sets registered for
 // nvmlEventTypeXidCriticalError on that device receive it.
-int InjectXid(const std::string& state_path, int device, unsigned long long xid, FILE* out,
-              FILE* err);
+int InjectXid(const std::string& state_path, const std::string& config_path, int device,
+              unsigned long long xid, FILE* out, FILE* err);
 
 // Removes the state file so the next process recreates it from the current config. Processes
 // that still map the old file keep using it until they exit.

@@ -1,11 +1,12 @@
 // hami-simctl: inspect and poke the simulated GPU node. See commands.h and
 // src/sim/gpu/README.md.
 //
-//   hami-simctl [--state PATH] status | inject-xid --device N --xid CODE | reset
+//   hami-simctl [--state PATH] [--config FILE] status | inject-xid --device N --xid CODE | reset
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,15 @@ int main(int argc, char** argv) {
       "hami-simctl: inspect and poke the simulated GPU node. The state file is --state, else "
       "$HAMI_SIM_STATE, else /tmp/hami-sim/state."};
   std::string state_path = hami::sim::StatePathFromEnv();
-  app.add_option("--state", state_path, "the simulated node's shared state file")
+  const char* env_config = std::getenv("HAMI_SIM_CONFIG");
+  std::string config_path = env_config != nullptr ? env_config : "";
+  app.add_option("--state", state_path,
+                 "the simulated node's shared state file (HAMI_SIM_STATE of its kubelet and "
+                 "device plugin)")
+      ->capture_default_str();
+  app.add_option("--config", config_path,
+                 "the node's device config (default $HAMI_SIM_CONFIG; none: the built-in node "
+                 "of two A100s); the state must have been made from it")
       ->capture_default_str();
   app.require_subcommand(1);
   CLI::App* status = app.add_subcommand("status", "devices, memory per process, utilisation");
@@ -32,7 +41,7 @@ int main(int argc, char** argv) {
   xid->add_option("--xid", code, "the XID code")->required();
   app.name("hami-simctl");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
-  if (status->parsed()) return hami::simctl::Status(state_path, stdout, stderr);
+  if (status->parsed()) return hami::simctl::Status(state_path, config_path, stdout, stderr);
   if (reset->parsed()) return hami::simctl::Reset(state_path, stdout, stderr);
-  return hami::simctl::InjectXid(state_path, device, code, stdout, stderr);
+  return hami::simctl::InjectXid(state_path, config_path, device, code, stdout, stderr);
 }

@@ -76,6 +76,16 @@ std::string AsciiLower(std::string_view s) {
   return out;
 }
 
+std::string FoldTypeName(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '-' || c == '_' || c == ' ') continue;
+    out += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  return out;
+}
+
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {

@@ -27,6 +27,11 @@ std::string_view TrimSpace(std::string_view s);
 // Lowercases ASCII letters.
 std::string AsciiLower(std::string_view s);
 
+// A device type name folded for matching: ASCII letters lowercased, '-', '_' and spaces dropped
+// ("NVIDIA-GeForce-RTX-4090" and "NVIDIA GeForce RTX 4090" fold alike). Dropping the same
+// characters from both sides keeps every substring match of the unfolded names.
+std::string FoldTypeName(std::string_view s);
+
 // Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 bool IsValidUtf8(std::string_view s);
 

@@ -103,7 +103,7 @@ Status SchedulerService::Start() {
       .on_update =
           [this](const k8s::ObjectPtr& old, const k8s::ObjectPtr& n) {
             if (OnlyNodeLockChanged(*old, *n)) {
-              NoteNodeChange();  // binds waiting for this lock look again
+              NoteNodeChange(k8s::Name(*n));  // binds waiting for this lock look again
               return;
             }
             OnNode(n, false);
@@ -143,7 +143,7 @@ void SchedulerService::Stop() {
   if (stop_) stop_->Cancel();
   if (queue_) queue_->ShutDown();
   ready_cv_.notify_all();
-  NoteNodeChange();  // binds waiting for a node lock see the service stopping
+  NoteEveryNodeChanged();  // binds waiting for a node lock see the service stopping
   if (worker_.joinable()) worker_.join();
   if (binders_) binders_->Stop();  // binds waiting for a node lock saw the service stopping
   if (pods_) pods_->Stop();
@@ -184,10 +184,16 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
   } else if (!uid.empty()) {
     const PodObject p = PodObjectOf(pod);
     Status problem;
-    const AssumeCache::Observed seen = cache_.ObservePod(p, rv, &problem);
+    std::vector<std::string> dropped;
+    const AssumeCache::Observed seen = cache_.ObservePod(p, rv, &problem, &dropped);
     if (!problem.ok()) {
       HAMI_LOG(Warning) << "pod " << p.name_space << "/" << p.name
                         << ": allocation annotations ignored: " << problem.message();
+    }
+    for (const std::string& other : dropped) {
+      HAMI_LOG(Warning) << "pod " << p.name_space << "/" << p.name << " runs on " << p.node_name
+                        << " with devices reserved for pending pod " << other
+                        << ": that reservation is dropped (it is placed again when scheduled)";
     }
     if (seen == AssumeCache::Observed::kStale) {
       Count(&ServiceStats::stale_pod_events);  // applying it would undo our placement
@@ -220,15 +226,32 @@ void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
   } else {
     queue_->Add("node/" + name);
   }
-  NoteNodeChange();
+  NoteNodeChange(name, deleted);
 }
 
-void SchedulerService::NoteNodeChange() {
+void SchedulerService::NoteNodeChange(const std::string& node, bool deleted) {
   {
     MutexLock l(lock_wait_mu_);
-    ++node_changes_;
+    if (deleted) {
+      node_changes_.erase(node);  // a waiter's mark no longer matches: it looks and finds none
+    } else {
+      ++node_changes_[node];
+    }
   }
   lock_wait_cv_.notify_all();
+}
+
+void SchedulerService::NoteEveryNodeChanged() {
+  {
+    MutexLock l(lock_wait_mu_);
+    ++all_node_changes_;
+  }
+  lock_wait_cv_.notify_all();
+}
+
+SchedulerService::NodeChangeMark SchedulerService::NodeChangeMarkOf(const std::string& node) const {
+  auto it = node_changes_.find(node);
+  return NodeChangeMark{it == node_changes_.end() ? 0 : it->second, all_node_changes_};
 }
 
 const k8s::Object* SchedulerService::CachedNode(const std::string& name,

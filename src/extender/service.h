@@ -42,6 +42,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -196,6 +197,9 @@ class SchedulerService {
   // Filter (service_filter.cc).
   std::string FilterError(std::string message);
   std::string FilterSimulation(const std::string& pod_json, const nlohmann::json& nodes);
+  // Takes an earlier placement (node, device lists, time, label) off the unbound pod: a merge
+  // patch with the pod's uid as precondition. OK when it is gone.
+  Status WithdrawPlacement(const PodSpec& spec);
   std::string PlaceAndAnswer(const k8s::ObjectPtr& pod, PodSpec& spec, const std::string& key,
                              const std::vector<std::string_view>& nodes);
   std::string RecordPlacement(const k8s::ObjectPtr& pod, const PodSpec& spec,
@@ -243,8 +247,12 @@ class SchedulerService {
                          MonoTime deadline, const k8s::Object** cached, k8s::ObjectPtr* hold,
                          NodeLocker::Companion* companion, LockWait* state,
                          bool* would_wait = nullptr);
-  Status WaitForNodeChange(const std::string& node, uint64_t* seen, const k8s::Object** cached,
-                           k8s::ObjectPtr* hold);
+  // How many events a node (and all nodes: Stop) had when a bind last read it.
+  struct NodeChangeMark {
+    uint64_t node = 0, all = 0;
+  };
+  Status WaitForNodeChange(const std::string& node, NodeChangeMark* seen,
+                           const k8s::Object** cached, k8s::ObjectPtr* hold);
   bool EnterBindGate(const std::string& node, MonoTime deadline);
   bool TryEnterBindGate(const std::string& node);
   void LeaveBindGate(const std::string& node);
@@ -275,11 +283,16 @@ class SchedulerService {
   Mutex node_state_mu_;
   std::map<std::string, NodeState> node_state_ GUARDED_BY(node_state_mu_);
 
-  // Bind waits for a node's lock here; node events (and Stop) count and notify.
+  // Bind waits for a node's lock here. Each node's events count on their own, so a wait wakes
+  // for its node only (a global count sent every waiting bind back to the API server on any
+  // node's heartbeat); Stop counts for all.
   Mutex lock_wait_mu_;
   std::condition_variable lock_wait_cv_;
-  uint64_t node_changes_ GUARDED_BY(lock_wait_mu_) = 0;
-  void NoteNodeChange() EXCLUDES(lock_wait_mu_);
+  std::unordered_map<std::string, uint64_t> node_changes_ GUARDED_BY(lock_wait_mu_);
+  uint64_t all_node_changes_ GUARDED_BY(lock_wait_mu_) = 0;
+  void NoteNodeChange(const std::string& node, bool deleted = false) EXCLUDES(lock_wait_mu_);
+  void NoteEveryNodeChanged() EXCLUDES(lock_wait_mu_);
+  NodeChangeMark NodeChangeMarkOf(const std::string& node) const REQUIRES(lock_wait_mu_);
   // Binds to one node take its lock one at a time in this process (as upstream's in-process
   // per-node mutex): concurrent binds would all race for the annotation the moment it is
   // released, and all but one lose a write and read again. A bind waits at the gate within its

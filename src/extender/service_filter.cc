@@ -8,7 +8,9 @@
 #include "extender/k8s_objects.h"
 #include "extender/service.h"
 #include "extender/service_internal.h"
+#include "k8s/api_error.h"
 #include "k8s/object.h"
+#include "k8s/typed.h"
 
 namespace hami::scheduler {
 namespace {
@@ -17,9 +19,38 @@ using Json = nlohmann::json;
 using service_internal::ErrorReply;
 using service_internal::PodKey;
 
+// When every card of every node offered failed on its type, the pod's type selectors name no
+// card there: "; no GPU on these nodes has a type matching nvidia.com/use-gputype=\"X\" ...".
+// Empty otherwise.
+std::string NoTypeMatches(const Decision& d, const device::VendorRegistry& vendors,
+                          const device::Annotations& annotations) {
+  if (d.verdicts.empty()) return "";
+  for (const NodeVerdict& v : d.verdicts) {
+    const NodeFailure& f = v.failure;
+    if (v.fit || f.kind != NodeFailure::Kind::kCards || f.total == 0 ||
+        f.Count(CardReason::kCardTypeMismatch) != f.total) {
+      return "";
+    }
+  }
+  std::string selectors;
+  for (const auto& vendor : vendors.vendors()) {
+    const device::VendorAnnotationKeys& k = vendor->annotation_keys();
+    for (const std::string* key : {&k.use_type, &k.nouse_type}) {
+      if (key->empty()) continue;
+      auto it = annotations.find(*key);
+      if (it == annotations.end()) continue;
+      selectors += (selectors.empty() ? "" : " and ") + *key + "=\"" + it->second + "\"";
+    }
+  }
+  if (selectors.empty()) return "";  // a mode selector (vgpu-mode), not a type list
+  return "; no GPU on these nodes has a type matching " + selectors +
+         " (types match as substrings, ignoring case, '-', '_' and spaces)";
+}
+
 // The summary of a failed filter, grouped by reason: "no available node, 3 nodes do not meet:
 // 2 CardInsufficientMemory (node-a, node-b); 1 NodeInsufficientDevice (node-c)".
-std::string FailureSummary(const Decision& d) {
+std::string FailureSummary(const Decision& d, const device::VendorRegistry& vendors,
+                           const device::Annotations& annotations) {
   std::map<std::string, std::vector<std::string>> by_reason;
   for (const auto& [node, reason] : d.FailedNodes()) by_reason[reason].push_back(node);
   std::string out = d.FailedMessage();
@@ -34,7 +65,7 @@ std::string FailureSummary(const Decision& d) {
     if (nodes.size() > 5) out += ", ...";
     out += ")";
   }
-  return out;
+  return out + NoTypeMatches(d, vendors, annotations);
 }
 
 // An answer that keeps `nodes` (empty when none) and fails the rest with their reasons.
@@ -152,12 +183,50 @@ std::string SchedulerService::Filter(std::string_view body) {
   return PlaceAndAnswer(pod, spec, key, args->names);
 }
 
+Status SchedulerService::WithdrawPlacement(const PodSpec& spec) {
+  Json patch;
+  patch["metadata"]["uid"] = spec.uid;  // a precondition: never another pod of that name
+  Json& annotations = patch["metadata"]["annotations"];
+  annotations[std::string(kAssignedNodeAnnotation)] = nullptr;
+  annotations[std::string(kAssignedTimeAnnotation)] = nullptr;
+  annotations[std::string(device::kMigAllocationsAnnotation)] = nullptr;
+  for (const auto& vendor : vendors_.vendors()) {
+    const device::VendorAnnotationKeys& k = vendor->annotation_keys();
+    for (const std::string* key : {&k.to_allocate, &k.allocated}) {
+      if (!key->empty()) annotations[*key] = nullptr;
+    }
+  }
+  patch["metadata"]["labels"][std::string(kAssignedNodeAnnotation)] = nullptr;
+  Result<k8s::Object> r =
+      client_.Patch(k8s::kPods, spec.name_space, spec.name, k8s::PatchType::kMerge, patch.dump());
+  if (r.ok() || k8s::IsNotFound(r.status())) return OkStatus();  // gone: nothing to withdraw
+  return r.status();
+}
+
 std::string SchedulerService::PlaceAndAnswer(const k8s::ObjectPtr& pod, PodSpec& spec,
                                              const std::string& key,
                                              const std::vector<std::string_view>& nodes) {
   std::optional<HeldLockRef> release;
-  const std::string busy = cache_.PrepareToPlace(spec.uid, &release);
+  std::string written_on;
+  const std::string busy = cache_.PrepareToPlace(spec.uid, &release, &written_on);
   if (release) QueueLockRelease(release->node, release->ns, release->name);
+  if (busy.empty() && !written_on.empty()) {
+    // The pod carries an earlier placement (its Binding failed, or a restart found it): that
+    // must leave the pod before its devices go to anyone else, or a rebuilt ledger (a restart,
+    // another instance) would count them for this pod and for their new holder.
+    Status withdrawn = WithdrawPlacement(spec);
+    if (!withdrawn.ok()) {
+      std::string msg = "pod " + key + ": its earlier placement on " + written_on +
+                        " could not be withdrawn (" + withdrawn.ToString() +
+                        "); its devices stay reserved, retried at its next scheduling";
+      HAMI_LOG(Warning) << msg;
+      RecordFilterEvent(pod, false, msg);
+      return FilterError(msg);
+    }
+    HAMI_LOG(Info) << "pod " << key << ": earlier placement on " << written_on
+                   << " withdrawn; placing again";
+    cache_.Forget(spec.uid);
+  }
   if (!busy.empty()) {
     // kube-scheduler gave up on a bind that is still running (or whose outcome is unknown):
     // placing the pod again now could bind it twice. Every node fails until that settles.
@@ -174,7 +243,7 @@ std::string SchedulerService::PlaceAndAnswer(const k8s::ObjectPtr& pod, PodSpec&
   if (placed->replaced_after_race) Count(&ServiceStats::replaced_after_race);
   const Decision& d = placed->decision;
   if (!d.fit()) {
-    std::string msg = FailureSummary(d);
+    std::string msg = FailureSummary(d, vendors_, spec.annotations);
     HAMI_LOG(Info) << "pod " << key << ": no node fits: " << msg;
     RecordFilterEvent(pod, false, msg);
     Count(&ServiceStats::filter_no_fit);

@@ -61,10 +61,10 @@ Status SchedulerService::AcquireNodeLock(const std::string& node, const std::str
   // Binds queued at the gate read the node afresh from the cache: the copy taken before may
   // be many lock writes old, and a write on it could only conflict. Node events counted from
   // before each read wake the wait below.
-  uint64_t seen = 0;
+  NodeChangeMark seen;
   {
     MutexLock l(lock_wait_mu_);
-    seen = node_changes_;
+    seen = NodeChangeMarkOf(node);
   }
   if ((*cached = CachedNode(node, hold)) == nullptr) {
     return Status(StatusCode::kNotFound, "node " + node + " disappeared");
@@ -97,17 +97,19 @@ Status SchedulerService::AcquireNodeLock(const std::string& node, const std::str
   }
 }
 
-// Waits for a node event since the last cache read (its lock cleared, the service stopping), or
-// 100 ms (a timestamp lock expires without one), then reads the node again.
-Status SchedulerService::WaitForNodeChange(const std::string& node, uint64_t* seen,
+// Waits for an event of this node since the last cache read (its lock cleared), the service
+// stopping, or 100 ms (a timestamp lock expires without an event), then reads the node again.
+Status SchedulerService::WaitForNodeChange(const std::string& node, NodeChangeMark* seen,
                                            const k8s::Object** cached, k8s::ObjectPtr* hold) {
   {
     UniqueLock l(lock_wait_mu_);
     const MonoTime until = clock_.Now() + std::chrono::milliseconds(100);
-    while (node_changes_ == *seen && clock_.Now() < until) {
+    for (;;) {
+      NodeChangeMark now = NodeChangeMarkOf(node);
+      if (now.node != seen->node || now.all != seen->all || clock_.Now() >= until) break;
       clock_.WaitUntil(lock_wait_cv_, l.native(), until);
     }
-    *seen = node_changes_;
+    *seen = NodeChangeMarkOf(node);
   }
   if (!started_.load()) return Status(StatusCode::kCancelled, "scheduler stopping");
   if ((*cached = CachedNode(node, hold)) == nullptr) {

@@ -179,6 +179,52 @@ TEST_F(ServiceUnitTest, ABindWithoutAPlacementOfThisInstanceIsRefusedWithoutAWri
   EXPECT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
 }
 
+// A pending pod that carries a placement (a bind whose Binding failed, or found so after a
+// restart) holds its devices until the placement is off the pod: a filter withdraws it first,
+// and when that fails the devices stay and the filter errs (chaos seed 1002: a placement left on
+// a pending pod was counted again by a restarted scheduler on a card already given away).
+TEST_F(ServiceUnitTest, AnEarlierPlacementOnThePodIsWithdrawnBeforeItsDevicesGoBack) {
+  Json left = Pod("p");
+  left["metadata"]["annotations"] = {
+      {"hami.io/vgpu-node", "node-a"},
+      {"hami.io/vgpu-time", std::to_string(fc_.clock.NowUnixSeconds())},
+      {"hami.io/vgpu-devices-allocated", "GPU-1,NVIDIA,1024,0:;"},
+      {"hami.io/vgpu-devices-to-allocate", "GPU-1,NVIDIA,1024,0:;"}};
+  Start({Node("node-a")}, {left});
+  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
+
+  // The withdrawal fails: nothing is given back.
+  fc_.fake->Push("PATCH", "/api/v1/namespaces/default/pods/p",
+                 FakeTransport::Json(500, R"({"kind":"Status","code":500,"message":"boom"})"));
+  Json refused = Json::parse(Filter("p"));
+  ASSERT_TRUE(refused.contains("error")) << refused.dump();
+  EXPECT_NE(refused["error"].get<std::string>().find(
+                "its earlier placement on node-a could not be withdrawn"),
+            std::string::npos)
+      << refused.dump();
+  EXPECT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
+
+  // It succeeds: the placement leaves the pod (uid as precondition), then the pod is placed.
+  fc_.fake->Push("PATCH", "/api/v1/namespaces/default/pods/p",
+                 FakeTransport::Json(200, Pod("p").dump()));
+  Json placed = Json::parse(Filter("p"));
+  EXPECT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
+  const std::vector<k8s::HttpRequest> requests = fc_.fake->requests();
+  const k8s::HttpRequest* withdraw = nullptr;
+  for (const k8s::HttpRequest& r : requests) {
+    if (r.method == "PATCH") withdraw = &r;
+  }
+  ASSERT_NE(withdraw, nullptr);
+  Json body = Json::parse(withdraw->body);
+  EXPECT_EQ(body["metadata"]["uid"], "uid-p");
+  EXPECT_TRUE(body["metadata"]["annotations"]["hami.io/vgpu-node"].is_null()) << body.dump();
+  EXPECT_TRUE(body["metadata"]["annotations"].contains("hami.io/vgpu-devices-allocated"));
+  EXPECT_TRUE(body["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].is_null());
+  EXPECT_TRUE(body["metadata"]["labels"]["hami.io/vgpu-node"].is_null());
+  EXPECT_EQ(Writes().size(), 2u) << ::testing::PrintToString(Writes());
+}
+
 TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBack) {
   const Json locked = BusyNode();
   Start({locked}, {Pod("p")});

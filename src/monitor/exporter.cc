@@ -44,27 +44,28 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
   }
   PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
 
-  // Per GPU. Upstream's memory-controller family has no node label.
+  // Per GPU, each series with its node (upstream leaves `node` off the memory-controller family,
+  // which made it impossible to tell two nodes' GPU 0 apart; an added label breaks no query that
+  // matches on the others).
   struct HostFamily {
     const char* name;
     const char* help;
-    bool node;
     double (*value)(const HostGpu&);
   };
   static const HostFamily kHost[] = {
-      {"hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes", true,
+      {"hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes",
        [](const HostGpu& g) { return static_cast<double>(g.memory_used); }},
-      {"hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent", true,
+      {"hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent",
        [](const HostGpu& g) { return static_cast<double>(g.utilization); }},
       {"hami_host_gpu_memory_controller_utilization_ratio",
-       "GPU memory controller utilisation, in percent", false,
+       "GPU memory controller utilisation, in percent",
        [](const HostGpu& g) { return static_cast<double>(g.memory_utilization); }},
   };
   for (const HostFamily& f : kHost) {
     p.Family(f.name, f.help);
     for (const HostGpu& g : snap.gpus) {
       p.Begin();
-      if (f.node) p.Label("node", o.node);
+      p.Label("node", o.node);
       p.IntLabel("device_index", g.index);
       p.Label("device_uuid", g.uuid);
       p.Label("device_type", DeviceType(g));
@@ -122,9 +123,9 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
 
   if (!o.legacy) return p.Take();
   static const HostFamily kLegacyHost[] = {
-      {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)", true,
+      {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)",
        kHost[0].value},
-      {"HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)", true,
+      {"HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)",
        kHost[1].value},
   };
   for (const HostFamily& f : kLegacyHost) {

@@ -3,7 +3,7 @@
 //
 //   per GPU (NVML)  node, device_index, device_uuid, device_type ("NVIDIA-<model>"):
 //     hami_host_gpu_memory_used_bytes, hami_host_gpu_utilization_ratio (percent);
-//     hami_host_gpu_memory_controller_utilization_ratio (percent; without node, as upstream)
+//     hami_host_gpu_memory_controller_utilization_ratio (percent; upstream has no node label)
 //   per container device  namespace, pod, container, vdevice_index, device_uuid:
 //     hami_vgpu_memory_used_bytes, hami_vgpu_memory_limit_bytes, hami_container_device_memory_bytes
 //     (= used), hami_container_device_utilization_ratio (SM percent of the container's processes,

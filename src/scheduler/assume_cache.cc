@@ -48,7 +48,8 @@ bool AssumeCache::Tracks(const std::string& uid) const {
   return ledger_.FindPod(uid) != nullptr || written_.count(uid) > 0;
 }
 
-AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, Status* problem) {
+AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, Status* problem,
+                                              std::vector<std::string>* dropped) {
   const bool annotated = pod.annotations.count(kAssignedNodeAnnotation) > 0;
   // Most pods in a cluster never ask for a device: a shared look keeps their events from
   // queueing behind filters for the exclusive lock.
@@ -62,7 +63,7 @@ AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, 
     written_.erase(w);
   }
   if (annotated || ledger_.FindPod(pod.uid) != nullptr) {
-    *problem = ledger_.UpsertPod(pod);
+    *problem = ledger_.UpsertPod(pod, dropped);
     ++generation_;
   }
   return Observed::kApplied;
@@ -88,7 +89,8 @@ void AssumeCache::ObservePodGone(const std::string& uid, bool unless_binding) {
 }
 
 std::string AssumeCache::PrepareToPlace(const std::string& uid,
-                                        std::optional<HeldLockRef>* release) {
+                                        std::optional<HeldLockRef>* release,
+                                        std::string* written_on) {
   WriterLock lock(mu_);
   if (auto b = binding_.find(uid); b != binding_.end()) {
     return "a bind of this pod to " + b->second + " is still running";
@@ -106,10 +108,16 @@ std::string AssumeCache::PrepareToPlace(const std::string& uid,
     *release = std::move(u->second.lock);
     unsettled_.erase(u);
   }
-  // A retried pod gives its earlier choice back first.
+  // A retried pod gives its earlier choice back first, unless that choice is written on the pod
+  // (by a bind whose Binding failed, or seen on it after a restart): the caller withdraws it
+  // from the pod before the devices go (Forget), or a rebuilt ledger would count them twice.
   if (const LedgerPod* old = ledger_.FindPod(uid);
       old != nullptr && old->state == PodState::kReserved) {
-    ForgetLocked(uid);
+    if (pending_.count(uid) == 0 && written_on != nullptr) {
+      *written_on = std::string(ledger_.strings().nodes.Get(ledger_.nodes()[old->node].name));
+    } else {
+      ForgetLocked(uid);
+    }
   }
   return "";
 }

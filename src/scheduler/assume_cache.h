@@ -83,8 +83,10 @@ class AssumeCache {
     kIgnored,  // a pod the cache does not track and that carries no placement
   };
   // `rv`: the event's resource version as a number (-1 when not numeric). `*problem` gets a
-  // placement annotation the ledger could not use (the pod then holds nothing).
-  Observed ObservePod(const PodObject& pod, int64_t rv, Status* problem);
+  // placement annotation the ledger could not use (the pod then holds nothing); `*dropped` the
+  // reserved pods a bound one displaced (Ledger::UpsertPod).
+  Observed ObservePod(const PodObject& pod, int64_t rv, Status* problem,
+                      std::vector<std::string>* dropped = nullptr);
   // The pod is gone: its devices, placement and any unsettled bind are forgotten. With
   // `unless_binding`, nothing changes while a bind of the pod runs (a bind that found the pod
   // missing must not pull the devices from under another bind of it).
@@ -95,9 +97,13 @@ class AssumeCache {
   // --- Filter ---
   // Why the pod may not be placed now (a bind of it is running, or its Binding's answer was lost
   // less than its grace ago), or "" when it may; then its earlier reservation, if any, is given
-  // back. An unsettled bind whose grace has passed is forgotten and the lock it may hold is
-  // returned in `*release` for the caller to clear.
-  std::string PrepareToPlace(const std::string& uid, std::optional<HeldLockRef>* release);
+  // back, except one whose placement is on the pod (written by a bind, or observed): then
+  // `*written_on` (when given) names its node and the reservation stays until the caller has
+  // withdrawn the placement from the pod and calls Forget. An unsettled bind whose grace has
+  // passed is forgotten and the lock it may hold is returned in `*release` for the caller to
+  // clear.
+  std::string PrepareToPlace(const std::string& uid, std::optional<HeldLockRef>* release,
+                             std::string* written_on = nullptr);
   // Places the pod on one of `nodes` and reserves the choice. When the ledger changed between
   // the shared-lock placement and the exclusive reservation, the chosen node is checked again
   // (and in the worst case the pod placed again). A non-fitting decision reserves nothing.

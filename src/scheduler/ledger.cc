@@ -439,7 +439,7 @@ Status Ledger::StorePod(std::string_view uid, std::string_view ns, std::string_v
   return OkStatus();
 }
 
-Status Ledger::UpsertPod(const PodObject& obj) {
+Status Ledger::UpsertPod(const PodObject& obj, std::vector<std::string>* dropped) {
   std::string_view node = Lookup(obj.annotations, kAssignedNodeAnnotation);
   if (node.empty() || obj.phase == PodPhase::kSucceeded || obj.phase == PodPhase::kFailed) {
     RemovePod(obj.uid);
@@ -488,9 +488,72 @@ Status Ledger::UpsertPod(const PodObject& obj) {
       return OkStatus();
     }
   }
-  return StorePod(obj.uid, obj.name_space, obj.name, node, *devices, obj.init_container_count,
-                  obj.init_containers_done, mig, state, expires_at,
-                  TaskClassOf(*devices, obj.annotations));
+  HAMI_RETURN_IF_ERROR(StorePod(obj.uid, obj.name_space, obj.name, node, *devices,
+                                obj.init_container_count, obj.init_containers_done, mig, state,
+                                expires_at, TaskClassOf(*devices, obj.annotations)));
+  return GuardCapacity(obj.uid, dropped);
+}
+
+namespace {
+bool Over(const LedgerDevice& d) {
+  return d.used_slots > d.count || d.used_mem > d.devmem || d.used_cores > d.devcore;
+}
+}  // namespace
+
+// A placement seen on a pod is a claim, not a fact, until the pod is bound: a scheduler that gave
+// its reservation up may have left it behind. So a reserved pod that would over-commit a device
+// is not counted, and a bound pod (what runs) displaces reserved ones from a device it would
+// over-commit.
+Status Ledger::GuardCapacity(std::string_view uid, std::vector<std::string>* dropped) {
+  auto it = pod_by_uid_.find(std::string(uid));
+  if (it == pod_by_uid_.end()) return OkStatus();
+  const uint32_t slot = it->second;
+  LedgerNode& node = nodes_[pods_[slot].node];
+  auto device_of = [&](uint32_t uuid) -> LedgerDevice* {
+    for (LedgerDevice& d : node.devices) {
+      if (d.uuid == uuid) return &d;
+    }
+    return nullptr;
+  };
+  if (pods_[slot].state == PodState::kReserved) {
+    for (const Charge& c : pods_[slot].charges) {
+      const LedgerDevice* d = device_of(c.uuid);
+      if (d == nullptr || !Over(*d)) continue;
+      std::string why = "pod " + pods_[slot].name_space + "/" + pods_[slot].name +
+                        ": its placement on " + std::string(strings_.nodes.Get(node.name)) +
+                        " would over-commit " + std::string(strings_.uuids.Get(d->uuid)) +
+                        " (a reservation given up earlier); not counted";
+      RemovePod(uid);
+      return FailedPreconditionError(why);
+    }
+    return OkStatus();
+  }
+  for (const Charge& c : pods_[slot].charges) {
+    LedgerDevice* d = device_of(c.uuid);
+    if (d == nullptr || !Over(*d)) continue;
+    // Newest reservations go first (they are the likeliest leftovers).
+    std::vector<uint32_t> reserved;
+    for (uint32_t p : node.pods) {
+      const LedgerPod& other = pods_[p];
+      if (other.state != PodState::kReserved || p == slot) continue;
+      for (const Charge& oc : other.charges) {
+        if (oc.uuid == c.uuid) {
+          reserved.push_back(p);
+          break;
+        }
+      }
+    }
+    std::sort(reserved.begin(), reserved.end(), [&](uint32_t a, uint32_t b) {
+      return pods_[a].expires_at > pods_[b].expires_at;
+    });
+    for (uint32_t p : reserved) {
+      if (!Over(*d)) break;
+      if (dropped != nullptr) dropped->push_back(pods_[p].name_space + "/" + pods_[p].name);
+      std::string other_uid = pods_[p].uid;
+      RemovePod(other_uid);
+    }
+  }
+  return OkStatus();
 }
 
 void Ledger::RemovePod(std::string_view uid) {

@@ -207,7 +207,10 @@ class Ledger {
 
   // Records the pod's allocation from its annotations; releases it when the pod is terminal or
   // carries no `hami.io/vgpu-node`. A malformed allocation is an error and releases the pod.
-  Status UpsertPod(const PodObject& pod);
+  // An unbound pod's placement that would over-commit a device is not counted
+  // (FailedPrecondition); a bound pod that would over-commit one displaces reserved pods from it,
+  // named ("ns/name") in `*dropped`.
+  Status UpsertPod(const PodObject& pod, std::vector<std::string>* dropped = nullptr);
   void RemovePod(std::string_view uid);
 
   // Holds the engine's choice until the pod's annotations are seen. Replaces any earlier entry
@@ -246,6 +249,8 @@ class Ledger {
 
  private:
   uint32_t NodeSlot(std::string_view name);
+  // UpsertPod's capacity rule for the pod just stored.
+  Status GuardCapacity(std::string_view uid, std::vector<std::string>* dropped);
   void ApplyPod(uint32_t pod_slot, int sign);
   void ApplyNodePods(LedgerNode& node, int sign);
   void DetachPod(uint32_t pod_slot);

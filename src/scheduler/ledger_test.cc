@@ -278,6 +278,44 @@ TEST_F(LedgerTest, OverCommitFromForeignAnnotationsIsReported) {
   EXPECT_EQ(oc[0].used_mem, 32000);
 }
 
+// An unbound pod's placement is a claim that a scheduler may have given up: it is counted only
+// where it fits, and a bound pod (what runs) displaces such claims from a device it needs.
+// (Chaos seed 1002: a restarted scheduler counted a pending pod's leftover placement on a card
+// already full, 18,432 MiB on 16,384.)
+TEST_F(LedgerTest, UnboundPlacementsCountOnlyWhereTheyFitAndBoundPodsDisplaceThem) {
+  TwoGpuNode();
+  ASSERT_TRUE(ledger_.UpsertPod(Pod("bound", "node-a", "node-a-gpu0,NVIDIA,12000,0:;")).ok());
+  Status s = ledger_.UpsertPod(Pod("late", "node-a", "node-a-gpu0,NVIDIA,6000,0:;", false));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("pod ns/pod-late: its placement on node-a would over-commit "
+                             "node-a-gpu0"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(ledger_.FindPod("late"), nullptr);
+  EXPECT_EQ(Dev("node-a", 0).used_mem, 12000);
+  // One that fits is counted, reserved.
+  ASSERT_TRUE(ledger_.UpsertPod(Pod("fits", "node-a", "node-a-gpu0,NVIDIA,4000,0:;", false)).ok());
+  ASSERT_NE(ledger_.FindPod("fits"), nullptr);
+  EXPECT_EQ(ledger_.FindPod("fits")->state, PodState::kReserved);
+
+  // The other order: claims first (a rebuild lists pods in any order), then the bound pod.
+  Ledger rebuilt(vendors_, clock_);
+  ASSERT_TRUE(rebuilt
+                  .UpsertNode(MakeNode("node-a", {Gpu("node-a-gpu0", 0, 16384),
+                                                  Gpu("node-a-gpu1", 1, 16384, "T4", 1)}))
+                  .ok());
+  ASSERT_TRUE(rebuilt.UpsertPod(Pod("c1", "node-a", "node-a-gpu0,NVIDIA,6000,0:;", false)).ok());
+  clock_.Advance(std::chrono::seconds(1));  // c2 is the newer claim
+  ASSERT_TRUE(rebuilt.UpsertPod(Pod("c2", "node-a", "node-a-gpu0,NVIDIA,6000,0:;", false)).ok());
+  std::vector<std::string> dropped;
+  ASSERT_TRUE(rebuilt.UpsertPod(Pod("b", "node-a", "node-a-gpu0,NVIDIA,8000,0:;"), &dropped).ok());
+  EXPECT_EQ(dropped, std::vector<std::string>{"ns/pod-c2"});
+  EXPECT_NE(rebuilt.FindPod("c1"), nullptr);
+  EXPECT_EQ(rebuilt.FindPod("c2"), nullptr);
+  EXPECT_TRUE(rebuilt.OverCommitted().empty());
+  EXPECT_TRUE(rebuilt.CheckConsistency().ok());
+}
+
 TEST_F(LedgerTest, FingerprintIndependentOfOrder) {
   FakeClock clock2;
   Ledger other(vendors_, clock2);

@@ -32,8 +32,8 @@ std::vector<std::string_view> CommaList(std::string_view v) {
 
 // One vendor's device selectors on the pod, resolved against the ledger's string tables.
 struct VendorFilter {
-  std::vector<std::string> use_types;    // lowercased
-  std::vector<std::string> nouse_types;  // lowercased
+  std::vector<std::string> use_types;    // folded (device::text::FoldTypeName)
+  std::vector<std::string> nouse_types;  // folded
   bool has_use_uuid = false;
   std::vector<uint32_t> use_uuids;
   std::vector<uint32_t> nouse_uuids;
@@ -61,7 +61,7 @@ struct VendorFilter {
     if (!use_types.empty() || !nouse_types.empty()) {
       uint8_t& t = type_ok[d.type];
       if (t == 0) {
-        std::string type = device::text::AsciiLower(s.types.Get(d.type));
+        std::string type = device::text::FoldTypeName(s.types.Get(d.type));
         bool ok = use_types.empty();
         for (const std::string& u : use_types) ok = ok || type.find(u) != std::string::npos;
         for (const std::string& u : nouse_types) ok = ok && type.find(u) == std::string::npos;
@@ -862,11 +862,17 @@ Result<PodContext> BuildContext(const Ledger& ledger, const PodSpec& pod,
     if (!asked[vi]) continue;
     const device::VendorAnnotationKeys& k = vendors.vendors()[vi]->annotation_keys();
     VendorFilter& f = ctx.filters[vi];
+    // Case, '-', '_' and spaces do not count: users write "NVIDIA-GeForce-RTX-4090" for a card
+    // that registers as "NVIDIA GeForce RTX 4090".
     for (std::string_view t : CommaList(Lookup(pod.annotations, k.use_type))) {
-      f.use_types.push_back(device::text::AsciiLower(t));
+      if (std::string folded = device::text::FoldTypeName(t); !folded.empty()) {
+        f.use_types.push_back(std::move(folded));
+      }
     }
     for (std::string_view t : CommaList(Lookup(pod.annotations, k.nouse_type))) {
-      f.nouse_types.push_back(device::text::AsciiLower(t));
+      if (std::string folded = device::text::FoldTypeName(t); !folded.empty()) {
+        f.nouse_types.push_back(std::move(folded));
+      }
     }
     std::vector<std::string_view> use = CommaList(Lookup(pod.annotations, k.use_uuid));
     f.has_use_uuid = !use.empty();

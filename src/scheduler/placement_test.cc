@@ -96,6 +96,32 @@ TEST(Placement, CordonTypeUuidAndMode) {
   EXPECT_TRUE(d.fit());
 }
 
+// The user's documents spell types as "NVIDIA-GeForce-RTX-4090" and "NVIDIA-H20,NVIDIA-H200";
+// cards register as "NVIDIA GeForce RTX 4090" (upstream's type "NVIDIA-" + the model). Case,
+// '-', '_' and spaces do not count, on either side; every substring match still matches.
+TEST(Placement, TypeNamesMatchWhateverTheSeparatorsAndCase) {
+  SchedulerWorld w;
+  ASSERT_TRUE(w.AddNode("n", {Gpu("g0", 0, 24564, "NVIDIA-NVIDIA GeForce RTX 4090"),
+                              Gpu("g1", 1, 97871, "NVIDIA-NVIDIA H20"),
+                              Gpu("g2", 2, 143771, "NVIDIA-NVIDIA H200")})
+                  .ok());
+  auto place = [&](const char* key, const char* value) {
+    return Uuids(MustPlace(w, w.Pod("p", {Req(1)}, {{key, value}})));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(place("nvidia.com/use-gputype", "NVIDIA-GeForce-RTX-4090"), V{"g0"});
+  EXPECT_EQ(place("nvidia.com/use-gputype", "geforce_rtx_4090"), V{"g0"});
+  EXPECT_EQ(place("nvidia.com/use-gputype", "RTX 4090"), V{"g0"});
+  EXPECT_EQ(place("nvidia.com/use-gputype", "NVIDIA-H200"), V{"g2"});
+  EXPECT_EQ(place("nvidia.com/nouse-gputype", "NVIDIA-GeForce-RTX-4090,NVIDIA-H200"), V{"g1"});
+  // A list no card matches: every card fails on its type.
+  Decision d = MustPlace(w, w.Pod("p", {Req(1)}, {{"nvidia.com/use-gputype", "NVIDIA-A100"}}));
+  EXPECT_FALSE(d.fit());
+  EXPECT_EQ(Reason(d, "n"), "3/3 CardTypeMismatch");
+  // Separators alone name no type: no constraint.
+  EXPECT_EQ(place("nvidia.com/use-gputype", " - ").size(), 1u);
+}
+
 TEST(Placement, SlotsMemoryCoresAndExclusive) {
   SchedulerWorld w;
   ASSERT_TRUE(w.AddNode("n", {Gpu("g0", 0, 16384, "T4", 0, /*count=*/2)}).ok());

@@ -318,16 +318,18 @@ TEST(Ascend, PlacementWritesTheTemplateListForHuaweisPlugin) {
   EXPECT_EQ(allocated, uuid + ",Ascend910B3,16384,0:;");
   EXPECT_EQ(written.annotations.at("hami.io/Ascend910B3-devices-to-allocate"), allocated);
   EXPECT_EQ(written.annotations.at("huawei.com/Ascend910B3"),
-            R"([{"UUID":")" + uuid + R"(","temp":"vir05_1c_16g"}])");
+            R"([{"UUID":")" + uuid + R"(","temp":"vir05_1c_16g","memory":16384}])");
   EXPECT_EQ(written.annotations.at("predicate-time"), std::to_string(w.clock().NowUnixSeconds()));
 
-  // A whole card: no template named. Then no card has 65536 MiB free any more.
+  // A whole card: no template named, its memory (v2.10 writes it beside the template). Then no
+  // card has 65536 MiB free any more.
   PodSpec whole = w.Pod("whole", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"}}))});
   Result<Decision> dw = w.Schedule(whole);
   ASSERT_TRUE(dw.ok() && dw->fit()) << dw->FailedMessage();
   std::string wuuid = dw->devices.at("Ascend910B3")[0][0].uuid;
   EXPECT_EQ(w.pod_objects().at("uid-whole").annotations.at("huawei.com/Ascend910B3"),
-            R"([{"UUID":")" + wuuid + R"("}])");
+            R"([{"UUID":")" + wuuid + R"(","memory":)" +
+                std::to_string(dw->devices.at("Ascend910B3")[0][0].mem_mib) + "}]");
   Result<Decision> more =
       w.Place(w.Pod("more", {Mutated(npu, Limits({{"huawei.com/Ascend910B3", "1"}}))}));
   ASSERT_TRUE(more.ok());

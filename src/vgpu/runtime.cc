@@ -395,17 +395,48 @@ bool EnsureNvml() {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
+namespace {
+
+// A refusal is an error line, printed whatever LIBCUDA_LOG_LEVEL says: a job that dies with
+// CUDA_ERROR_OUT_OF_MEMORY on a card with free memory must show why in its container's log. A
+// program that retries in a loop would flood that log, so at most one line a second is written;
+// the next one says how many were left out.
+void LogRefusal(const char* api, int dev, uint64_t bytes, const ReserveResult& res) {
+  static std::atomic<int64_t> last_ns{INT64_MIN};
+  static std::atomic<uint64_t> unlogged{0};
+  int64_t now = MonoNs();
+  int64_t last = last_ns.load(std::memory_order_relaxed);
+  if (last != INT64_MIN && now - last < 1'000'000'000) {
+    unlogged.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!last_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    unlogged.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t skipped = unlogged.exchange(0, std::memory_order_relaxed);
+  char tail[64] = "";
+  if (skipped > 0) {
+    snprintf(tail, sizeof tail, "; %llu earlier refusal(s) not shown",
+             static_cast<unsigned long long>(skipped));
+  }
+  constexpr double kMiB = 1024.0 * 1024.0;
+  VGPU_ERROR(
+      "%s: out of memory: %llu bytes (%.1f MiB) on device %d refused by the container's memory "
+      "limit: %.1f of %.1f MiB in use (CUDA_DEVICE_MEMORY_LIMIT)%s",
+      api, static_cast<unsigned long long>(bytes), static_cast<double>(bytes) / kMiB, dev,
+      static_cast<double>(res.used) / kMiB, static_cast<double>(res.limit) / kMiB, tail);
+}
+
+}  // namespace
+
 bool Charge(int dev, uint64_t bytes, MemKind kind, const char* api) {
   Runtime& r = g_rt;
   int slot = MySlot();
   if (slot < 0 || dev < 0) return true;
   ReserveResult res = r.region->Reserve(slot, dev, bytes, kind);
   if (!res.ok) {
-    VGPU_NOTICE(
-        "%s: %llu bytes on device %d denied (out of memory): the container uses %llu of "
-        "its %llu-byte limit",
-        api, static_cast<unsigned long long>(bytes), dev, static_cast<unsigned long long>(res.used),
-        static_cast<unsigned long long>(res.limit));
+    LogRefusal(api, dev, bytes, res);
     return false;
   }
   VGPU_DEBUG("%s: +%llu bytes on device %d (%llu in use)", api,

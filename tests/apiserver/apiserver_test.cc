@@ -467,6 +467,47 @@ TEST_F(ApiServerTest, StatusSubresourceAndBinding) {
                404, "NotFound");
 }
 
+// As kube-apiserver: a pod on a node is deleted gracefully (Terminating, deletionTimestamp now +
+// grace) until its kubelet deletes it with no grace period; a later deletion may shorten the
+// grace, never lengthen it; --force --grace-period=0 and pods on no node go at once.
+TEST_F(ApiServerTest, PodsOnANodeAreDeletedGracefully) {
+  json on_node = PodJson("g");
+  on_node["spec"]["nodeName"] = "node-1";
+  on_node["spec"]["terminationGracePeriodSeconds"] = 20;
+  MustCreate(kPods, on_node);
+  const std::string path = std::string(kPods) + "/g";
+  Reply first = client_->Delete(path);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_EQ(first.body["kind"], "Pod");
+  EXPECT_TRUE(first.body["metadata"]["deletionTimestamp"].is_string()) << first.raw;
+  EXPECT_EQ(first.body["metadata"]["deletionGracePeriodSeconds"], 20);
+  Reply still = client_->Get(path);
+  ASSERT_EQ(still.status, 200) << "Terminating, not gone";
+  EXPECT_EQ(still.body["metadata"]["deletionGracePeriodSeconds"], 20);
+  // Longer: unchanged; shorter (?gracePeriodSeconds= or DeleteOptions): taken.
+  json longer = {{"kind", "DeleteOptions"}, {"gracePeriodSeconds", 60}};
+  Reply unchanged = client_->Do("DELETE", path, longer.dump());
+  EXPECT_EQ(unchanged.body["metadata"]["deletionGracePeriodSeconds"], 20);
+  EXPECT_EQ(client_->Delete(path + "?gracePeriodSeconds=5").body["metadata"]
+                                                              ["deletionGracePeriodSeconds"],
+            5);
+  EXPECT_EQ(client_->Get(path).status, 200);
+  // The kubelet's confirmation: grace 0 with the uid as precondition.
+  json confirm = {{"kind", "DeleteOptions"},
+                  {"gracePeriodSeconds", 0},
+                  {"preconditions", {{"uid", still.body["metadata"]["uid"]}}}};
+  EXPECT_EQ(client_->Do("DELETE", path, confirm.dump()).status, 200);
+  ExpectStatus(client_->Get(path), 404, "NotFound");
+
+  // --force --grace-period=0 deletes at once; so does any deletion of a pod on no node.
+  MustCreate(kPods, on_node);
+  EXPECT_EQ(client_->Delete(path + "?gracePeriodSeconds=0").status, 200);
+  ExpectStatus(client_->Get(path), 404, "NotFound");
+  MustCreate(kPods, PodJson("pending"));
+  EXPECT_EQ(client_->Delete(std::string(kPods) + "/pending").status, 200);
+  ExpectStatus(client_->Get(std::string(kPods) + "/pending"), 404, "NotFound");
+}
+
 TEST_F(ApiServerTest, OptimisticConcurrencyLosesNoUpdate) {
   const std::string path = "/api/v1/namespaces/default/configmaps/counter";
   MustCreate("/api/v1/namespaces/default/configmaps",

@@ -1,5 +1,6 @@
 // Black-box test with the real kubectl (skipped when kubectl is not on PATH): apply a pod from
-// YAML, read an annotation with -o jsonpath, list nodes and pods, delete.
+// YAML, read an annotation with -o jsonpath, list nodes and pods, delete (gracefully, then by
+// force).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -116,8 +117,14 @@ spec:
   EXPECT_EQ(api.Get("/api/v1/namespaces/default/pods/gpu-pod").body["metadata"]["labels"]["app"],
             "demo2");
 
-  ProcessResult del = Kubectl({"delete", "pod", "gpu-pod"});
+  // A pod on a node is deleted gracefully: Terminating until its kubelet (none here) confirms;
+  // --grace-period=0 --force does not wait for it.
+  ProcessResult del = Kubectl({"delete", "pod", "gpu-pod", "--wait=false"});
   ASSERT_EQ(del.exit_code, 0) << del.err;
+  ProcessResult terminating = Kubectl({"get", "pod", "gpu-pod"});
+  EXPECT_NE(terminating.out.find("Terminating"), std::string::npos) << terminating.out;
+  ProcessResult force = Kubectl({"delete", "pod", "gpu-pod", "--grace-period=0", "--force"});
+  ASSERT_EQ(force.exit_code, 0) << force.err;
   EXPECT_EQ(api.Get("/api/v1/namespaces/default/pods/gpu-pod").status, 404);
 
   ProcessResult missing = Kubectl({"get", "pod", "gpu-pod"});

@@ -242,7 +242,7 @@ TEST(HeteroE2E, TheSeedsExamplePodsOnNvidiaAscendCambriconAndHygonNodes) {
   std::string npu_uuid = npu.substr(0, npu.find(','));
   EXPECT_EQ(npu, npu_uuid + ",Ascend910B3,16384,0:;");
   EXPECT_EQ(c.Annotation("default", "ascend-test", "huawei.com/Ascend910B3"),
-            R"([{"UUID":")" + npu_uuid + R"(","temp":"vir05_1c_16g"}])");
+            R"([{"UUID":")" + npu_uuid + R"(","temp":"vir05_1c_16g","memory":16384}])");
   Result<k8s::Object> ascend_pod = k8s::GetPod(c.client(), "default", "ascend-test");
   ASSERT_TRUE(ascend_pod.ok());
   // (Quantities come back as strings or, from this simulated API server, numbers.)
@@ -268,7 +268,7 @@ TEST(HeteroE2E, TheSeedsExamplePodsOnNvidiaAscendCambriconAndHygonNodes) {
   EXPECT_EQ(c.Annotation("default", "gpu-and-npu", "hami.io/Ascend910B3-devices-allocated"),
             "NPU-x0,Ascend910B3,32768,0:;");
   EXPECT_EQ(c.Annotation("default", "gpu-and-npu", "huawei.com/Ascend910B3"),
-            R"([{"UUID":"NPU-x0","temp":"vir10_3c_32g"}])");
+            R"([{"UUID":"NPU-x0","temp":"vir10_3c_32g","memory":32768}])");
   EXPECT_TRUE(c.scheduler().CheckLedger().ok());
 }
 
@@ -432,6 +432,58 @@ TEST(HeteroE2E, TheHeterogeneousOverlaysDeviceConfigSchedulesEveryVendor) {
   std::vector<std::string> left = device::UnscheduledVendorSections(*cfg, flags);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_NE(left[0].find("enflame: DRS-shared GCUs"), std::string::npos) << left[0];
+}
+
+}  // namespace
+}  // namespace hami::e2e
+
+namespace hami::e2e {
+namespace {
+
+// The user's document 001 spells GPU types "NVIDIA-GeForce-RTX-4090" and "NVIDIA-H20,NVIDIA-H200"
+// while cards register "NVIDIA GeForce RTX 4090": the pod lands on the card it names, and a list
+// no card matches says so in the pod's event.
+TEST(HeteroE2E, TypeNamesAsTheUserWritesThemAndAnEventWhenNoCardMatches) {
+  SimCluster c;
+  c.AddNode("rtx-node", {scheduler::testing::Gpu("GPU-4090", 0, 24564,
+                                                 "NVIDIA-NVIDIA GeForce RTX 4090")});
+  c.AddNode("h200-node", {scheduler::testing::Gpu("GPU-H200", 0, 143771, "NVIDIA-NVIDIA H200")});
+  auto typed = [](const std::string& name, const std::string& key, const std::string& types) {
+    Json pod = Pod(name, {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}});
+    pod["metadata"]["annotations"][key] = types;
+    return pod;
+  };
+  ASSERT_TRUE(
+      c.CreatePod("default", typed("rtx", "nvidia.com/use-gputype", "NVIDIA-GeForce-RTX-4090"))
+          .ok());
+  ASSERT_TRUE(
+      c.CreatePod("default", typed("hopper", "nvidia.com/use-gputype", "NVIDIA-H20,NVIDIA-H200"))
+          .ok());
+  ASSERT_TRUE(
+      c.CreatePod("default", typed("not-rtx", "nvidia.com/nouse-gputype", "nvidia_geforce_rtx"))
+          .ok());
+  ASSERT_TRUE(c.CreatePod("default", typed("a100", "nvidia.com/use-gputype", "NVIDIA-A100")).ok());
+  ASSERT_TRUE(SimCluster::WaitFor([&] {
+    return !c.BoundNode("default", "rtx").empty() && !c.BoundNode("default", "hopper").empty() &&
+           !c.BoundNode("default", "not-rtx").empty();
+  }));
+  EXPECT_EQ(c.BoundNode("default", "rtx"), "rtx-node");
+  EXPECT_EQ(c.BoundNode("default", "hopper"), "h200-node");
+  EXPECT_EQ(c.BoundNode("default", "not-rtx"), "h200-node");
+  std::string said;
+  EXPECT_TRUE(SimCluster::WaitFor([&] {
+    for (const k8s::Object& e : c.Events("default", "a100")) {
+      if (k8s::GetString(e, "/reason") == "FilteringFailed") said = k8s::GetString(e, "/message");
+    }
+    return !said.empty();
+  }));
+  EXPECT_NE(said.find("2 nodes 1/1 CardTypeMismatch (h200-node, rtx-node)"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("no GPU on these nodes has a type matching "
+                      "nvidia.com/use-gputype=\"NVIDIA-A100\""),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(c.BoundNode("default", "a100"), "");
 }
 
 }  // namespace

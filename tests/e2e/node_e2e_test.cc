@@ -16,6 +16,7 @@
 #include "common/subprocess.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
+#include "k8s/api_error.h"
 #include "k8s/typed.h"
 #include "sim/world/world.h"
 
@@ -343,14 +344,24 @@ TEST_P(NodeE2E, RestartingThePluginLeavesRunningPodsAlone) {
   EXPECT_NE(log.find("total=4096MiB"), std::string::npos) << log;
 }
 
-TEST_P(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
-  // The container ignores SIGTERM, so only the SIGKILL after the grace period ends it.
-  std::string yaml =
-      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stubborn\nspec:\n"
-      "  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n"
-      "    command: [\"sh\", \"-c\", \"trap '' TERM; echo ready; while true; do sleep 1; done\"]\n"
-      "    resources:\n      limits:\n        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 1024\n";
-  ASSERT_TRUE(w_->Apply(yaml, "default").ok());
+// A deleted pod stays Terminating until its kubelet has stopped the container (here only the
+// SIGKILL after the grace period does), and its card stays its own until then: a successor
+// pinned to the same whole card is not placed while the old process lives.
+TEST_P(NodeE2E, ADeletedPodKeepsItsDevicesUntilItsContainerIsGone) {
+  auto pinned = [](const std::string& name, const std::string& command) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\n  annotations:\n    nvidia.com/use-gpuuuid: \"" + kPinned +
+           "\"\nspec:\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: main\n"
+           "    image: busybox\n    command: " +
+           command +
+           "\n    resources:\n      limits:\n        nvidia.com/gpu: 1\n"
+           "        nvidia.com/gpumem: 32768\n";
+  };
+  // The container ignores SIGTERM.
+  ASSERT_TRUE(w_->Apply(pinned("stubborn", "[\"sh\", \"-c\", \"trap '' TERM; echo ready; "
+                                           "while true; do sleep 1; done\"]"),
+                        "default")
+                  .ok());
   Result<k8s::Object> p = w_->WaitForPod("default", "stubborn", RunningWithDevices);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   std::string id = FirstContainer(*p, "containerID").get<std::string>();
@@ -361,26 +372,42 @@ TEST_P(NodeE2E, DeletingAPodStopsItsProcessesAfterTheGracePeriod) {
                   return w_->Logs("default", "stubborn", "main").value_or("").find("ready") !=
                          std::string::npos;
                 }).ok());
+  // The kubelet's log says which devices the plugin gave, not only its own slot IDs.
+  std::string allocated =
+      ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
+  EXPECT_NE(allocated.find("pod default/stubborn container main: 1 nvidia.com/gpu slot(s) "),
+            std::string::npos)
+      << allocated;
+  EXPECT_NE(allocated.find(std::string("the plugin's devices: NVIDIA_VISIBLE_DEVICES=") + kPinned),
+            std::string::npos)
+      << allocated;
   ASSERT_TRUE(w_->client().Delete(k8s::kPods, "default", "stubborn").ok());
-  auto kubelet_log = [&] {
-    return ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
-  };
+  Result<k8s::Object> terminating = k8s::GetPod(w_->client(), "default", "stubborn");
+  ASSERT_TRUE(terminating.ok()) << "gone at once: " << terminating.status().ToString();
+  EXPECT_FALSE(k8s::GetString(*terminating, "/metadata/deletionTimestamp").empty());
+  EXPECT_EQ(k8s::GetInt(*terminating, "/metadata/deletionGracePeriodSeconds", -1), 3);
+  ASSERT_TRUE(w_->Apply(pinned("successor", "[\"sleep\", \"60\"]"), "default").ok());
+
+  // While the old process lives, the successor has no node.
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (kubelet_log().find("pod default/stubborn container main exited") == std::string::npos &&
-         std::chrono::steady_clock::now() < end) {
+  while (std::filesystem::exists(proc) && std::chrono::steady_clock::now() < end) {
+    Result<k8s::Object> next = k8s::GetPod(w_->client(), "default", "successor");
+    ASSERT_TRUE(next.ok());
+    ASSERT_TRUE(k8s::GetString(*next, "/spec/nodeName").empty() || !std::filesystem::exists(proc))
+        << "the successor got the card while the deleted pod's container still ran";
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::string log = kubelet_log();
-  // Deleted at once (the simulated API server) or terminating until the kubelet is done (a
-  // real one).
-  EXPECT_TRUE(log.find("pod default/stubborn deleted: stopping its containers") !=
-                  std::string::npos ||
-              log.find("pod default/stubborn is terminating: stopping its containers") !=
-                  std::string::npos)
+  EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
+  std::string log =
+      ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
+  EXPECT_NE(log.find("pod default/stubborn is terminating: stopping its containers"),
+            std::string::npos)
       << log;
+  EXPECT_TRUE(w_->WaitForPod("default", "successor", RunningWithDevices).ok());
+  EXPECT_TRUE(k8s::IsNotFound(k8s::GetPod(w_->client(), "default", "stubborn").status()));
+  log = ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
   EXPECT_NE(log.find("pod default/stubborn container main exited with code 137"), std::string::npos)
       << "SIGKILL after the grace period";
-  EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
 }
 
 // The API server stops answering while a burst of pods is being allocated. Whatever each pod's

@@ -864,6 +864,48 @@ TEST_F(SimTest, ConfigChangeAsksForReset) {
   EXPECT_EQ(kv["cuinit"], "0");
 }
 
+// hami-simctl names the state and config it uses, never creates a state nobody used, and
+// refuses to show a state made from another config than the node's (it would show stale cards
+// while the node's processes fail).
+TEST_F(SimTest, SimctlRefusesAMissingOrMismatchedState) {
+  auto simctl = [&](const std::vector<std::string>& args, const Env& extra, std::string* out,
+                    std::string* err) {
+    std::vector<std::string> argv = {HAMI_SIMCTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Env env = env_;
+    env.insert(env.end(), extra.begin(), extra.end());
+    Child c = Spawn(argv, env);
+    return Finish(&c, out, err);
+  };
+  std::string out, err;
+  EXPECT_EQ(simctl({"status"}, {}, &out, &err), 1);
+  EXPECT_NE(err.find("no state at " + dir_ + "/state: no process has used this simulated node"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(access((dir_ + "/state").c_str(), F_OK), 0) << "status created a state";
+
+  ASSERT_EQ(Run("init")["cuinit"], "0");  // the built-in node
+  out.clear();
+  err.clear();
+  ASSERT_EQ(simctl({"status"}, {}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("config: (built-in default)"), std::string::npos) << out;
+
+  std::string path = dir_ + "/t4.conf";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("[device]\nname = Tesla T4\nmemory = 15360Mi\nsm_count = 40\n", f);
+  fclose(f);
+  err.clear();
+  EXPECT_EQ(simctl({"--config", path, "status"}, {}, &out, &err), 1);
+  EXPECT_NE(err.find("was initialised from a different device config"), std::string::npos) << err;
+  EXPECT_NE(err.find("hami-simctl reset"), std::string::npos) << err;
+  err.clear();
+  EXPECT_EQ(simctl({"status"}, {{"HAMI_SIM_CONFIG", path}}, &out, &err), 1) << "env as --config";
+  EXPECT_EQ(simctl({"inject-xid", "--device", "0", "--xid", "79"}, {{"HAMI_SIM_CONFIG", path}},
+                   &out, &err),
+            1);
+}
+
 }  // namespace
 }  // namespace hami::simtest
 

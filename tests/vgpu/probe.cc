@@ -799,22 +799,103 @@ int CmdNvmlMem() {
 
 }  // namespace
 
+constexpr const char kUsage[] =
+    "usage: vgpu_probe [--resolve dlsym|getproc] [--ptsz] COMMAND [options]\n"
+    "commands (every one also takes --device D):\n"
+    "  info                                  per device: total, cuMemGetInfo free/total\n"
+    "  alloc --bytes B [--kind K] [--count N] [--hold]\n"
+    "  fill [--kind K] [--chunk B] [--max B] [--hold]   allocate until failure (or --max)\n"
+    "  spin --blocks N --block-ns X --duration-ms T [--mode kernel|ex|coop|graph] "
+    "[--warmup-ms W]\n"
+    "  race --bytes B --rounds N --sync FILE --id 0|1\n"
+    "  crash-hold --bytes B                  allocate, print \"ready\", wait to be killed\n"
+    "  fork --bytes B                        allocate in parent and in a forked child\n"
+    "  nvml-mem                              NVML memory info v1 and v2 per device\n"
+    "  launch-loop --count N                 N zero-time launches, timed\n"
+    "  alloc-loop --count N --bytes B        N allocate+free pairs, timed\n"
+    "  startup [--sync FILE --procs N]       time the first driver call (after a barrier)\n"
+    "  workload [--mem-fraction F] [--duration-ms T] [--blocks N]   a stand-in GPU job\n"
+    "kinds: data pitch managed async pool vmm array array3d mipmap\n";
+
+// The options each command reads: anything else is refused (a mistyped option silently ignored
+// would measure something other than what was asked). Flags take no value.
+struct CommandOptions {
+  const char* command;
+  std::vector<std::string> valued, flags;
+};
+const std::vector<CommandOptions>& KnownCommands() {
+  static const std::vector<CommandOptions> k = {
+      {"info", {}, {}},
+      {"alloc", {"--bytes", "--kind", "--count"}, {"--hold"}},
+      {"fill", {"--kind", "--chunk", "--max"}, {"--hold"}},
+      {"spin", {"--blocks", "--block-ns", "--duration-ms", "--mode", "--warmup-ms"}, {}},
+      {"race", {"--bytes", "--rounds", "--sync", "--id"}, {}},
+      {"crash-hold", {"--bytes"}, {}},
+      {"fork", {"--bytes"}, {}},
+      {"nvml-mem", {}, {}},
+      {"launch-loop", {"--count"}, {}},
+      {"alloc-loop", {"--count", "--bytes"}, {}},
+      {"startup", {"--sync", "--procs"}, {}},
+      {"workload", {"--mem-fraction", "--duration-ms", "--blocks"}, {}},
+  };
+  return k;
+}
+
+void CheckOptions(const std::string& cmd, const Args& args) {
+  const CommandOptions* known = nullptr;
+  for (const CommandOptions& c : KnownCommands()) {
+    if (cmd == c.command) known = &c;
+  }
+  if (known == nullptr) {
+    fprintf(stderr, "vgpu_probe: unknown command %s\n%s", cmd.c_str(), kUsage);
+    exit(2);
+  }
+  auto in = [](const std::vector<std::string>& list, const std::string& s) {
+    for (const std::string& x : list) {
+      if (x == s) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < args.v.size(); ++i) {
+    const std::string& a = args.v[i];
+    if (a == "--device" || in(known->valued, a)) {
+      if (i + 1 >= args.v.size()) Die("%s %s needs a value", cmd.c_str(), a.c_str());
+      ++i;
+    } else if (!in(known->flags, a)) {
+      fprintf(stderr, "vgpu_probe: %s does not take %s\n%s", cmd.c_str(), a.c_str(), kUsage);
+      exit(2);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   std::string resolve = "dlsym";
   int i = 1;
-  for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
+  for (; i < argc && strncmp(argv[i], "-", 1) == 0; ++i) {
     if (strcmp(argv[i], "--resolve") == 0 && i + 1 < argc) {
       resolve = argv[++i];
     } else if (strcmp(argv[i], "--ptsz") == 0) {
       g_ptsz = true;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(kUsage, stdout);
+      return 0;
     } else {
-      Die("unknown global option %s", argv[i]);
+      fprintf(stderr, "vgpu_probe: unknown global option %s\n%s", argv[i], kUsage);
+      return 2;
     }
   }
-  if (i >= argc) Die("usage: vgpu_probe [--resolve dlsym|getproc] [--ptsz] COMMAND ...");
+  if (i >= argc) {
+    fputs(kUsage, stderr);
+    return 2;
+  }
   std::string cmd = argv[i++];
+  if (cmd == "help") {
+    fputs(kUsage, stdout);
+    return 0;
+  }
   Args args;
   for (; i < argc; ++i) args.v.push_back(argv[i]);
+  CheckOptions(cmd, args);
   if (const char* d = args.Get("--device")) g_device = atoi(d);
   if (cmd == "nvml-mem") return CmdNvmlMem();
 #ifdef PROBE_LINKED

@@ -196,13 +196,14 @@ void AscendVendor::EncodePodExtras(const PodSingleDevice& devices, const PodWrit
       for (const AscendTemplate& t : chip_.templates) {
         if (t.memory_mib == d.mem_mib && tmpl == nullptr) tmpl = &t;
       }
-      if (hami_core) {
-        // Soft split: the amounts themselves.
-        list += ",\"memory\":" + std::to_string(d.mem_mib) + ",\"core\":" + std::to_string(d.cores);
-      } else if (tmpl != nullptr) {
+      // v2.10: hami-core (soft split) writes the amounts alone; otherwise the template as
+      // well. Zero amounts are left out (Go's omitempty).
+      if (!hami_core && tmpl != nullptr) {
         list += ",\"temp\":";
         json_util::AppendGoString(&list, tmpl->name);
       }
+      if (d.mem_mib != 0) list += ",\"memory\":" + std::to_string(d.mem_mib);
+      if (d.cores != 0) list += ",\"core\":" + std::to_string(d.cores);
       list += "}";
     }
   }

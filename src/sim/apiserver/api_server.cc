@@ -44,6 +44,15 @@ std::string NowRfc3339() {
   return buf;
 }
 
+std::string Rfc3339After(int64_t seconds) {
+  std::time_t t = std::time(nullptr) + static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 std::string RandomSuffix(size_t n) {
   static const char kChars[] = "bcdfghjklmnpqrstvwxz2456789";
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -1013,11 +1022,31 @@ class ApiServer::Impl {
     WriteObject(res, 201, ok);
   }
 
+  // How long a pod deletion waits for its kubelet, as kube-apiserver decides it: no wait for a
+  // pod on no node or one that has finished; else the request's grace period (DeleteOptions or
+  // ?gracePeriodSeconds=; 0 with --force), else the pod's terminationGracePeriodSeconds (30).
+  static int64_t PodGracePeriod(const json& pod, std::optional<int64_t> asked) {
+    std::string phase = Str(pod.value("status", json::object()), "phase");
+    if (Str(pod.value("spec", json::object()), "nodeName").empty() || phase == "Succeeded" ||
+        phase == "Failed") {
+      return 0;
+    }
+    if (asked) return std::max<int64_t>(0, *asked);
+    const json& spec = pod["spec"];
+    auto it = spec.find("terminationGracePeriodSeconds");
+    return it != spec.end() && it->is_number_integer() ? std::max<int64_t>(0, it->get<int64_t>())
+                                                       : 30;
+  }
+
   void Delete(const HttpRequest& req, const Target& t, HttpResponse& res) {
     const ResourceInfo& r = *t.resource;
     json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
     if (!t.sub.empty()) return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
     std::string want_uid, want_rv;
+    std::optional<int64_t> grace;
+    if (req.HasParam("gracePeriodSeconds")) {
+      grace = std::strtoll(req.Param("gracePeriodSeconds").c_str(), nullptr, 10);
+    }
     if (!req.body.empty()) {
       json opts = json::parse(req.body, nullptr, false);
       if (opts.is_discarded() || !opts.is_object()) return BadBody(res);
@@ -1025,20 +1054,50 @@ class ApiServer::Impl {
         want_uid = Str(opts["preconditions"], "uid");
         want_rv = Str(opts["preconditions"], "resourceVersion");
       }
+      if (opts.contains("gracePeriodSeconds") && opts["gracePeriodSeconds"].is_number_integer()) {
+        grace = opts["gracePeriodSeconds"].get<int64_t>();
+      }
     }
-    Result<ObjectPtr> gone = store.Delete(r, t.ns, t.name, [&](const json& current) {
+    auto precondition = [&](const json& current) {
       if (!want_uid.empty() && want_uid != Str(current["metadata"], "uid")) {
         return AbortedError("Operation cannot be fulfilled on " + r.qualified() + " \"" + t.name +
                             "\": Precondition failed: UID in precondition: " + want_uid +
                             ", UID in object meta: " + Str(current["metadata"], "uid"));
       }
       return CheckResourceVersion(r, t.name, want_rv, current);
-    });
+    };
+    if (r.group.empty() && r.kind == "Pod") {
+      // Graceful deletion: a pod on a node stays, Terminating (deletionTimestamp set), until its
+      // kubelet has stopped the containers and deletes it with no grace period. A second
+      // deletion may shorten the grace, never lengthen it.
+      Result<ObjectPtr> current = store.Get(r, t.ns, t.name);
+      if (!current.ok()) return WriteError(res, current.status(), details);
+      if (Status s = precondition(**current); !s.ok()) return WriteError(res, s, details);
+      const int64_t g = PodGracePeriod(**current, grace);
+      const json& md = (**current)["metadata"];
+      auto had = md.find("deletionGracePeriodSeconds");
+      const bool already = had != md.end() && had->is_number_integer();
+      if (g > 0 && already && had->get<int64_t>() <= g) return WriteObject(res, 200, **current);
+      if (g > 0) {
+        Result<ObjectPtr> marked =
+            store.Update(r, t.ns, t.name, [&](const json& now, json& next) -> Status {
+              HAMI_RETURN_IF_ERROR(precondition(now));
+              next["metadata"]["deletionTimestamp"] = Rfc3339After(g);
+              next["metadata"]["deletionGracePeriodSeconds"] = g;
+              return OkStatus();
+            });
+        if (!marked.ok()) return WriteError(res, marked.status(), details);
+        return WriteObject(res, 200, **marked);
+      }
+    }
+    Result<ObjectPtr> gone = store.Delete(r, t.ns, t.name, precondition);
     if (!gone.ok()) return WriteError(res, gone.status(), details);
     if (r.group.empty() && r.kind == "Namespace") DeleteNamespaceContents(t.name);
     if (r.group.empty() && r.kind == "Pod") {
       json last = **gone;
-      last["metadata"]["deletionTimestamp"] = NowRfc3339();
+      if (!last["metadata"].contains("deletionTimestamp")) {
+        last["metadata"]["deletionTimestamp"] = NowRfc3339();
+      }
       last["metadata"]["deletionGracePeriodSeconds"] = 0;
       return WriteObject(res, 200, last);
     }

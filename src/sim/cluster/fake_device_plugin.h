@@ -1,6 +1,7 @@
 // FakeDevicePlugin: plays every node's device plugin after a bind, for tests, benchmarks and the
 // demo: acknowledges the allocation (bind-phase success, pod Running) and releases the node lock,
-// as upstream's plugin does at the end of Allocate. It does not run containers.
+// as upstream's plugin does at the end of Allocate. It does not run containers; it plays their
+// kubelet only in confirming a terminating pod's deletion (grace 0), since none run.
 //
 // Thread safety: owns an informer and its worker threads; construct and destroy on one thread.
 #pragma once
@@ -63,6 +64,17 @@ class FakeDevicePlugin {
  private:
   void Offer(const k8s::ObjectPtr& p) {
     if (k8s::GetString(*p, "/spec/nodeName").empty()) return;
+    if (!k8s::GetString(*p, "/metadata/deletionTimestamp").empty()) {
+      // Terminating: as its node's kubelet would once the (here nonexistent) containers are gone,
+      // confirm with a deletion of no grace period.
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!finalized_.insert(k8s::Uid(*p)).second) return;
+        queue_.push_back(p);
+      }
+      cv_.notify_one();
+      return;
+    }
     if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") != "allocating") return;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -84,6 +96,13 @@ class FakeDevicePlugin {
       }
       std::string ns = k8s::Namespace(*p), name = k8s::Name(*p);
       std::string node = k8s::GetString(*p, "/spec/nodeName");
+      if (!k8s::GetString(*p, "/metadata/deletionTimestamp").empty()) {
+        k8s::DeleteOptions gone;
+        gone.grace_period_seconds = 0;
+        gone.precondition_uid = k8s::Uid(*p);
+        (void)client_.Delete(k8s::kPods, ns, name, gone);
+        continue;
+      }
       (void)k8s::PatchPodAnnotations(client_, ns, name, {{"hami.io/bind-phase", "success"}});
       nlohmann::json status;
       status["status"]["phase"] = "Running";
@@ -104,6 +123,7 @@ class FakeDevicePlugin {
   bool stop_ = false;                 // guarded by mu_
   uint64_t acknowledged_ = 0;         // guarded by mu_
   std::set<std::string> offered_;     // guarded by mu_: pod UIDs queued once
+  std::set<std::string> finalized_;   // guarded by mu_: terminating pods' UIDs queued once
   std::vector<std::thread> workers_;
 };
 

@@ -43,8 +43,11 @@ uint64_t Fnv1a(uint64_t h, const std::string& s) {
 }
 uint64_t Fnv1a(uint64_t h, uint64_t v) { return Fnv1a(h, &v, sizeof(v)); }
 
-std::string DerivedUuid(int index) {
+// Stable per (node, index); without a node name, per index alone (every such node's device 0
+// has the same UUID).
+std::string DerivedUuid(const std::string& node, int index) {
   uint64_t a = Fnv1a(0xcbf29ce484222325ull, std::string("hami-sim-gpu-a"));
+  if (!node.empty()) a = Fnv1a(a, "node:" + node);
   a = Fnv1a(a, static_cast<uint64_t>(index));
   uint64_t b = Fnv1a(a, std::string("hami-sim-gpu-b"));
   char buf[64];
@@ -77,7 +80,7 @@ bool Finalize(SimConfig* config, std::string* error) {
   int n = static_cast<int>(devs.size());
   for (int i = 0; i < n; ++i) {
     DeviceSpec& d = devs[i];
-    if (d.uuid.empty()) d.uuid = DerivedUuid(i);
+    if (d.uuid.empty()) d.uuid = DerivedUuid(config->node, i);
     if (d.pci_bus == 0) d.pci_bus = i < 8 ? kBuses[i] : static_cast<uint32_t>(0xC0 + i);
     for (int peer : d.nvlink_peers) {
       if (peer < 0 || peer >= n || peer == i) {
@@ -269,6 +272,12 @@ bool ParseConfig(const std::string& text, SimConfig* config, std::string* error)
         *error = where + reason;
         return false;
       }
+    } else if (key == "node") {
+      if (value.empty() || value.size() > 253) {
+        *error = where + "node must be a node name of 1..253 characters";
+        return false;
+      }
+      c.node = value;
     } else if (key == "driver_version") {
       if (value.empty() || value.size() >= 64) {
         *error = where + "driver_version must be 1..63 characters";
@@ -333,6 +342,7 @@ bool LoadConfigFile(const std::string& path, SimConfig* config, std::string* err
 
 uint64_t ConfigFingerprint(const SimConfig& c) {
   uint64_t h = 0xcbf29ce484222325ull;
+  h = Fnv1a(h, c.node);
   h = Fnv1a(h, c.driver_version);
   h = Fnv1a(h, static_cast<uint64_t>(c.cuda_driver_version));
   h = Fnv1a(h, static_cast<uint64_t>(c.nvml_sample_ms));

@@ -19,7 +19,9 @@ inline constexpr int kMaxNvLinks = 18;  // NVML_NVLINK_MAX_LINKS
 
 struct DeviceSpec {
   std::string name = "NVIDIA A100-SXM4-80GB";
-  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; derived from the index if empty
+  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; if empty, derived from SimConfig::node and the
+  // index (stable)
+  std::string uuid;
   uint64_t memory_bytes = 80ull << 30;
   int sm_count = 108;
   int max_threads_per_sm = 2048;
@@ -36,6 +38,9 @@ struct DeviceSpec {
 };
 
 struct SimConfig {
+  // The node this describes (`node = gpu-1`): derived UUIDs depend on it, so two nodes'
+  // cards differ as real ones do. Empty: UUIDs derived from the index alone.
+  std::string node;
   std::string driver_version = "550.54.15";
   int cuda_driver_version = 12040;
   // How a real driver's timing looks, for tests of code that must cope with it:

@@ -23,6 +23,34 @@ TEST(ConfigTest, DefaultIsTwoLinkedA100s) {
   EXPECT_TRUE(ParseUuidBytes(c.devices[0].uuid, bytes));
 }
 
+// Two nodes with the same description but their own `node` show different cards, each stable.
+TEST(ConfigTest, DerivedUuidsDependOnTheNode) {
+  auto parse = [](const std::string& text) {
+    SimConfig c;
+    std::string err;
+    EXPECT_TRUE(ParseConfig(text, &c, &err)) << err;
+    return c;
+  };
+  SimConfig a = parse("node = gpu-1\n[device]\n[device]\n");
+  SimConfig a2 = parse("node = gpu-1\n[device]\n[device]\n");
+  SimConfig b = parse("node = gpu-2\n[device]\n[device]\n");
+  SimConfig none = parse("[device]\n[device]\n");
+  EXPECT_EQ(a.node, "gpu-1");
+  EXPECT_EQ(a.devices[0].uuid, a2.devices[0].uuid);
+  EXPECT_NE(a.devices[0].uuid, b.devices[0].uuid);
+  EXPECT_NE(a.devices[1].uuid, b.devices[1].uuid);
+  EXPECT_NE(a.devices[0].uuid, a.devices[1].uuid);
+  EXPECT_NE(a.devices[0].uuid, none.devices[0].uuid);
+  EXPECT_EQ(none.devices[0].uuid, DefaultConfig().devices[0].uuid);  // unchanged without a node
+  EXPECT_NE(ConfigFingerprint(a), ConfigFingerprint(b));
+  unsigned char bytes[16];
+  EXPECT_TRUE(ParseUuidBytes(b.devices[1].uuid, bytes));
+  SimConfig c;
+  std::string err;
+  EXPECT_FALSE(ParseConfig("node =\n[device]\n", &c, &err));
+  EXPECT_NE(err.find("line 1: node"), std::string::npos) << err;
+}
+
 TEST(ConfigTest, ParsesAFullFile) {
   const char* text = R"(# two small devices
 driver_version = 535.1.2

@@ -29,6 +29,15 @@ SimRuntime* SimRuntime::CreateForInit(std::string* error) {
     config = DefaultConfig();
   }
   std::string state_path = StatePathFromEnv();
+  const char* state_env = getenv("HAMI_SIM_STATE");
+  if ((path == nullptr || path[0] == '\0') && (state_env == nullptr || state_env[0] == '\0')) {
+    // Likely a process started by hand without its node's variables: say what it gets.
+    SimLogWarn(
+        "neither HAMI_SIM_CONFIG nor HAMI_SIM_STATE is set: this process sees the built-in node "
+        "(%zu x %s), state %s; give it the HAMI_SIM_CONFIG and HAMI_SIM_STATE of its node's "
+        "kubelet",
+        config.devices.size(), config.devices[0].name.c_str(), state_path.c_str());
+  }
   auto state = SharedState::Open(state_path, config, error);
   if (state == nullptr) return nullptr;
   auto* rt = new SimRuntime();

@@ -336,13 +336,21 @@ class PodWorker {
       Result<std::vector<ContainerDevices>> got = k_.devices_->AllocatePod(uid_, res, list);
       if (!got.ok()) return got.status();
       for (ContainerDevices& d : *got) {
+        // The IDs are the kubelet's slots for the resource; which devices they stand for is the
+        // plugin's answer (HAMi's plugins follow the scheduler's placement, not the slots), so
+        // the line gives both.
+        std::string slots, devices;
+        for (const std::string& id : d.device_ids) slots += (slots.empty() ? "" : ",") + id;
+        for (const char* env : {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                                "ASCEND_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+          auto it = d.envs.find(env);
+          if (it == d.envs.end()) continue;
+          devices += (devices.empty() ? "" : " ") + it->first + "=" + it->second;
+        }
         HAMI_LOG(Info) << "kubelet " << k_.options_.node_name << ": pod " << Key() << " container "
-                       << d.name << " gets " << res << " devices " << [&] {
-                            std::string s;
-                            for (const std::string& id : d.device_ids)
-                              s += (s.empty() ? "" : ",") + id;
-                            return s;
-                          }();
+                       << d.name << ": " << d.device_ids.size() << " " << res << " slot(s) "
+                       << slots << "; the plugin's devices: "
+                       << (devices.empty() ? "(no visible-devices variable)" : devices);
         answers_[d.name].push_back(std::move(d));
       }
     }

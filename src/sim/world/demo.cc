@@ -141,7 +141,8 @@ std::vector<WorldNode> DemoNodes() {
   WorldNode t4;
   t4.name = "t4-node";
   for (int i = 0; i < 2; ++i) {
-    t4.gpu_config += Device("Tesla T4", Uuid('c', i), "16Gi", 40, "7.5", 0, "", 0);
+    // A real T4 has 15,360 MiB: seed example 1's two 8 GiB pods do not both fit on one.
+    t4.gpu_config += Device("Tesla T4", Uuid('c', i), "15360Mi", 40, "7.5", 0, "", 0);
   }
   return {a100, v100, t4};
 }
@@ -479,7 +480,7 @@ class DemoRun {
                     "hami-device-plugin,\nhami-monitor on simulated GPUs:\n")
          << "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
             "  v100-node  4 x V100-SXM2-32GB  NUMA 0: GPU 0-1, NUMA 1: GPU 2-3, NVLink pairs\n"
-            "  t4-node    2 x T4 16 GB        NUMA 0, PCIe\n\n"
+            "  t4-node    2 x T4 15360 MiB    NUMA 0, PCIe\n\n"
             "Starting:"
          << std::flush;
     WorldOptions wo;
@@ -495,7 +496,9 @@ class DemoRun {
     // limits hold only because the monitors map them.
     wo.pid_namespaces = geteuid() == 0;
     wo.monitor_interval = "1s";
-    wo.scheduler_args = {"--gpu-scheduler-policy=binpack"};
+    // As seed example 5 describes the cluster: pods spread over nodes by default, and packed
+    // onto GPUs (example 1's two pods share one card, on a node where they both fit).
+    wo.scheduler_args = {"--node-scheduler-policy=spread", "--gpu-scheduler-policy=binpack"};
     wo.on_start = [this](const std::string& process) { out_ << " " << process << std::flush; };
     HAMI_ASSIGN_OR_RETURN(world_, World::Start(wo));
     report_.startup_seconds = Seconds(t0);
