@@ -252,7 +252,7 @@ class SchedulerService {
     uint64_t node = 0, all = 0;
   };
   Status WaitForNodeChange(const std::string& node, NodeChangeMark* seen,
-                           const k8s::Object** cached, k8s::ObjectPtr* hold);
+                           const k8s::Object** cached, k8s::ObjectPtr* hold, MonoTime until);
   bool EnterBindGate(const std::string& node, MonoTime deadline);
   bool TryEnterBindGate(const std::string& node);
   void LeaveBindGate(const std::string& node);
