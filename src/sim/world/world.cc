@@ -457,17 +457,24 @@ Result<std::string> World::AuthorizationReport() {
 Status World::StartKubelet(const std::string& node) {
   const WorldNode* n = Node(node);
   if (n == nullptr) return NotFoundError("no node " + node);
+  const std::string here = options_.kubelet_relative_paths ? "" : dir_ + "/";
   std::vector<std::string> argv = {Bin("hami-sim-kubelet"),
                                    "--kubeconfig=" + kubeconfig_,
                                    "--node-name=" + node,
-                                   "--root-dir=" + dir_ + "/" + node,
-                                   "--sim-config=" + dir_ + "/" + node + "/gpu.conf",
-                                   "--sim-state=" + GpuState(node),
+                                   "--root-dir=" + here + node,
+                                   "--sim-config=" + here + node + "/gpu.conf",
+                                   "--sim-state=" + here + node + "/gpu-state",
                                    "--sim-lib-dir=" + options_.build_dir + "/sim",
                                    "--heartbeat=" + options_.kubelet_heartbeat};
   for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
   if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
   if (options_.pid_namespaces) argv.push_back("--pid-namespaces");
+  if (options_.kubelet_relative_paths) {
+    // cd first: the shell execs the kubelet, so the process (and its signals) stay the same.
+    std::string command = "cd '" + dir_ + "' && exec";
+    for (const std::string& a : argv) command += " '" + a + "'";
+    argv = {"/bin/sh", "-c", command};
+  }
   return Launch(node + "-kubelet", argv, BaseEnv(), "ready ");
 }
 

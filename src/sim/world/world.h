@@ -75,6 +75,9 @@ struct WorldOptions {
   std::string kubelet_heartbeat = "2s";
   bool stand_in_for_gpu_containers = false;  // kubelets run the GPU workload in every GPU container
   bool pid_namespaces = false;  // kubelets run containers in PID namespaces of their own (root)
+  // Kubelets start in the world's directory with their node's paths relative to it, as the
+  // README's by-hand command line has them (the kubelet must hand containers absolute ones).
+  bool kubelet_relative_paths = false;
   std::string register_interval = "30s";
   // Least privilege: non-empty = the API server runs with RBAC and an administrator token; these
   // manifests (ServiceAccounts, Roles, ClusterRoles and their bindings, multi-document YAML) are
