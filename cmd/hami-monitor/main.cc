@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
               node_name = hami::EnvOr("NODE_NAME");
   std::string kubeconfig = hami::EnvOr("KUBECONFIG"), context, nvml_library = "libnvidia-ml.so.1";
   std::string update_interval = "5s", resync = hami::EnvOr("HAMI_RESYNC_INTERVAL", "5m");
+  std::string hook_wait = "30s";
   bool legacy = false, no_feedback = false;
   int verbosity = 0;
   app.add_option("--metrics-bind-address", metrics_bind, "metrics listen address")
@@ -61,6 +62,10 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig file (default $KUBECONFIG, in-cluster)");
   app.add_option("--context", context, "kubeconfig context");
   app.add_option("--nvml-library", nvml_library, "NVML to load")->capture_default_str();
+  app.add_option("--hook-path-wait", hook_wait,
+                 "how long to wait at start for the hook path to appear (the device plugin, "
+                 "started beside the monitor, creates it)")
+      ->capture_default_str();
   app.add_option("--update-interval", update_interval,
                  "how often regions, host PIDs and the feedback are updated")
       ->capture_default_str();
@@ -86,8 +91,23 @@ int main(int argc, char** argv) {
   if (hook_path.empty()) return die("the hook path is unknown: set HOOK_PATH or --hook-path");
   if (node_name.empty()) return die("the node name is unknown: set NODE_NAME or --node-name");
   {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(hook_path, ec)) {
+    Result<std::chrono::milliseconds> wait = hami::ParseGoDuration(hook_wait);
+    if (!wait.ok() || wait->count() < 0) {
+      return die("--hook-path-wait \"" + hook_wait + "\": expected a duration like 30s");
+    }
+    auto is_dir = [&] {
+      std::error_code ec;
+      return std::filesystem::is_directory(hook_path, ec);
+    };
+    if (!is_dir() && wait->count() > 0) {
+      HAMI_LOG(Warning) << "hook path " << hook_path << " does not exist yet; waiting up to "
+                        << hook_wait << " for the device plugin to create it";
+      auto until = std::chrono::steady_clock::now() + *wait;
+      while (!is_dir() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
+    if (!is_dir()) {
       return die("the hook path " + hook_path +
                  " is not a directory: it must be the device plugin's HOOK_PATH (the chart's "
                  "/usr/local/vgpu), whose containers/ folder holds the containers' regions");

@@ -40,7 +40,10 @@ TEST(MonitorBinary, BadInputExitsWithAReason) {
        {"HOOK_PATH=/tmp", "NODE_NAME=n", "KUBECONFIG=/nonexistent"},
        "--metrics-bind-address"},
       {{"--no-such-flag"}, {"HOOK_PATH=/tmp", "NODE_NAME=n"}, "no-such-flag"},
-      {{}, {"HOOK_PATH=/nonexistent/vgpu", "NODE_NAME=n"}, "/nonexistent/vgpu is not a directory"},
+      {{"--hook-path-wait=0s"},
+       {"HOOK_PATH=/nonexistent/vgpu", "NODE_NAME=n"},
+       "/nonexistent/vgpu is not a directory"},
+      {{"--hook-path-wait=soon"}, {"HOOK_PATH=/tmp", "NODE_NAME=n"}, "--hook-path-wait"},
   };
   for (const Case& c : cases) {
     ProcessResult r = RunMonitor(c.args, c.env);
