@@ -229,10 +229,11 @@ std::string CaseName(const ::testing::TestParamInfo<ChaosCase>& info) {
 INSTANTIATE_TEST_SUITE_P(Simulated, ChaosTest, ::testing::Values(ChaosCase{false, FixedSeed()}),
                          CaseName);
 // Named by position, not seed: the names CTest discovered at build time hold the next day too.
-INSTANTIATE_TEST_SUITE_P(Rotating, ChaosTest, ::testing::ValuesIn(RotatingSeeds()),
-                         [](const ::testing::TestParamInfo<ChaosCase>& info) {
-                           return "today" + std::to_string(info.index);
-                         });
+std::string DayName(const ::testing::TestParamInfo<ChaosCase>& param) {
+  return "today" + std::to_string(param.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rotating, ChaosTest, ::testing::ValuesIn(RotatingSeeds()), DayName);
 INSTANTIATE_TEST_SUITE_P(Real, ChaosTest, ::testing::ValuesIn(RealIfBuilt()), CaseName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ChaosTest);
 
