@@ -495,6 +495,7 @@ Status Ledger::UpsertPod(const PodObject& obj, std::vector<std::string>* dropped
 }
 
 namespace {
+// More slots, memory or cores in use than the device has.
 bool Over(const LedgerDevice& d) {
   return d.used_slots > d.count || d.used_mem > d.devmem || d.used_cores > d.devcore;
 }
@@ -782,7 +783,7 @@ std::vector<OverCommit> Ledger::OverCommitted() const {
   std::vector<OverCommit> out;
   for (const LedgerNode& node : nodes_) {
     for (const LedgerDevice& d : node.devices) {
-      if (d.used_slots > d.count || d.used_mem > d.devmem || d.used_cores > d.devcore) {
+      if (Over(d)) {
         out.push_back(OverCommit{std::string(strings_.nodes.Get(node.name)),
                                  std::string(strings_.uuids.Get(d.uuid)), d.used_slots, d.count,
                                  d.used_mem, d.devmem, d.used_cores, d.devcore});

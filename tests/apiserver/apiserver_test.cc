@@ -492,6 +492,8 @@ TEST_F(ApiServerTest, PodsOnANodeAreDeletedGracefully) {
                                                               ["deletionGracePeriodSeconds"],
             5);
   EXPECT_EQ(client_->Get(path).status, 200);
+  ExpectStatus(client_->Delete(path + "?gracePeriodSeconds=soon"), 400, "BadRequest");
+  EXPECT_EQ(client_->Get(path).status, 200) << "a garbage grace period deletes nothing";
   // The kubelet's confirmation: grace 0 with the uid as precondition.
   json confirm = {{"kind", "DeleteOptions"},
                   {"gracePeriodSeconds", 0},

@@ -35,15 +35,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 using json_fields::Str;
 
-std::string NowRfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
+// Now plus `seconds`, in the API's timestamp form.
 std::string Rfc3339After(int64_t seconds) {
   std::time_t t = std::time(nullptr) + static_cast<std::time_t>(seconds);
   std::tm tm{};
@@ -52,6 +44,8 @@ std::string Rfc3339After(int64_t seconds) {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+std::string NowRfc3339() { return Rfc3339After(0); }
 
 std::string RandomSuffix(size_t n) {
   static const char kChars[] = "bcdfghjklmnpqrstvwxz2456789";
@@ -1032,7 +1026,7 @@ class ApiServer::Impl {
       return 0;
     }
     if (asked) return std::max<int64_t>(0, *asked);
-    const json& spec = pod["spec"];
+    const json spec = pod.value("spec", json::object());
     auto it = spec.find("terminationGracePeriodSeconds");
     return it != spec.end() && it->is_number_integer() ? std::max<int64_t>(0, it->get<int64_t>())
                                                        : 30;
@@ -1045,7 +1039,14 @@ class ApiServer::Impl {
     std::string want_uid, want_rv;
     std::optional<int64_t> grace;
     if (req.HasParam("gracePeriodSeconds")) {
-      grace = std::strtoll(req.Param("gracePeriodSeconds").c_str(), nullptr, 10);
+      const std::string v = req.Param("gracePeriodSeconds");
+      char* end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') {
+        return WriteStatus(res, 400, "BadRequest",
+                           "gracePeriodSeconds \"" + v + "\": not an integer");
+      }
+      grace = n;
     }
     if (!req.body.empty()) {
       json opts = json::parse(req.body, nullptr, false);
