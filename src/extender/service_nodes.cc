@@ -185,8 +185,11 @@ void SchedulerService::QueueLockRelease(const std::string& node, const std::stri
     const Duration due = (clock_.Now() + delay).time_since_epoch();
     delay += (batch - due % batch) % batch;
   }
+  // Counted under the stats lock taken before the key is queued: with no grace a worker may
+  // release the lock at once, and whoever sees it released must also see it queued.
+  MutexLock s(stats_mu_);
   if (queue_->AddAfter("release/" + node + "/" + ns + "/" + pod, delay)) {
-    Count(&ServiceStats::lock_releases_queued);
+    ++stats_.lock_releases_queued;
   }
 }
 
