@@ -8,9 +8,12 @@
 #
 #   bash scripts/kube-tools.sh            build what is missing, print the bin folder
 #   bash scripts/kube-tools.sh --print    print the bin folder only if it is complete (else exit 1)
+#   ... --release newest                  the same for the second pin (the newest release served)
 #
-# The binaries go to ${HAMI_KUBE_CACHE:-~/.cache/hami-cpp/kube}/<key>/bin, where <key> hashes the
-# pin file and this script: a folder is built once and reused until a pin changes. Nothing is
+# Two pins: `oldest` (the default: KUBERNETES_VERSION, ETCD_VERSION, HELM_VERSION) and `newest`
+# (KUBERNETES_NEWEST_VERSION, ETCD_NEWEST_VERSION, HELM_NEWEST_VERSION). The binaries go to
+# ${HAMI_KUBE_CACHE:-~/.cache/hami-cpp/kube}/<release>-<key>/bin, where <key> hashes the pin
+# file and this script: a folder is built once and reused until a pin changes. Nothing is
 # fetched but Go modules (through the machine's module proxy, checked against the checksum
 # database). k8s.io/kubernetes replaces its staging modules (k8s.io/api, k8s.io/client-go, ...)
 # with folders of its own repository; used as a dependency it needs each of them pinned to the
@@ -21,6 +24,32 @@ pins="$root/tools/kube/versions.env"
 # shellcheck source=/dev/null
 source "$pins"
 : "${KUBERNETES_VERSION:?} ${ETCD_VERSION:?} ${HELM_VERSION:?}"
+: "${KUBERNETES_NEWEST_VERSION:?} ${ETCD_NEWEST_VERSION:?} ${HELM_NEWEST_VERSION:?}"
+
+KUBERNETES_OLDEST_VERSION=$KUBERNETES_VERSION
+print_only=0
+release=oldest
+while (($#)); do
+  case "$1" in
+    --print) print_only=1 ;;
+    --release)
+      release=${2:-}
+      shift || true
+      ;;
+    --release=*) release=${1#--release=} ;;
+    *) echo "kube-tools: unknown argument '$1' (--print, --release oldest|newest)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$release" in
+  oldest) ;;
+  newest)
+    KUBERNETES_VERSION=$KUBERNETES_NEWEST_VERSION
+    ETCD_VERSION=$ETCD_NEWEST_VERSION
+    HELM_VERSION=$HELM_NEWEST_VERSION
+    ;;
+  *) echo "kube-tools: --release must be oldest or newest, not '$release'" >&2; exit 2 ;;
+esac
 
 key=$(cat "$pins" "$0" | sha256sum | cut -c1-16)
 cache=${HAMI_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hami-cpp/kube}
@@ -33,7 +62,7 @@ complete() {
   for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || return 1; done
   [[ -f "$out/done" ]]
 }
-if [[ "${1:-}" == "--print" ]]; then
+if ((print_only)); then
   complete && echo "$bin" && exit 0
   exit 1
 fi
@@ -127,9 +156,13 @@ for t in "${tools[@]}"; do
   [[ -x "$bin/$t" ]] || { echo "kube-tools: $t was not built" >&2; exit 1; }
 done
 echo "built in $(( $(date +%s) - started )) s" >"$out/done"
-# Builds of other pins are not used any more (Go's own caches keep what a rebuild would reuse).
+# Builds of earlier pins are not used any more (Go's own caches keep what a rebuild would
+# reuse); both current pins' folders stay.
 for old in "$cache"/*/; do
-  [[ "${old%/}" == "$out" ]] || rm -rf "${old%/}"
+  case "$(basename "$old")" in
+    "$KUBERNETES_NEWEST_VERSION-$key" | "$KUBERNETES_OLDEST_VERSION-$key") ;;
+    *) rm -rf "${old%/}" ;;
+  esac
 done
 echo "kube-tools: built in $(( $(date +%s) - started )) s" >&2
 echo "$bin"

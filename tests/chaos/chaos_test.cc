@@ -29,6 +29,7 @@
 #include "k8s/typed.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
+#include "tests/kube_bin.h"
 
 namespace hami {
 namespace {
@@ -98,7 +99,7 @@ TEST_P(ChaosTest, PodBurstThroughAFaultyApiConnectionKeepsTheInvariants) {
     }
     return proxy_url;
   };
-  if (GetParam().real) opts.kube_bin_dir = HAMI_KUBE_BIN;
+  if (GetParam().real) opts.kube_bin_dir = kube_pin::BinDir();
   SimCluster c(opts);
   for (int n = 0; n < kNodes; ++n) {
     std::vector<device::DeviceInfo> gpus;
@@ -210,7 +211,7 @@ TEST_P(ChaosTest, PodBurstThroughAFaultyApiConnectionKeepsTheInvariants) {
 }
 
 std::vector<ChaosCase> RealIfBuilt() {
-  if (std::string(HAMI_KUBE_BIN).empty()) return {};
+  if (kube_pin::BinDir().empty()) return {};
   return {ChaosCase{true, FixedSeed()}};
 }
 

@@ -19,6 +19,7 @@
 #include "k8s/typed.h"
 #include "sim/world/manifests.h"
 #include "sim/world/world.h"
+#include "tests/kube_bin.h"
 
 namespace hami {
 namespace {
@@ -57,7 +58,7 @@ class RbacE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {
     WorldOptions o;
     o.build_dir = HAMI_BUILD_DIR;
     o.control_plane = GetParam();
-    o.kube_bin_dir = HAMI_KUBE_BIN;
+    o.kube_bin_dir = kube_pin::BinDir();
     o.chart_dir = std::string(HAMI_SOURCE_DIR) + "/deploy/helm/hami-cpp";
     if (const char* d = std::getenv("RBAC_E2E_DIR")) o.dir = d;  // keep the logs
     o.nodes.resize(1);
@@ -182,7 +183,7 @@ spec:
 }
 
 std::vector<sim::ControlPlaneKind> RealIfBuilt() {
-  if (std::string(HAMI_KUBE_BIN).empty()) return {};
+  if (kube_pin::BinDir().empty()) return {};
   return {sim::ControlPlaneKind::kReal};
 }
 

@@ -23,6 +23,7 @@
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
+#include "tests/kube_bin.h"
 
 namespace hami {
 namespace {
@@ -184,13 +185,14 @@ class MainJobTest : public ::testing::Test {
 // The same job on a real control plane: etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler from their Go modules (scripts/kube-tools.sh), the nodes still simulated.
 TEST_F(MainJobTest, SeedScenariosOnARealControlPlane) {
-  if (std::string(HAMI_KUBE_BIN).empty()) {
+  const std::string kube_bin = kube_pin::BinDir();
+  if (kube_bin.empty()) {
     GTEST_FAIL() << "no Kubernetes binaries: configure with -DHAMI_KUBE_BIN=$(bash "
                     "scripts/kube-tools.sh)";
   }
   const std::string world = dir_ + "/world", json = dir_ + "/report.json";
   Subprocess job({HAMI_BUILD_DIR "/bin/hami-sim-world", "--control-plane", "real", "--kube-bin",
-                  HAMI_KUBE_BIN, "--dir", world, "--report-json", json},
+                  kube_bin, "--dir", world, "--report-json", json},
                  {"PATH=/usr/bin:/bin", "HOME=/tmp"});
   ProcessResult done = job.Wait();
   EXPECT_EQ(done.exit_code, 0) << done.out << done.err;

@@ -19,6 +19,7 @@
 #include "k8s/api_error.h"
 #include "k8s/typed.h"
 #include "sim/world/world.h"
+#include "tests/kube_bin.h"
 
 namespace hami::e2e {
 namespace {
@@ -50,7 +51,7 @@ WorldOptions TwoNodes(sim::ControlPlaneKind control_plane = sim::ControlPlaneKin
   WorldOptions o;
   o.build_dir = HAMI_BUILD_DIR;
   o.control_plane = control_plane;
-  o.kube_bin_dir = HAMI_KUBE_BIN;
+  o.kube_bin_dir = kube_pin::BinDir();
   o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
   o.nodes.resize(2);
   o.nodes[0].name = "node-a";
@@ -222,7 +223,7 @@ TEST_P(NodeE2E, SmiInsideThePodShowsItsQuota) {
   EXPECT_EQ(NodeLock(k8s::GetString(*done, "/spec/nodeName")), "");
 
   // The same with the real kubectl (the pinned one; else one on PATH).
-  std::string kubectl = *HAMI_KUBECTL ? HAMI_KUBECTL : FindOnPath("kubectl");
+  std::string kubectl = kube_pin::Kubectl();
   if (kubectl.empty()) return;
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> argv = {kubectl, "--kubeconfig", w_->kubeconfig(),
@@ -486,7 +487,7 @@ TEST_P(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
 }
 
 std::vector<sim::ControlPlaneKind> RealIfBuilt() {
-  if (std::string(HAMI_KUBE_BIN).empty()) return {};
+  if (kube_pin::BinDir().empty()) return {};
   return {sim::ControlPlaneKind::kReal};
 }
 
