@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
                "run the stand-in workload in every container given a GPU, whatever its command");
   app.add_flag("--pid-namespaces", pid_namespaces,
                "run each container in a PID namespace of its own (needs root)");
+  std::string nvidia_smi;
+  CLI::Option* smi_flag = app.add_option(
+      "--nvidia-smi", nvidia_smi,
+      "program GPU containers run as nvidia-smi (default: hamictl next to this binary; \"\" "
+      "for none)");
   app.add_option("--address", address, "node address")->capture_default_str();
   app.add_option("--heartbeat", heartbeat, "node status and lease period")->capture_default_str();
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
@@ -144,6 +149,14 @@ int main(int argc, char** argv) {
     if (!SplitKeyValue(e, &k, &v)) return die("--env \"" + e + "\": expected K=V");
     o.node_env.push_back(e);
   }
+  if (smi_flag->count() == 0) {
+    std::filesystem::path hamictl = SelfDir() / "hamictl";
+    if (access(hamictl.c_str(), X_OK) == 0) nvidia_smi = hamictl.string();
+  }
+  if (!nvidia_smi.empty() && access(nvidia_smi.c_str(), X_OK) != 0) {
+    return die("--nvidia-smi " + nvidia_smi + ": not an executable (give \"\" for none)");
+  }
+  if (!nvidia_smi.empty()) o.nvidia_smi = std::filesystem::absolute(nvidia_smi).string();
   if (stand_in.empty()) {
     std::filesystem::path probe = SelfDir() / "vgpu_probe";
     if (std::filesystem::exists(probe)) o.stand_in = {probe.string(), "workload"};

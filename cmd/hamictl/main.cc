@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ctl/exit_codes.h"
+#include "ctl/nvidia_smi.h"
 #include "ctl/run_spec.h"
 #include "ctl/verbs.h"
 #include "vgpu/log.h"
@@ -43,6 +44,13 @@ std::string UnknownVerb(CLI::App* parent, int argc, char** argv, int index) {
 int main(int argc, char** argv) {
   // The region code logs through libvgpu's logger; hamictl reports results itself.
   hami::vgpu::SetLogLevel(hami::vgpu::kLogWarn);
+
+  // Called as nvidia-smi (the link the simulated kubelet puts in GPU containers).
+  std::string self = argc > 0 ? argv[0] : "";
+  if (self.substr(self.find_last_of('/') + 1) == "nvidia-smi") {
+    return hami::ctl::NvidiaSmiMain(std::vector<std::string>(argv + 1, argv + argc), std::cout,
+                                    std::cerr);
+  }
 
   CLI::App app{"hamictl: run commands under GPU quotas and inspect their shared regions",
                "hamictl"};

@@ -306,6 +306,9 @@ class Connection {
     }
   }
   SSL* ssl() const { return ssl_; }
+  int fd() const { return fd_; }
+  // Bytes a read would return without waiting on the socket.
+  bool Buffered() const { return !buf_.empty() || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
   // For a TLS connection whose TLS state is made when its first bytes arrive (an accepted
   // connection that never sends anything then costs no TLS state).
   void AttachSsl(SSL* ssl) { ssl_ = ssl; }
@@ -439,6 +442,34 @@ class StreamWriter : public ChunkWriter {
   Connection& conn_;
   std::string held_;  // framed bytes TryWrite could not send yet
   bool failed_ = false;
+};
+
+// A connection after a 101 answer, handed to HttpResponse::upgrade.
+class Upgraded : public UpgradedConnection {
+ public:
+  explicit Upgraded(Connection& conn) : conn_(conn) {}
+  int fd() const override { return conn_.fd(); }
+  bool HasBuffered() const override { return conn_.Buffered(); }
+  ReadResult Read(std::string* out) override {
+    if (!conn_.running()) return ReadResult::kEnd;
+    std::string& buf = conn_.buf();
+    if (buf.empty()) {
+      // The worker's socket is blocking with a receive timeout of a few milliseconds.
+      Connection::Io io = conn_.ReadOnce();
+      if (io == Connection::Io::kEof || io == Connection::Io::kClosed) return ReadResult::kEnd;
+      if (buf.empty()) return ReadResult::kNothing;
+    }
+    out->append(buf);
+    buf.clear();
+    return ReadResult::kData;
+  }
+  bool Write(std::string_view data) override {
+    return conn_.running() && (data.empty() || conn_.Send({data}));
+  }
+  bool ServerRunning() const override { return conn_.running(); }
+
+ private:
+  Connection& conn_;
 };
 
 // Open connections, in all and per remote address, wherever they are (reactor or worker): what
@@ -830,9 +861,12 @@ class HttpServer::Impl {
     head += std::to_string(res.status);
     head += ' ';
     head += wire::ReasonPhrase(res.status);
-    head += "\r\nContent-Type: ";
-    head += res.content_type;
     head += "\r\n";
+    if (res.status != 101) {
+      head += "Content-Type: ";
+      head += res.content_type;
+      head += "\r\n";
+    }
     for (const auto& [k, v] : res.headers) {
       // Framing is the server's business.
       if (::strcasecmp(k.c_str(), "Content-Length") == 0 ||
@@ -844,6 +878,18 @@ class HttpServer::Impl {
       head += ": ";
       head += v;
       head += "\r\n";
+    }
+    if (res.status == 101) {
+      // Switching protocols: the connection is the handler's from here on, then it closes.
+      *keep = false;
+      head += "Connection: Upgrade\r\n\r\n";
+      if (!res.upgrade || !conn.Send({head})) return false;
+      Upgraded up(conn);
+      try {
+        res.upgrade(up);
+      } catch (...) {
+      }
+      return false;
     }
     if (!*keep) head += "Connection: close\r\n";
     if (res.stream && !head_only) {

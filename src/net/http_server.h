@@ -102,6 +102,29 @@ class ChunkWriter {
 
 class Responder;
 
+// A connection taken over by its handler after a 101 Switching Protocols answer
+// (HttpResponse::upgrade), as a raw byte stream (TLS already removed). The handler owns it on
+// its worker thread until it returns; then the server closes it. Not for concurrent use: one
+// thread polls fd() beside its own descriptors, reads and writes.
+class UpgradedConnection {
+ public:
+  virtual ~UpgradedConnection() = default;
+  // The socket, to poll for POLLIN. Also readable (at end of stream) once the server stops.
+  virtual int fd() const = 0;
+  // True when Read has bytes to give without the socket being readable (bytes that came with
+  // the request's head, or a TLS record already decrypted).
+  virtual bool HasBuffered() const = 0;
+  enum class ReadResult { kData, kNothing, kEnd };
+  // Appends what is there to *out: kData when bytes came, kNothing when none did (it waits at
+  // most a few milliseconds; call it after poll says readable or HasBuffered), kEnd when the
+  // peer closed, the connection broke or the server is stopping.
+  virtual ReadResult Read(std::string* out) = 0;
+  // Sends all of `data`, waiting up to the server's write timeout; false once the connection is
+  // broken.
+  virtual bool Write(std::string_view data) = 0;
+  virtual bool ServerRunning() const = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string body;
@@ -110,6 +133,10 @@ struct HttpResponse {
   // When set, `body` is ignored and the response is sent with chunked transfer encoding: the
   // function runs on the worker thread after the headers and writes chunks until it returns.
   std::function<void(ChunkWriter&)> stream;
+  // With status 101: the head goes out (status line, `Connection: Upgrade` and `headers`, which
+  // should name the new protocol in `Upgrade`), then this runs on the worker thread with the
+  // connection, which is closed when it returns. A long-lived session holds its worker.
+  std::function<void(UpgradedConnection&)> upgrade;
 
   void SetJson(int code, std::string json) {
     status = code;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/subprocess.h"
@@ -203,6 +204,78 @@ TEST_P(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
       0u);
   EXPECT_EQ(k8s::GetString(running["a100-only-task"], "/spec/nodeName"), "node-a");
   EXPECT_EQ(k8s::GetString(running["selective-gpu"], "/spec/nodeName"), "node-b");
+
+  // The seed's own verification commands, verbatim, through kubectl exec (the API server's
+  // pods/exec to the node's kubelet, WebSocket all the way).
+  std::string kubectl = kube_pin::Kubectl();
+  if (kubectl.empty()) return;
+  std::string bin = std::filesystem::path(kubectl).parent_path().string();
+  auto shell = [&](const std::string& command) {
+    return RunProcess({"/bin/sh", "-c", command},
+                      {"PATH=" + bin + ":/usr/bin:/bin", "KUBECONFIG=" + w_->kubeconfig(),
+                       "HOME=" + w_->dir()});
+  };
+  // nvidia-smi in each container shows the memory the scheduler gave it as the card's total
+  // (seed 03's training-job is left out: its `python train.py` runs as written where a python
+  // is installed, and ends at once without the script).
+  for (const char* p : {"inference-service-a", "inference-service-b", "percentage-alloc"}) {
+    std::string allocated = Annotation(running[p], "hami.io/vgpu-devices-allocated");
+    std::vector<std::string> fields;  // UUID,NVIDIA,<MiB>,<cores>:;
+    std::stringstream split(allocated);
+    for (std::string f; std::getline(split, f, ',');) fields.push_back(f);
+    ASSERT_GE(fields.size(), 3u) << allocated;
+    ProcessResult smi = shell(std::string("kubectl exec ") + p + " -- nvidia-smi");
+    EXPECT_EQ(smi.exit_code, 0) << p << ": " << smi.err << "\nits log:\n"
+                                << w_->Logs("default", p, "").value_or("(none)");
+    EXPECT_NE(smi.out.find("NVIDIA-SMI"), std::string::npos) << p << ": " << smi.out;
+    EXPECT_NE(smi.out.find("MiB / " + fields[2] + "MiB"), std::string::npos)
+        << p << " was given " << allocated << ":\n" << smi.out;
+  }
+  // Seed 02: no SM limit for a memory-only pod.
+  ProcessResult env = shell("kubectl exec memory-only-isolation -- env | grep CUDA");
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_NE(env.out.find("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"), std::string::npos) << env.out;
+  EXPECT_EQ(env.out.find("CUDA_DEVICE_SM_LIMIT=") == std::string::npos ||
+                env.out.find("CUDA_DEVICE_SM_LIMIT=0\n") != std::string::npos,
+            true)
+      << env.out;
+  // Seed 06: the A100 task lists an A100.
+  ProcessResult list = shell("kubectl exec a100-only-task -- nvidia-smi -L");
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out.rfind("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-", 0), 0u) << list.out;
+  // -it as the users type it: without a terminal kubectl says so and runs it anyway...
+  ProcessResult it = shell("kubectl exec -it inference-service-a -- nvidia-smi < /dev/null");
+  EXPECT_EQ(it.exit_code, 0) << it.err;
+  EXPECT_NE(it.out.find("MiB / 8192MiB"), std::string::npos) << it.out;
+  // ... and from a terminal (script(1) gives kubectl one) the command gets a terminal too.
+  if (access("/usr/bin/script", X_OK) == 0) {
+    ProcessResult tty =
+        shell("script -qec 'kubectl exec -it memory-only-isolation -- tty' /dev/null < /dev/null");
+    EXPECT_EQ(tty.exit_code, 0) << tty.err;
+    EXPECT_NE(tty.out.find("/dev/pts/"), std::string::npos) << tty.out;
+  }
+  // Exit codes and input go through; a missing program is named.
+  ProcessResult code = shell("kubectl exec memory-only-isolation -- sh -c 'exit 7'");
+  EXPECT_EQ(code.exit_code, 7) << code.err;
+  ProcessResult cat = shell("echo through-stdin | kubectl exec -i memory-only-isolation -- cat");
+  EXPECT_EQ(cat.out, "through-stdin\n") << cat.err;
+  ProcessResult missing = shell("kubectl exec memory-only-isolation -- no-such-tool");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("executable file not found in $PATH"), std::string::npos)
+      << missing.err;
+  // kubectl cp rides on exec (tar in the container); a simulated container shares the host's
+  // files, so the world's directory is a path both sides see.
+  const std::string copied = w_->dir() + "/copied.txt";
+  {
+    std::ofstream(w_->dir() + "/to-copy.txt") << "copied through tar\n";
+  }
+  ProcessResult cp = shell("kubectl cp " + w_->dir() + "/to-copy.txt memory-only-isolation:" +
+                           copied + " && kubectl exec memory-only-isolation -- cat " + copied);
+  EXPECT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(cp.out, "copied through tar\n") << cp.err;
+  ProcessResult wrong = shell("kubectl exec memory-only-isolation -c nope -- true");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("nope"), std::string::npos) << wrong.err;
 }
 
 TEST_P(NodeE2E, SmiInsideThePodShowsItsQuota) {

@@ -1,5 +1,10 @@
 #include "sim/apiserver/api_server.h"
 
+#include <poll.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -199,13 +204,29 @@ Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& 
       t.sub == "token" && t.group.empty() && t.resource->resource == "serviceaccounts";
   if (!t.sub.empty() && !token_request &&
       !((t.sub == "status" && t.resource->has_status) ||
-        ((t.sub == "binding" || t.sub == "log") && t.resource->has_binding))) {
+        ((t.sub == "binding" || t.sub == "log" || t.sub == "exec") && t.resource->has_binding))) {
     return NotFoundError("the server could not find the requested resource");
   }
   return t;
 }
 
 // ---- kubectl's Table output ----------------------------------------------------------------
+
+// A query-string component with everything but unreserved characters percent-encoded.
+std::string QueryEscape(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
 
 bool WantsTable(const HttpRequest& req) {
   return req.Header("Accept").find("as=Table") != std::string::npos;
@@ -288,6 +309,9 @@ class ApiServer::Impl {
     } else if (req.method == "DELETE") {
       a.verb = t.name.empty() ? "deletecollection" : "delete";
     }
+    // pods/exec needs `create` whichever way it comes (a WebSocket upgrade is a GET), as newer
+    // API servers require (AuthorizePodWebsocketUpgradeCreatePermission).
+    if (t.sub == "exec") a.verb = "create";
     a.api_group = t.group;
     a.resource = t.resource->resource;
     a.subresource = t.sub;
@@ -630,6 +654,11 @@ class ApiServer::Impl {
           return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
         return Log(req, t, res);
       }
+      if (t.sub == "exec") {
+        if (req.method != "GET" && req.method != "POST")
+          return WriteStatus(res, 405, "MethodNotAllowed", "method not allowed");
+        return Exec(req, t, res);
+      }
       if (req.method == "GET" || req.method == "HEAD") {
         if (t.name.empty()) {
           std::string w = req.Param("watch");
@@ -907,36 +936,49 @@ class ApiServer::Impl {
     res.SetJson(200, text->Get(**updated));
   }
 
-  // pods/log: what the pod's node serves for the container, fetched from its kubelet (the
-  // node's InternalIP and status.daemonEndpoints.kubeletEndpoint.Port), as kube-apiserver does.
-  void Log(const HttpRequest& req, const Target& t, HttpResponse& res) {
+  // The pod, container and kubelet address a pods/log or pods/exec request is for: the
+  // `container` parameter or the pod's only container, and the pod's node's InternalIP and
+  // status.daemonEndpoints.kubeletEndpoint.Port, as kube-apiserver finds them. False with the
+  // error written to `res`.
+  struct KubeletTarget {
+    std::string container, ip;
+    int port = 0;
+  };
+  bool FindKubelet(const HttpRequest& req, const Target& t, const char* what, HttpResponse& res,
+                   KubeletTarget* out) {
     json details = {{"name", t.name}, {"kind", "pods"}};
     Result<ObjectPtr> pod = store.Get(*t.resource, t.ns, t.name, nullptr);
-    if (!pod.ok()) return WriteError(res, pod.status(), details);
+    if (!pod.ok()) return WriteError(res, pod.status(), details), false;
     std::vector<std::string> names;
     if ((**pod).contains("spec") && (**pod)["spec"].contains("containers")) {
       for (const json& c : (**pod)["spec"]["containers"]) names.push_back(Str(c, "name"));
     }
     std::string container = req.Param("container");
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
     if (container.empty()) {
       if (names.size() != 1) {
-        std::string list;
-        for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
-        return WriteStatus(res, 400, "BadRequest",
-                           "a container name must be specified for pod " + t.name +
-                               ", choose one of: [" + list + "]");
+        WriteStatus(res, 400, "BadRequest",
+                    "a container name must be specified for pod " + t.name +
+                        ", choose one of: [" + list + "]");
+        return false;
       }
       container = names[0];
+    } else if (std::find(names.begin(), names.end(), container) == names.end()) {
+      WriteStatus(res, 400, "BadRequest",
+                  "container " + container + " is not valid for pod " + t.name);
+      return false;
     }
     std::string node = FieldValue(**pod, "spec.nodeName");
     if (node.empty()) {
-      return WriteStatus(res, 400, "BadRequest",
-                         "container \"" + container + "\" in pod \"" + t.name +
-                             "\" is waiting to start: the pod is not scheduled yet");
+      WriteStatus(res, 400, "BadRequest",
+                  "container \"" + container + "\" in pod \"" + t.name +
+                      "\" is waiting to start: the pod is not scheduled yet");
+      return false;
     }
     const ResourceInfo* nodes = registry.Find("", "v1", "nodes");
     Result<ObjectPtr> n = store.Get(*nodes, "", node, nullptr);
-    if (!n.ok()) return WriteError(res, n.status(), {{"name", node}, {"kind", "nodes"}});
+    if (!n.ok()) return WriteError(res, n.status(), {{"name", node}, {"kind", "nodes"}}), false;
     const json& st = (**n).value("status", json::object());
     std::string ip;
     for (const json& a : st.value("addresses", json::array())) {
@@ -947,12 +989,99 @@ class ApiServer::Impl {
       kubelet_port = st["daemonEndpoints"]["kubeletEndpoint"].value("Port", 0);
     }
     if (ip.empty() || kubelet_port <= 0) {
-      return WriteStatus(res, 400, "BadRequest",
-                         "node " + node + " has no kubelet to ask for logs");
+      WriteStatus(res, 400, "BadRequest",
+                  "node " + node + " has no kubelet to ask for " + what);
+      return false;
     }
-    std::string path = "/containerLogs/" + t.ns + "/" + t.name + "/" + container;
+    *out = {container, ip, kubelet_port};
+    return true;
+  }
+
+  // pods/exec: the client's upgrade request goes to the pod's kubelet (/exec/<ns>/<pod>/<c>)
+  // and, once the kubelet switches protocols, the bytes are relayed both ways, as
+  // kube-apiserver's upgrade-aware proxy does (without its WebSocket-to-SPDY translation: the
+  // simulated kubelet speaks WebSocket itself).
+  void Exec(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    KubeletTarget k;
+    if (!FindKubelet(req, t, "exec", res, &k)) return;
+    if (req.Header("Upgrade").empty()) {
+      return WriteStatus(res, 400, "BadRequest", "Upgrade request required");
+    }
+    // The kubelet's query, as kube-apiserver writes it from PodExecOptions: command (repeated),
+    // then input, output, error and tty as "1" for the streams asked for.
+    std::string path = "/exec/" + t.ns + "/" + t.name + "/" + k.container;
+    char sep = '?';
+    auto range = req.params.equal_range("command");
+    for (auto it = range.first; it != range.second; ++it) {
+      path += sep + std::string("command=") + QueryEscape(it->second);
+      sep = '&';
+    }
+    for (auto [option, kubelet_name] : {std::pair{"stdin", "input"}, std::pair{"stdout", "output"},
+                                       std::pair{"stderr", "error"}, std::pair{"tty", "tty"}}) {
+      std::string v = req.Param(option);
+      if (v == "true" || v == "1") {
+        path += sep + std::string(kubelet_name) + "=1";
+        sep = '&';
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> forward;
+    for (const auto& [key, value] : req.headers) {
+      for (const char* name : {"Upgrade", "Connection", "Sec-WebSocket-Key",
+                               "Sec-WebSocket-Version", "Sec-WebSocket-Protocol",
+                               "X-Stream-Protocol-Version"}) {
+        if (::strcasecmp(key.c_str(), name) == 0) forward.emplace_back(name, value);
+      }
+    }
+    Result<KubeletUpgradeReply> r = KubeletUpgrade(k.ip, k.port, req.method, path, forward);
+    if (!r.ok()) return WriteStatus(res, 500, "InternalError", r.status().message());
+    if (r->status != 101) {
+      std::string message = r->body;
+      while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) {
+        message.pop_back();
+      }
+      return WriteStatus(res, r->status >= 400 ? r->status : 500,
+                         r->status == 404 ? "NotFound" : "BadRequest", message);
+    }
+    res.status = 101;
+    for (const auto& [key, value] : r->headers) {
+      if (key == "connection" || key == "content-length" || key == "content-type") continue;
+      res.headers.emplace_back(key, value);
+    }
+    std::shared_ptr<KubeletStream> kubelet = std::move(r->stream);
+    res.upgrade = [kubelet, early = std::move(r->early)](net::UpgradedConnection& client) {
+      RelayUpgraded(client, *kubelet, early);
+    };
+  }
+
+  // Copies bytes both ways between a client and a kubelet until either side ends.
+  static void RelayUpgraded(net::UpgradedConnection& client, KubeletStream& kubelet,
+                            const std::string& early) {
+    if (!early.empty() && !client.Write(early)) return;
+    std::string buf;
+    while (client.ServerRunning()) {
+      pollfd fds[2] = {{client.fd(), POLLIN, 0}, {kubelet.fd(), POLLIN, 0}};
+      int timeout = client.HasBuffered() || kubelet.HasBuffered() ? 0 : 250;
+      if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return;
+      if (client.HasBuffered() || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        buf.clear();
+        if (client.Read(&buf) == net::UpgradedConnection::ReadResult::kEnd) return;
+        if (!buf.empty() && !kubelet.Write(buf)) return;
+      }
+      if (kubelet.HasBuffered() || (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        buf.clear();
+        if (!kubelet.Read(&buf)) return;
+        if (!buf.empty() && !client.Write(buf)) return;
+      }
+    }
+  }
+
+  // pods/log: what the pod's node serves for the container, fetched from its kubelet.
+  void Log(const HttpRequest& req, const Target& t, HttpResponse& res) {
+    KubeletTarget k;
+    if (!FindKubelet(req, t, "logs", res, &k)) return;
+    std::string path = "/containerLogs/" + t.ns + "/" + t.name + "/" + k.container;
     if (req.HasParam("tailLines")) path += "?tailLines=" + req.Param("tailLines");
-    Result<KubeletReply> r = KubeletGet(ip, kubelet_port, path);
+    Result<KubeletReply> r = KubeletGet(k.ip, k.port, path);
     if (!r.ok()) return WriteStatus(res, 500, "InternalError", r.status().message());
     if (r->status != 200) {
       return WriteStatus(res, r->status == 404 ? 404 : 500,

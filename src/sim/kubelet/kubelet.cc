@@ -27,6 +27,8 @@
 #include "k8s/typed.h"
 #include "net/http_server.h"
 #include "net/tls.h"
+#include "net/websocket.h"
+#include "sim/kubelet/exec_session.h"
 #include "sim/kubelet/launch.h"
 
 namespace hami::sim {
@@ -37,6 +39,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 namespace {
 
 constexpr const char* kUnshare = "/usr/bin/unshare";
+constexpr const char* kNsenter = "/usr/bin/nsenter";
 
 // The host's procfs as a directory descriptor every container inherits (see
 // KubeletOptions::pid_namespaces); -1 when containers cannot get PID namespaces here.
@@ -172,6 +175,11 @@ class Kubelet::Impl {
   // is removed from the API (delete with grace 0).
   void OnTerminating(const k8s::ObjectPtr& pod);
   void ServeLogs(const net::HttpRequest& req, net::HttpResponse& res);
+  void ServeExec(const net::HttpRequest& req, net::HttpResponse& res);
+  // Where the node's driver tools (nvidia-smi) are linked.
+  std::string tools_dir() const { return options_.root_dir + "/bin"; }
+  // The pod worker of <ns>/<name>, or null.
+  std::shared_ptr<PodWorker> WorkerOf(const std::string& ns, const std::string& name);
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -282,6 +290,37 @@ class PodWorker {
       if (c.spec.name == container) return c.log_path;
     }
     return "";
+  }
+  // What `kubectl exec` into `container` runs: `command` in the container's environment and
+  // working directory, inside its PID and mount namespaces when it has its own.
+  Result<ExecProcess> ExecInto(const std::string& container, std::vector<std::string> command) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const Container& c : containers_) {
+      if (c.spec.name != container) continue;
+      if (c.state != Container::State::kRunning) {
+        return Status(StatusCode::kFailedPrecondition,
+                      "container " + container + " is not running (cannot exec in a stopped "
+                      "container)");
+      }
+      ExecProcess p;
+      p.argv = std::move(command);
+      p.env = c.launch.env;
+      p.workdir = c.workdir;
+      if (!c.launch.argv.empty() && c.launch.argv[0] == kUnshare) {
+        // unshare --fork: the container's first process is its child.
+        std::string children =
+            ReadFile("/proc/" + std::to_string(c.pid) + "/task/" + std::to_string(c.pid) +
+                     "/children")
+                .value_or("");
+        long inner = std::strtol(children.c_str(), nullptr, 10);  // NOLINT(runtime/int)
+        if (inner > 0) {
+          p.argv.insert(p.argv.begin(), {kNsenter, "--target", std::to_string(inner), "--pid",
+                                         "--mount", "--"});
+        }
+      }
+      return p;
+    }
+    return Status(StatusCode::kNotFound, "container \"" + container + "\" is not in pod " + name_);
   }
   std::vector<std::string> ContainerNames() {
     std::lock_guard<std::mutex> l(mu_);
@@ -403,6 +442,7 @@ class PodWorker {
       std::string line = "hami-sim-kubelet: " + launch->note + "\n";
       (void)!write(log, line.data(), line.size());
     }
+    if (!k_.options_.nvidia_smi.empty()) AddDriverTools(&*launch, k_.tools_dir());
     if (int proc = k_.options_.pid_namespaces ? HostProcFd() : -1; proc >= 0) {
       launch->argv.insert(launch->argv.begin(),
                           {kUnshare, "--pid", "--fork", "--mount-proc", "--"});
@@ -762,6 +802,17 @@ Status Kubelet::Impl::Start() {
   std::filesystem::create_directories(options_.root_dir + "/pods", ec);
   if (ec) return Status(StatusCode::kInternal, "cannot create " + options_.root_dir);
   HAMI_ASSIGN_OR_RETURN(devices_, DeviceManager::Start(options_.root_dir + "/device-plugins"));
+  if (!options_.nvidia_smi.empty()) {
+    // A link named nvidia-smi: the program chooses what to do by the name it is called by.
+    std::string link = tools_dir() + "/nvidia-smi";
+    std::filesystem::create_directories(tools_dir(), ec);
+    std::filesystem::remove(link, ec);
+    std::filesystem::create_symlink(std::filesystem::absolute(options_.nvidia_smi), link, ec);
+    if (ec) {
+      return Status(StatusCode::kInternal, "cannot link " + link + " to " + options_.nvidia_smi +
+                                               ": " + ec.message());
+    }
+  }
   devices_->SetOnChange([this] {
     std::lock_guard<std::mutex> l(mu_);
     status_dirty_ = true;
@@ -769,7 +820,7 @@ Status Kubelet::Impl::Start() {
   });
   net::HttpServerOptions ho;
   ho.host = options_.address;
-  ho.worker_threads = 8;
+  ho.worker_threads = 64;  // an exec session holds one for as long as it lasts
   // HTTPS with a self-signed certificate, as a kubelet serves when it is given none: API servers
   // reach it without verifying it (kube-apiserver without --kubelet-certificate-authority).
   HAMI_ASSIGN_OR_RETURN(net::CertificatePem pem,
@@ -780,6 +831,11 @@ Status Kubelet::Impl::Start() {
   http_->HandlePrefix(
       "GET", "/containerLogs/",
       [this](const net::HttpRequest& req, net::HttpResponse& res) { ServeLogs(req, res); });
+  for (const char* method : {"GET", "POST"}) {
+    http_->HandlePrefix(
+        method, "/exec/",
+        [this](const net::HttpRequest& req, net::HttpResponse& res) { ServeExec(req, res); });
+  }
   HAMI_ASSIGN_OR_RETURN(port_, http_->Start());
   HAMI_RETURN_IF_ERROR(RegisterNode());
   if (Status s = RenewLease(); !s.ok()) {
@@ -1056,9 +1112,11 @@ void Kubelet::Impl::AdmitLoop() {
   }
 }
 
-void Kubelet::Impl::ServeLogs(const net::HttpRequest& req, net::HttpResponse& res) {
-  // /containerLogs/<ns>/<pod>/<container>
-  std::string rest = req.path.substr(std::string("/containerLogs/").size());
+namespace {
+
+// <ns>/<pod>/<container> after `prefix` in the path; empty when it is not that shape.
+std::vector<std::string> PodContainerPath(const std::string& path, const std::string& prefix) {
+  std::string rest = path.substr(prefix.size());
   std::vector<std::string> parts;
   size_t start = 0;
   while (start <= rest.size()) {
@@ -1067,15 +1125,68 @@ void Kubelet::Impl::ServeLogs(const net::HttpRequest& req, net::HttpResponse& re
     parts.push_back(rest.substr(start, slash - start));
     start = slash + 1;
   }
-  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) {
+  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) return {};
+  return parts;
+}
+
+}  // namespace
+
+std::shared_ptr<PodWorker> Kubelet::Impl::WorkerOf(const std::string& ns,
+                                                   const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto uid = uid_of_.find(ns + "/" + name);
+  if (uid == uid_of_.end()) return nullptr;
+  auto it = workers_.find(uid->second);
+  return it == workers_.end() ? nullptr : it->second;
+}
+
+void Kubelet::Impl::ServeExec(const net::HttpRequest& req, net::HttpResponse& res) {
+  // /exec/<ns>/<pod>/<container>?command=...&input=1&output=1&error=1&tty=1
+  std::vector<std::string> parts = PodContainerPath(req.path, "/exec/");
+  if (parts.empty()) return res.SetText(400, "expected /exec/<namespace>/<pod>/<container>\n");
+  Result<ExecRequest> exec = ParseExecRequest(req);
+  if (!exec.ok()) return res.SetText(400, exec.status().message() + "\n");
+  std::shared_ptr<PodWorker> w = WorkerOf(parts[0], parts[1]);
+  if (!w) return res.SetText(404, "pod " + parts[0] + "/" + parts[1] + " is not on this node\n");
+  Result<ExecProcess> process = w->ExecInto(parts[2], exec->command);
+  if (!process.ok()) {
+    return res.SetText(process.status().code() == StatusCode::kNotFound ? 404 : 400,
+                       process.status().message() + "\n");
+  }
+  std::string why;
+  if (!net::ws::IsUpgradeRequest(req, &why)) {
+    std::string upgrade = req.Header("Upgrade");
+    if (upgrade.rfind("SPDY", 0) == 0 || upgrade.rfind("spdy", 0) == 0) {
+      return res.SetText(400, "the simulated kubelet streams exec over WebSocket only "
+                              "(v5.channel.k8s.io, kubectl 1.30 or newer), not " + upgrade + "\n");
+    }
+    return res.SetText(400, "exec needs a WebSocket upgrade: " + why + "\n");
+  }
+  std::string protocol = ChooseExecProtocol(net::ws::OfferedProtocols(req));
+  if (protocol.empty()) {
+    return res.SetText(400, std::string("none of the offered subprotocols is spoken here; ") +
+                                "this kubelet speaks " + kExecProtocolV5 + " and " +
+                                kExecProtocolV4 + "\n");
+  }
+  HAMI_LOG(Info) << "kubelet " << options_.node_name << ": exec in " << parts[0] << "/"
+                 << parts[1] << "/" << parts[2] << ": " << exec->command[0]
+                 << (exec->tty ? " (tty)" : "");
+  res.status = 101;
+  res.headers = {{"Upgrade", "websocket"},
+                 {"Sec-WebSocket-Accept", net::ws::AcceptKey(req.Header("Sec-WebSocket-Key"))},
+                 {"Sec-WebSocket-Protocol", protocol}};
+  res.upgrade = [exec = *exec, process = *process, protocol](net::UpgradedConnection& conn) {
+    RunExecSession(conn, protocol, exec, process);
+  };
+}
+
+void Kubelet::Impl::ServeLogs(const net::HttpRequest& req, net::HttpResponse& res) {
+  // /containerLogs/<ns>/<pod>/<container>
+  std::vector<std::string> parts = PodContainerPath(req.path, "/containerLogs/");
+  if (parts.empty()) {
     return res.SetText(400, "expected /containerLogs/<namespace>/<pod>/<container>\n");
   }
-  std::shared_ptr<PodWorker> w;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto uid = uid_of_.find(parts[0] + "/" + parts[1]);
-    if (uid != uid_of_.end() && workers_.count(uid->second)) w = workers_[uid->second];
-  }
+  std::shared_ptr<PodWorker> w = WorkerOf(parts[0], parts[1]);
   if (!w) return res.SetText(404, "pod " + parts[0] + "/" + parts[1] + " is not on this node\n");
   std::string path = w->LogPath(parts[2]);
   if (path.empty()) {

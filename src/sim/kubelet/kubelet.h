@@ -13,7 +13,9 @@
 //    images it cannot run), with restartPolicy, pod phase and container statuses written to
 //    pods/status, and Events (Started, Killing, UnexpectedAdmissionError);
 //  - serves GET /containerLogs/<namespace>/<pod>/<container>[?tailLines=N] on its HTTP port,
-//    which the simulated API server's pods/log proxies to (kubectl logs);
+//    which the API server's pods/log proxies to (kubectl logs), and /exec/<namespace>/<pod>/
+//    <container> over WebSocket (exec_session.h), which pods/exec proxies to (kubectl exec);
+//  - puts an nvidia-smi (KubeletOptions::nvidia_smi) on the PATH of GPU containers;
 //  - on deletion sends SIGTERM to each container's process group and SIGKILL after the pod's
 //    terminationGracePeriodSeconds, then frees its devices.
 // Simplifications: no images, volumes, probes or resource limits; Stop() kills the node's
@@ -48,6 +50,10 @@ struct KubeletOptions {
   // NVML reports. The simulated driver gets the host's procfs (HAMI_SIM_HOST_PROC_FD) to report
   // host PIDs as a real driver does. Without root this is refused with a warning.
   bool pid_namespaces = false;
+  // The program containers with NVIDIA devices find as `nvidia-smi` on their PATH (hamictl,
+  // which answers to that name with the container's view); linked as <root>/bin/nvidia-smi.
+  // Empty: none.
+  std::string nvidia_smi;
   std::string address = "127.0.0.1";
   std::chrono::milliseconds heartbeat{10000};
   int lease_seconds = 40;

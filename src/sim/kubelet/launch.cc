@@ -103,4 +103,24 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
   return out;
 }
 
+void AddDriverTools(Launch* launch, const std::string& tools_dir) {
+  if (tools_dir.empty()) return;
+  std::string* path = nullptr;
+  bool nvidia = false;
+  for (std::string& kv : launch->env) {
+    if (kv.rfind("PATH=", 0) == 0) path = &kv;
+    if (kv.rfind("NVIDIA_VISIBLE_DEVICES=", 0) == 0) {
+      std::string v = kv.substr(23);
+      nvidia = !v.empty() && v != "void" && v != "none";
+    }
+  }
+  if (!nvidia) return;
+  if (path == nullptr) {
+    launch->env.push_back("PATH=" + tools_dir + ":/usr/local/bin:/usr/bin:/bin");
+    std::sort(launch->env.begin(), launch->env.end());
+    return;
+  }
+  *path = "PATH=" + tools_dir + (path->size() > 5 ? ":" + path->substr(5) : "");
+}
+
 }  // namespace hami::sim

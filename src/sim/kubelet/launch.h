@@ -71,4 +71,9 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
 // covers it.
 std::string HostPath(const std::string& value, const std::vector<KubeletMount>& mounts);
 
+// As the NVIDIA container runtime adds the driver's tools (nvidia-smi) to a container that has
+// NVIDIA devices (NVIDIA_VISIBLE_DEVICES set, not "void" or "none"): puts `tools_dir` first on
+// its PATH. Other containers are left alone; so is everything with an empty `tools_dir`.
+void AddDriverTools(Launch* launch, const std::string& tools_dir);
+
 }  // namespace hami::sim

@@ -115,5 +115,30 @@ TEST(HostPath, LongestCoveringMount) {
   EXPECT_EQ(HostPath("relative/a", m), "relative/a");
 }
 
+TEST(AddDriverTools, OnlyContainersWithNvidiaDevicesGetNvidiaSmi) {
+  Launch gpu;
+  gpu.env = {"NVIDIA_VISIBLE_DEVICES=GPU-1", "PATH=/usr/bin:/bin"};
+  AddDriverTools(&gpu, "/node/bin");
+  EXPECT_EQ(gpu.env[1], "PATH=/node/bin:/usr/bin:/bin");
+
+  Launch no_path;
+  no_path.env = {"NVIDIA_VISIBLE_DEVICES=all"};
+  AddDriverTools(&no_path, "/node/bin");
+  EXPECT_EQ(no_path.env, (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=all",
+                                                   "PATH=/node/bin:/usr/local/bin:/usr/bin:/bin"}));
+
+  for (const char* none : {"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=none",
+                           "NVIDIA_VISIBLE_DEVICES=", "CUDA_VISIBLE_DEVICES=0"}) {
+    Launch cpu;
+    cpu.env = {none, "PATH=/usr/bin"};
+    AddDriverTools(&cpu, "/node/bin");
+    EXPECT_EQ(cpu.env[1], "PATH=/usr/bin") << none;
+  }
+  Launch off;
+  off.env = {"NVIDIA_VISIBLE_DEVICES=GPU-1", "PATH=/usr/bin"};
+  AddDriverTools(&off, "");
+  EXPECT_EQ(off.env[1], "PATH=/usr/bin");
+}
+
 }  // namespace
 }  // namespace hami::sim

@@ -302,6 +302,10 @@ Status KubeControlPlane::StartApiServer() {
         "--allow-privileged=true",
         "--endpoint-reconciler-type=none",
         "--profiling=false",
+        // The nodes are simulated kubelets, which stream `kubectl exec` over WebSocket only
+        // (sim/kubelet/exec_session.h): the API server passes kubectl's WebSocket through
+        // instead of translating it to SPDY towards the kubelet.
+        "--feature-gates=TranslateStreamCloseWebsocketRequests=false",
     };
     if (options_.audit) {
       argv.insert(argv.end(), {"--audit-policy-file=" + options_.dir + "/audit-policy.yaml",
