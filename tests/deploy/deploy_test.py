@@ -239,7 +239,23 @@ def case_helm_values(ctx):
     assert sched["spec"]["replicas"] == 2
     assert any(v.get("secret", {}).get("secretName") == "hami-scheduler-tls"
                for v in sched["spec"]["template"]["spec"]["volumes"])
-    assert container(sched, "kube-scheduler")["image"] == "registry.example.com/kube-scheduler:v9"
+    # global.imageTag is hami-cpp's release, not kube-scheduler's: that one follows the cluster.
+    kube_scheduler = container(sched, "kube-scheduler")["image"]
+    assert kube_scheduler.startswith("registry.example.com/kube-scheduler:v1."), kube_scheduler
+    assert not kube_scheduler.endswith(":v9"), kube_scheduler
+    # The cluster's release without a distribution's suffix (k3s, EKS, GKE) or a missing "v";
+    # the image's own tag wins over all.
+    for version, tag in [("v1.30.4+k3s1", "v1.30.4"), ("v1.29.3-eks-adc7111", "v1.29.3"),
+                         ("v1.28.5-gke.1217000", "v1.28.5"), ("v1.31.0", "v1.31.0"),
+                         ("1.32.1", "v1.32.1")]:
+        rendered = ctx.helm(values, extra=["--kube-version", version])
+        image = container(find(rendered, "Deployment", "hami-scheduler"), "kube-scheduler")["image"]
+        assert image == "registry.example.com/kube-scheduler:" + tag, (version, image)
+    own = {**values, "scheduler": {**values["scheduler"],
+                                   "kubeScheduler": {"image": {"tag": "v1.30.0-custom"}}}}
+    image = container(find(ctx.helm(own, extra=["--kube-version", "v1.30.4+k3s1"]), "Deployment",
+                           "hami-scheduler"), "kube-scheduler")["image"]
+    assert image == "registry.example.com/kube-scheduler:v1.30.0-custom", image
     find(objs, "PodDisruptionBudget", "hami-scheduler")
     cfg = find(objs, "ConfigMap", "hami-scheduler")["data"]["config.yaml"]
     assert "urlPrefix: https://127.0.0.1:9443" in cfg and "schedulerName: gpu-scheduler" in cfg, cfg

@@ -44,6 +44,20 @@ annotations:
 {{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
 {{- end -}}
 
+{{/* kube-scheduler's image: its own tag, else the cluster's release cut to vMAJOR.MINOR.PATCH
+(a distribution's suffix such as "+k3s1", "-eks-<id>" or "-gke.<n>" names no published image).
+global.imageTag is hami-cpp's own release and never applies here. Call with (dict "image" <values
+image> "root" $). */}}
+{{- define "hami.kubeSchedulerImage" -}}
+{{- $registry := default .image.registry .root.Values.global.imageRegistry -}}
+{{- $tag := .image.tag -}}
+{{- if not $tag -}}
+{{- $tag = regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .root.Capabilities.KubeVersion.Version -}}
+{{- if not (hasPrefix "v" $tag) -}}{{- $tag = printf "v%s" $tag -}}{{- end -}}
+{{- end -}}
+{{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+
 {{/* imagePullSecrets of a pod: global ones and the image's own. */}}
 {{- define "hami.pullSecrets" -}}
 {{- $secrets := concat .root.Values.global.imagePullSecrets .image.pullSecrets -}}
