@@ -10,6 +10,7 @@ Cases (one CTest each): see CASES below. Exit status 0 = pass, anything else = f
 compared as JSON, never as text.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -251,6 +252,19 @@ def case_helm_values(ctx):
         rendered = ctx.helm(values, extra=["--kube-version", version])
         image = container(find(rendered, "Deployment", "hami-scheduler"), "kube-scheduler")["image"]
         assert image == "registry.example.com/kube-scheduler:" + tag, (version, image)
+    # HAMi's values files of v2.7 to v2.10 pass the schema as they are; v2.7's spelling of the
+    # device plugin's node selector is honoured.
+    assert len(HAMI_VALUES) == 4, HAMI_VALUES
+    for path in HAMI_VALUES:
+        rendered = ctx.helm(hami_values(path))
+        plugin = find(rendered, "DaemonSet", "hami-device-plugin")
+        assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "on"}, path
+    v27 = hami_values(os.path.join(ROOT, "tests", "deploy", "hami-values", "v2.7.1.yaml"))
+    v27["devicePlugin"]["nvidianodeSelector"] = {"accelerator": "nvidia"}
+    daemonsets = [o for o in ctx.helm(v27) if o["kind"] == "DaemonSet"]  # plugin and monitor
+    assert len(daemonsets) == 2, [key(d) for d in daemonsets]
+    for d in daemonsets:
+        assert d["spec"]["template"]["spec"]["nodeSelector"] == {"accelerator": "nvidia"}, key(d)
     own = {**values, "scheduler": {**values["scheduler"],
                                    "kubeScheduler": {"image": {"tag": "v1.30.0-custom"}}}}
     image = container(find(ctx.helm(own, extra=["--kube-version", "v1.30.4+k3s1"]), "Deployment",
@@ -334,7 +348,7 @@ def case_helm_schema(ctx):
     # HAMi's own defaults for keys hami-cpp does not use are accepted (a values file copied
     # from HAMi's chart keeps working).
     upstream_style = {
-        "mluResourceName": "cambricon.com/vmlu", "hcuResourceName": "hygon.com/hcunum",
+        "mluResourceName": "cambricon.com/vmlu", "dcuResourceName": "hygon.com/dcunum",
         "podSecurityPolicy": {"enabled": False},
         "scheduler": {"patch": {"image": {"registry": "docker.io", "repository": "jettech/kube-webhook-certgen",
                                           "tag": "v1.5.2", "pullPolicy": "IfNotPresent", "pullSecrets": []}},
@@ -363,10 +377,21 @@ SWITCHES = [
 ]
 
 
+# HAMi's own values files (their keys and defaults, tests/deploy/hami-values): an operator
+# switching from HAMi installs with one unchanged.
+HAMI_VALUES = sorted(glob.glob(os.path.join(ROOT, "tests", "deploy", "hami-values", "*.yaml")))
+
+
+def hami_values(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
 def renderings(ctx):
     """(name, objects) of every rendering the checks against the API server use."""
     out = [("helm-defaults", ctx.helm())]
     out += [(f"helm-switches-{i}", ctx.helm(v)) for i, v in enumerate(SWITCHES)]
+    out += [("hami-values-" + os.path.basename(p)[:-5], ctx.helm(hami_values(p))) for p in HAMI_VALUES]
     out += [("kustomize-" + n.replace("/", "-"), ctx.kustomize(n)) for n in OVERLAYS]
     return out
 

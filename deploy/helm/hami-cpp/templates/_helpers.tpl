@@ -58,6 +58,12 @@ image> "root" $). */}}
 {{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
 {{- end -}}
 
+{{/* The device plugin's and the monitor's nodeSelector: devicePlugin.nvidiaNodeSelector, or
+devicePlugin.nvidianodeSelector when a values file of HAMi v2.7 (which spelt it so) gives it. */}}
+{{- define "hami.nvidiaNodeSelector" -}}
+{{- toYaml (.Values.devicePlugin.nvidianodeSelector | default .Values.devicePlugin.nvidiaNodeSelector) -}}
+{{- end -}}
+
 {{/* imagePullSecrets of a pod: global ones and the image's own. */}}
 {{- define "hami.pullSecrets" -}}
 {{- $secrets := concat .root.Values.global.imagePullSecrets .image.pullSecrets -}}
