@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - the README's test command installs pyt
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHART = os.path.join(ROOT, "deploy", "helm", "hami-cpp")
 KUSTOMIZE = os.path.join(ROOT, "deploy", "kustomize")
-OVERLAYS = ["base", "overlays/servicemonitor", "overlays/nodeport", "overlays/heterogeneous"]
+OVERLAYS = ["base", "overlays/servicemonitor", "overlays/clusterip", "overlays/heterogeneous"]
 
 
 class ControlPlane:
@@ -187,9 +187,9 @@ def case_helm_matches_kustomize(ctx):
     assert_same_objects(base, ctx.helm(extra=pinned), ("kustomize base", "helm defaults"))
     assert_same_objects(ctx.kustomize("overlays/servicemonitor"), ctx.helm({"prometheus": {"enabled": True}}, extra=pinned),
                         ("overlay servicemonitor", "helm prometheus.enabled"))
-    nodeport = {"scheduler": {"service": {"type": "NodePort"}}, "devicePlugin": {"service": {"type": "NodePort"}}}
-    assert_same_objects(ctx.kustomize("overlays/nodeport"), ctx.helm(nodeport, extra=pinned),
-                        ("overlay nodeport", "helm service types NodePort"))
+    clusterip = {"scheduler": {"service": {"type": "ClusterIP"}}, "devicePlugin": {"service": {"type": "ClusterIP"}}}
+    assert_same_objects(ctx.kustomize("overlays/clusterip"), ctx.helm(clusterip, extra=pinned),
+                        ("overlay clusterip", "helm service types ClusterIP"))
     every = {"devices": {v: {"enabled": True} for v in [
         "ascend", "iluvatar", "hygon", "cambricon", "metax", "mthreads", "enflame", "kunlun",
         "awsneuron", "amd", "vastai", "biren"]}}
@@ -252,6 +252,29 @@ def case_helm_values(ctx):
         rendered = ctx.helm(values, extra=["--kube-version", version])
         image = container(find(rendered, "Deployment", "hami-scheduler"), "kube-scheduler")["image"]
         assert image == "registry.example.com/kube-scheduler:" + tag, (version, image)
+    # Services as HAMi's chart has them: NodePort, and the ports name the Service's port too.
+    ports = {"scheduler": {"service": {"monitorPort": 32001, "schedulerPort": 32002}},
+             "devicePlugin": {"service": {"httpPort": 32003}}}
+    rendered = ctx.helm(ports)
+    sched_svc = find(rendered, "Service", "hami-scheduler")["spec"]
+    assert sched_svc["type"] == "NodePort", sched_svc
+    assert [(p["name"], p["port"], p.get("nodePort")) for p in sched_svc["ports"]] == \
+        [("http", 443, 32002), ("monitor", 32001, 32001)], sched_svc["ports"]
+    mon_svc = find(rendered, "Service", "hami-device-plugin-monitor")["spec"]
+    assert mon_svc["type"] == "NodePort" and mon_svc["ports"][0]["port"] == 32003 and \
+        mon_svc["ports"][0]["nodePort"] == 32003, mon_svc
+    lb = ctx.helm({"scheduler": {"service": {"type": "LoadBalancer"}}})
+    assert find(lb, "Service", "hami-scheduler")["spec"]["type"] == "LoadBalancer"
+    # A webhook reached at a custom URL: its host is in the certificate hami-scheduler issues.
+    custom = {"scheduler": {"admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}}}}
+    rendered = ctx.helm(custom)
+    cmd = container(find(rendered, "Deployment", "hami-scheduler"), "vgpu-scheduler-extender")["command"]
+    assert "--webhook-cert-extra-hosts=10.0.0.7" in cmd, cmd
+    hook = find(rendered, "MutatingWebhookConfiguration", "hami-webhook")["webhooks"][0]["clientConfig"]
+    assert hook["url"] == "https://10.0.0.7:31998/webhook", hook
+    assert not any(a.startswith("--webhook-cert-extra-hosts") for a in
+                   container(find(ctx.helm(), "Deployment", "hami-scheduler"),
+                             "vgpu-scheduler-extender")["command"])
     # HAMi's values files of v2.7 to v2.10 pass the schema as they are; v2.7's spelling of the
     # device plugin's node selector is honoured.
     assert len(HAMI_VALUES) == 4, HAMI_VALUES
@@ -364,8 +387,8 @@ def case_helm_schema(ctx):
 SWITCHES = [
     {"prometheus": {"enabled": True},
      "scheduler": {"replicas": 3, "patch": {"enabled": False}, "leaderElect": True,
-                   "service": {"type": "NodePort"}},
-     "devicePlugin": {"service": {"type": "NodePort"}}},
+                   "service": {"type": "ClusterIP"}},
+     "devicePlugin": {"service": {"type": "ClusterIP"}}},
     {"scheduler": {"admissionWebhook": {"enabled": False}}},
     {"scheduler": {"admissionWebhook": {"failurePolicy": "Fail", "whitelistNamespaces": ["kube-system"]}},
      "devicePlugin": {"nodeConfiguration": {"externalConfigName": "my-node-config"}}},
@@ -483,7 +506,7 @@ def case_kubectl_apply(ctx):
     changes only what differs, and `kubectl delete -k` leaves nothing. A ServiceAccount of the
     base may do what its role allows and nothing else."""
     with ControlPlane(ctx) as cp:
-        for name in ["base", "overlays/nodeport", "overlays/heterogeneous"]:
+        for name in ["base", "overlays/clusterip", "overlays/heterogeneous"]:
             path = os.path.join(KUSTOMIZE, name)
             print(ctx.kubectl(cp, "apply", "-k", path).stdout)
             rendered = ctx.kustomize(name)
@@ -514,7 +537,7 @@ def case_kubectl_apply(ctx):
         # Everything the overlays made goes with delete -k.
         for name in ["overlays/heterogeneous", "base"]:
             ctx.kubectl(cp, "delete", "-k", os.path.join(KUSTOMIZE, name), "--ignore-not-found", "--wait")
-        every = ctx.kustomize("overlays/heterogeneous") + ctx.kustomize("overlays/nodeport") + ctx.kustomize("base")
+        every = ctx.kustomize("overlays/heterogeneous") + ctx.kustomize("overlays/clusterip") + ctx.kustomize("base")
         left = [key(o) for o, s in zip(every, stored_objects(ctx, cp, every)) if s is not None]
         assert not left, f"left behind by kubectl delete -k: {left}"
         print("kubectl delete -k: nothing left")
