@@ -265,6 +265,14 @@ def case_helm_values(ctx):
         mon_svc["ports"][0]["nodePort"] == 32003, mon_svc
     lb = ctx.helm({"scheduler": {"service": {"type": "LoadBalancer"}}})
     assert find(lb, "Service", "hami-scheduler")["spec"]["type"] == "LoadBalancer"
+    # topology-aware: the plugin publishes the GPU pair scores that policy ranks sets by.
+    def plugin_env(v):
+        ds = find(ctx.helm(v), "DaemonSet", "hami-device-plugin")
+        return {e["name"]: e.get("value") for e in container(ds, "device-plugin").get("env", [])}
+    for policy in ["topology-aware", "topology"]:
+        env = plugin_env({"scheduler": {"defaultSchedulerPolicy": {"gpuSchedulerPolicy": policy}}})
+        assert env.get("ENABLE_TOPOLOGY_SCORE") == "true", (policy, env)
+    assert "ENABLE_TOPOLOGY_SCORE" not in plugin_env(None)
     # A webhook reached at a custom URL: its host is in the certificate hami-scheduler issues.
     custom = {"scheduler": {"admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}}}}
     rendered = ctx.helm(custom)
