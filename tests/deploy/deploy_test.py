@@ -265,6 +265,19 @@ def case_helm_values(ctx):
         mon_svc["ports"][0]["nodePort"] == 32003, mon_svc
     lb = ctx.helm({"scheduler": {"service": {"type": "LoadBalancer"}}})
     assert find(lb, "Service", "hami-scheduler")["spec"]["type"] == "LoadBalancer"
+    # The monitor under a copied HAMi values file: the runtime class that gives it NVML, and
+    # SYS_PTRACE kept although HAMi's securityContext (SYS_ADMIN alone) replaces ours.
+    v210 = hami_values(os.path.join(ROOT, "tests", "deploy", "hami-values", "v2.10.0.yaml"))
+    v210["devicePlugin"]["runtimeClassName"] = "nvidia"
+    monitor = find(ctx.helm(v210), "DaemonSet", "hami-monitor")
+    assert monitor["spec"]["template"]["spec"].get("runtimeClassName") == "nvidia", monitor["spec"]
+    caps = container(monitor, "vgpu-monitor")["securityContext"]["capabilities"]
+    assert caps["add"] == ["SYS_ADMIN", "SYS_PTRACE"] and caps["drop"] == ["ALL"], caps
+    # (null removes a default key in Helm's merge.)
+    privileged = {"devicePlugin": {"monitor": {"securityContext": {
+        "privileged": True, "capabilities": None, "allowPrivilegeEscalation": None}}}}
+    sc = container(find(ctx.helm(privileged), "DaemonSet", "hami-monitor"), "vgpu-monitor")["securityContext"]
+    assert sc == {"privileged": True}, sc
     # topology-aware: the plugin publishes the GPU pair scores that policy ranks sets by.
     def plugin_env(v):
         ds = find(ctx.helm(v), "DaemonSet", "hami-device-plugin")

@@ -64,6 +64,22 @@ devicePlugin.nvidianodeSelector when a values file of HAMi v2.7 (which spelt it 
 {{- toYaml (.Values.devicePlugin.nvidianodeSelector | default .Values.devicePlugin.nvidiaNodeSelector) -}}
 {{- end -}}
 
+{{/* The monitor's securityContext: devicePlugin.monitor.securityContext with SYS_PTRACE added
+unless it is privileged. Without that capability the monitor cannot give containers' processes
+their host PIDs and the SM limiter weakens; a context copied from HAMi's chart (SYS_ADMIN
+alone) would drop it. Call with the monitor's values. */}}
+{{- define "hami.monitorSecurityContext" -}}
+{{- $sc := deepCopy (default (dict) .securityContext) -}}
+{{- if not $sc.privileged -}}
+{{- $caps := default (dict) $sc.capabilities -}}
+{{- $add := default (list) $caps.add -}}
+{{- if not (has "SYS_PTRACE" $add) -}}{{- $add = append $add "SYS_PTRACE" -}}{{- end -}}
+{{- $_ := set $caps "add" $add -}}
+{{- $_ := set $sc "capabilities" $caps -}}
+{{- end -}}
+{{- toYaml $sc -}}
+{{- end -}}
+
 {{/* imagePullSecrets of a pod: global ones and the image's own. */}}
 {{- define "hami.pullSecrets" -}}
 {{- $secrets := concat .root.Values.global.imagePullSecrets .image.pullSecrets -}}
