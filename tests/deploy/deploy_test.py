@@ -278,6 +278,28 @@ def case_helm_values(ctx):
         "privileged": True, "capabilities": None, "allowPrivilegeEscalation": None}}}}
     sc = container(find(ctx.helm(privileged), "DaemonSet", "hami-monitor"), "vgpu-monitor")["securityContext"]
     assert sc == {"privileged": True}, sc
+    # Settings HAMi's chart takes beyond its defaults: the scheduler's nodeSelector, extraEnvs as
+    # a list of EnvVar objects (or as NAME: value pairs), host networking, a RuntimeClass.
+    more = {"scheduler": {"nodeSelector": {"role": "control"}},
+            "devicePlugin": {"hostNetwork": True, "createRuntimeClass": True, "runtimeClassName": "nvidia",
+                             "extraEnvs": [{"name": "A", "value": "1"},
+                                           {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                             "monitor": {"extraEnvs": {"C": "3"}}}}
+    rendered = ctx.helm(more)
+    assert find(rendered, "Deployment", "hami-scheduler")["spec"]["template"]["spec"]["nodeSelector"] == \
+        {"role": "control"}
+    plugin = find(rendered, "DaemonSet", "hami-device-plugin")
+    pod = plugin["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet", pod
+    env = container(plugin, "device-plugin")["env"]
+    assert {"name": "A", "value": "1"} in env and \
+        {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env, env
+    assert {"name": "C", "value": "3"} in container(find(rendered, "DaemonSet", "hami-monitor"),
+                                                    "vgpu-monitor")["env"]
+    rc = find(rendered, "RuntimeClass", "nvidia")
+    assert rc["handler"] == "nvidia", rc
+    assert not [o for o in ctx.helm() if o["kind"] == "RuntimeClass"]
+    assert "nodeSelector" not in find(ctx.helm(), "Deployment", "hami-scheduler")["spec"]["template"]["spec"]
     # topology-aware: the plugin publishes the GPU pair scores that policy ranks sets by.
     def plugin_env(v):
         ds = find(ctx.helm(v), "DaemonSet", "hami-device-plugin")
@@ -418,6 +440,11 @@ SWITCHES = [
         "awsneuron", "amd", "vastai", "biren"]}, "legacyMetrics": True},
     {"global": {"imageRegistry": "registry.example.com", "imageTag": "v9", "gpuHookPath": "/opt/hook",
                 "labels": {"team": "ml"}}, "fullnameOverride": "vgpu"},
+    {"scheduler": {"nodeSelector": {"role": "control"},
+                   "admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}},
+                   "service": {"type": "LoadBalancer"}},
+     "devicePlugin": {"hostNetwork": True, "createRuntimeClass": True, "runtimeClassName": "nvidia",
+                      "extraEnvs": [{"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}},
 ]
 
 

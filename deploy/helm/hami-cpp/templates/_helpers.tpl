@@ -98,8 +98,15 @@ imagePullSecrets:
 
 {{/* extraEnvs (a map) as env entries. */}}
 {{- define "hami.extraEnvs" -}}
+{{- if kindIs "slice" . }}
+{{- /* HAMi's form: a list of EnvVar objects, as they are. */}}
+{{- range . }}
+- {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- else }}
 {{- range $k, $v := . }}
 - name: {{ $k }}
   value: {{ $v | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
