@@ -514,7 +514,11 @@ def case_helm_install(ctx):
     with ControlPlane(ctx) as cp:
         helm = [ctx.helm_bin, "--kubeconfig", cp.kubeconfig, "--namespace", "kube-system"]
         rendered = [o for o in ctx.helm() if not needs_crd(o)]
-        print(ctx.run(helm + ["install", "hami", CHART, "--wait=false"]).stdout)
+        installed = ctx.run(helm + ["install", "hami", CHART, "--wait=false"]).stdout
+        print(installed)
+        # The notes say how to label a GPU node, and name no key as unused for the defaults.
+        assert "kubectl label node <gpu-node> gpu=on" in installed, installed
+        assert "no effect" not in installed, installed
         stored = stored_objects(ctx, cp, rendered)
         missing = [key(o) for o, s in zip(rendered, stored) if s is None]
         assert not missing, f"not stored: {missing}"
@@ -524,8 +528,13 @@ def case_helm_install(ctx):
         print(f"helm install: {len(rendered)} objects stored")
 
         values = {"scheduler": {"defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread"}, "replicas": 2},
-                  "devicePlugin": {"deviceSplitCount": 4}}
-        print(ctx.run(helm + ["upgrade", "hami", CHART, "-f", ctx.values_file(values)]).stdout)
+                  "devicePlugin": {"deviceSplitCount": 4}, "dra": {"enabled": False},
+                  "dcuResourceName": "hygon.com/dcunum"}
+        upgraded = ctx.run(helm + ["upgrade", "hami", CHART, "-f", ctx.values_file(values)]).stdout
+        print(upgraded)
+        # Keys of HAMi's chart that do nothing here are named at install, not silently ignored.
+        notes = upgraded[upgraded.index("have no effect"):]
+        assert "\n  dra\n" in notes and "\n  dcuResourceName\n" in notes, upgraded
         sched = json.loads(ctx.kubectl(cp, "-n", "kube-system", "get", "deployment", "hami-scheduler",
                                        "-o", "json").stdout)
         assert sched["spec"]["replicas"] == 2, sched["spec"]
