@@ -278,6 +278,19 @@ def case_helm_values(ctx):
         "privileged": True, "capabilities": None, "allowPrivilegeEscalation": None}}}}
     sc = container(find(ctx.helm(privileged), "DaemonSet", "hami-monitor"), "vgpu-monitor")["securityContext"]
     assert sc == {"privileged": True}, sc
+    # Vendors scheduled by default as in HAMi's chart: all but Ascend and Iluvatar.
+    defaults = ctx.helm()
+    managed = find(defaults, "ConfigMap", "hami-scheduler")["data"]["config.yaml"]
+    device_config = find(defaults, "ConfigMap", "hami-scheduler-device")["data"]["device-config.yaml"]
+    for res in ["amd.com/gpu", "aws.amazon.com/neuron", "birentech.com/gpu", "cambricon.com/vmlu",
+                "enflame.com/vgcu", "hygon.com/dcunum", "kunlunxin.com/xpu", "metax-tech.com/sgpu",
+                "mthreads.com/vgpu", "vastaitech.com/va"]:
+        assert "- name: " + res in managed, res
+    for section in ["amd", "awsneuron", "biren", "cambricon", "enflame", "hygon", "kunlun", "metax",
+                    "mthreads", "vastai"]:
+        assert "\n" + section + ":" in "\n" + device_config, section
+    assert "huawei.com/Ascend910B3" not in managed and "iluvatar.ai" not in managed, managed
+    assert "vnpus" not in device_config and "iluvatars" not in device_config, device_config
     # Settings HAMi's chart takes beyond its defaults: the scheduler's nodeSelector, extraEnvs as
     # a list of EnvVar objects (or as NAME: value pairs), host networking, a RuntimeClass.
     more = {"scheduler": {"nodeSelector": {"role": "control"}},
