@@ -6,6 +6,7 @@
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/socket_transport.h"
+#include "net/http_wire.h"
 
 namespace hami::k8s {
 
@@ -64,21 +65,7 @@ std::string_view PatchContentType(PatchType type) {
   return "application/merge-patch+json";
 }
 
-std::string UrlEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view s) { return net::wire::PercentEncode(s); }
 
 std::string ResourcePath(const Resource& r, std::string_view ns, std::string_view name,
                          std::string_view subresource) {

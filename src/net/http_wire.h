@@ -58,6 +58,9 @@ Status ParseResponseHead(std::string_view head, ResponseHead* out);
 // %XX sequences decoded; with `plus_as_space` (query strings) '+' becomes ' '. Malformed escapes
 // are kept literally.
 std::string PercentDecode(std::string_view s, bool plus_as_space);
+// Every byte but the unreserved ones (letters, digits, - _ . ~) as %XX: a query value or a path
+// segment.
+std::string PercentEncode(std::string_view s);
 
 // Decodes "a=1&b=&c" into params (values decoded, keys too).
 void ParseQuery(std::string_view query, std::multimap<std::string, std::string>* params);

@@ -121,6 +121,17 @@ TEST(HttpWireTest, PercentDecoding) {
   EXPECT_EQ(PercentDecode("%", true), "%");
 }
 
+TEST(HttpWireTest, PercentEncodingKeepsOnlyUnreservedBytes) {
+  EXPECT_EQ(PercentEncode("nvidia-smi_-L.~"), "nvidia-smi_-L.~");
+  EXPECT_EQ(PercentEncode("a b/c=d&\xff"), "a%20b%2Fc%3Dd%26%FF");
+  const std::string all = [] {
+    std::string s;
+    for (int c = 0; c < 256; ++c) s.push_back(static_cast<char>(c));
+    return s;
+  }();
+  EXPECT_EQ(PercentDecode(PercentEncode(all), true), all);
+}
+
 TEST(HttpWireTest, ChunkedBodiesDecodeAcrossArbitrarySplits) {
   const std::string wire =
       "4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\n";

@@ -4,7 +4,6 @@
 #include <strings.h>
 
 #include <algorithm>
-#include <cctype>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "net/http_server.h"
+#include "net/http_wire.h"
 #include "net/tls.h"
 #include "sim/apiserver/admission.h"
 #include "sim/apiserver/json_fields.h"
@@ -211,22 +211,6 @@ Result<Target> ParseTarget(const ResourceRegistry& registry, const std::string& 
 }
 
 // ---- kubectl's Table output ----------------------------------------------------------------
-
-// A query-string component with everything but unreserved characters percent-encoded.
-std::string QueryEscape(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
 
 bool WantsTable(const HttpRequest& req) {
   return req.Header("Accept").find("as=Table") != std::string::npos;
@@ -954,10 +938,10 @@ class ApiServer::Impl {
       for (const json& c : (**pod)["spec"]["containers"]) names.push_back(Str(c, "name"));
     }
     std::string container = req.Param("container");
-    std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
     if (container.empty()) {
       if (names.size() != 1) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : " ") + n;
         WriteStatus(res, 400, "BadRequest",
                     "a container name must be specified for pod " + t.name +
                         ", choose one of: [" + list + "]");
@@ -1013,7 +997,7 @@ class ApiServer::Impl {
     char sep = '?';
     auto range = req.params.equal_range("command");
     for (auto it = range.first; it != range.second; ++it) {
-      path += sep + std::string("command=") + QueryEscape(it->second);
+      path += sep + std::string("command=") + net::wire::PercentEncode(it->second);
       sep = '&';
     }
     for (auto [option, kubelet_name] : {std::pair{"stdin", "input"}, std::pair{"stdout", "output"},

@@ -424,14 +424,11 @@ int RunExecSession(net::UpgradedConnection& conn, const std::string& protocol,
           return abandon(0, "");
         }
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-        // End of output (EIO on a terminal whose last holder closed it).
+        // End of output (EIO on a terminal whose last holder closed it; a terminal's input is
+        // the same descriptor and goes with it).
         if (channel == kStdout) {
-          if (c.pty) {
-            ::close(c.out);
-            c.in = c.out = -1;
-          } else {
-            c.CloseOut();
-          }
+          if (c.pty) c.CloseIn();
+          c.CloseOut();
         } else {
           c.CloseErr();
         }
