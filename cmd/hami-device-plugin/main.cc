@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);
   CLI::App app{"hami-device-plugin: HAMi-compatible kubelet device plugin for NVIDIA GPUs"};
   std::string config_file, node_config_file = "/config/config.json", node_name;
-  std::string mig_strategy = "none", device_list_strategy = "envvar", device_id_strategy = "uuid";
+  std::string mig_strategy = "none", device_id_strategy = "uuid";
+  std::string device_list_strategy = hami::EnvOr("DEVICE_LIST_STRATEGY", "envvar");
   std::string plugin_dir = "/var/lib/kubelet/device-plugins", kubeconfig, context;
   std::string hook_path = hami::EnvOr("HOOK_PATH", "/usr/local"), libvgpu = DefaultLibvgpu();
   std::string nvml_library = "libnvidia-ml.so.1", mps_pipe = "/tmp/nvidia-mps";
@@ -107,7 +108,9 @@ int main(int argc, char** argv) {
                  "exit when the GPUs cannot be read (false: wait and retry)")
       ->capture_default_str();
   app.add_option("--mig-strategy", mig_strategy, "only none is supported")->capture_default_str();
-  app.add_option("--device-list-strategy", device_list_strategy, "only envvar is supported")
+  app.add_option("--device-list-strategy", device_list_strategy,
+                 "how containers learn their GPUs: envvar, volume-mounts, cdi-annotations, "
+                 "cdi-cri, comma-separated (default $DEVICE_LIST_STRATEGY, else envvar)")
       ->capture_default_str();
   app.add_option("--device-id-strategy", device_id_strategy, "only uuid is supported")
       ->capture_default_str();
@@ -132,9 +135,12 @@ int main(int argc, char** argv) {
   if (mig_strategy != "none") {
     HAMI_LOG(Warning) << "--mig-strategy=" << mig_strategy << ": only none is supported; ignored";
   }
-  if (device_list_strategy != "envvar" || device_id_strategy != "uuid") {
-    HAMI_LOG(Warning) << "--device-list-strategy/--device-id-strategy: only envvar/uuid are "
-                         "supported; using them";
+  Result<hami::deviceplugin::DeviceListStrategies> device_list =
+      hami::deviceplugin::ParseDeviceListStrategies(device_list_strategy);
+  if (!device_list.ok()) return die("--device-list-strategy: " + device_list.status().message());
+  if (device_id_strategy != "uuid") {
+    HAMI_LOG(Warning) << "--device-id-strategy=" << device_id_strategy
+                      << ": only uuid is supported; using it";
   }
   if (split_flag != 0 || mem_scaling_flag != 0 || core_scaling_flag != 0 ||
       !resource_name_flag.empty()) {
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
   alloc.lib_cuda_log_level = opts.settings.lib_cuda_log_level;
   alloc.disable_core_limit = disable_core_limit || nvidia.disable_core_limit;
   alloc.mps_pipe_directory = mps_pipe;
+  alloc.device_list = *device_list;
   if (Result<hami::device::VendorRegistry> reg =
           hami::device::VendorRegistry::FromConfig(device_config);
       reg.ok()) {

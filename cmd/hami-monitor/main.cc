@@ -202,6 +202,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   pods.Start();
+  // The port first: a monitor that cannot serve exits with the reason before any thread runs.
+  Result<int> port = (*server)->Start();
+  if (!port.ok()) {
+    pods.Stop();
+    return die("metrics server: " + port.status().ToString());
+  }
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -216,8 +222,6 @@ int main(int argc, char** argv) {
       cv.wait_for(lock, *interval, [&] { return stop; });
     }
   });
-  Result<int> port = (*server)->Start();
-  if (!port.ok()) return die("metrics server: " + port.status().ToString());
   std::printf("metrics on %s:%d\n", http.host.c_str(), *port);
   std::fflush(stdout);
   {

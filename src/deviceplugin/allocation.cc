@@ -27,6 +27,31 @@ std::string JoinUuids(const device::ContainerDevices& devs) {
   return out;
 }
 
+// The device list of one container through the chosen strategies.
+void DeviceList(const PodView& pod, const DeviceListStrategies& s, ContainerAllocation* a) {
+  std::vector<std::string> uuids;
+  for (const device::ContainerDevice& d : a->devices) {
+    if (std::find(uuids.begin(), uuids.end(), d.uuid) == uuids.end()) uuids.push_back(d.uuid);
+  }
+  if (s.AnyCdi()) {
+    std::string joined;
+    for (const std::string& u : uuids) {
+      std::string name = std::string(kCdiGpuKind) + "=" + u;
+      joined += (joined.empty() ? "" : ",") + name;
+      if (s.cdi_cri) a->cdi_devices.push_back(std::move(name));
+    }
+    if (s.cdi_annotations) a->annotations["cdi.k8s.io/hami-device-plugin_" + pod.uid] = joined;
+  }
+  if (s.envvar) a->envs["NVIDIA_VISIBLE_DEVICES"] = JoinUuids(a->devices);
+  if (s.volume_mounts) {
+    // The toolkit reads the list from the mount points, not the variable.
+    a->envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountDeviceRoot;
+    for (const std::string& u : uuids) {
+      a->mounts.push_back({std::string(kVolumeMountDeviceRoot) + "/" + u, "/dev/null", true});
+    }
+  }
+}
+
 void HamiCoreEnv(const PodView& pod, const ContainerView& c, const AllocationSettings& s,
                  const std::function<std::string()>& cache_name, ContainerAllocation* a) {
   const std::string vgpu = s.hook_path + "/vgpu";
@@ -80,6 +105,35 @@ bool HasDevices(const device::PodSingleDevice& pod) {
 }
 
 }  // namespace
+
+Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text) {
+  DeviceListStrategies out;
+  if (text.find_first_not_of(" ,") == std::string::npos) return out;
+  out.envvar = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item == "envvar") {
+      out.envvar = true;
+    } else if (item == "volume-mounts") {
+      out.volume_mounts = true;
+    } else if (item == "cdi-annotations") {
+      out.cdi_annotations = true;
+    } else if (item == "cdi-cri") {
+      out.cdi_cri = true;
+    } else if (!item.empty()) {
+      return InvalidArgumentError("unknown device list strategy \"" + item +
+                                  "\" (expected envvar, volume-mounts, cdi-annotations or "
+                                  "cdi-cri)");
+    }
+    start = end + 1;
+  }
+  return out;
+}
 
 std::string ContainerHostDir(const AllocationSettings& s, const std::string& pod_uid,
                              const std::string& container) {
@@ -154,7 +208,7 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                                                            " is not served by this node's plugin");
       }
     }
-    a.envs["NVIDIA_VISIBLE_DEVICES"] = JoinUuids(a.devices);
+    DeviceList(pod, settings.device_list, &a);
     if (settings.operating_mode != "mps" &&
         (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
       return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +

@@ -17,6 +17,14 @@
 //     LIBCUDA_LOG_LEVEL, GPU_CORE_UTILIZATION_POLICY=disable when core limits are off; mounts of
 //     that directory (host `<hook>/vgpu/containers/<podUID>_<container>`), of libvgpu.so and of
 //     /etc/ld.so.preload (left out when the container sets CUDA_DISABLE_CONTROL to true);
+//   - how the container runtime learns the GPUs (the device list strategies, as the NVIDIA device
+//     plugin's DEVICE_LIST_STRATEGY; any combination): envvar = NVIDIA_VISIBLE_DEVICES with the
+//     UUIDs; volume-mounts = NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and one
+//     mount of /dev/null at <that directory>/<uuid> per GPU (the toolkit's
+//     accept-nvidia-visible-devices-as-volume-mounts); cdi-annotations = the annotation
+//     cdi.k8s.io/hami-device-plugin_<pod UID> listing nvidia.com/gpu=<uuid>; cdi-cri = the same
+//     names as the response's CDI devices. With only CDI strategies no visible-devices variable
+//     is set, so the legacy runtime hook does not inject a second time;
 //   - mps mode: NVIDIA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY and the pipe directory mounted,
 //     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the cores, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from the
 //     memory (`<ordinal>=<MiB>M` per GPU); no libvgpu.
@@ -52,6 +60,25 @@ struct PodView {
   std::string Key() const { return ns + "/" + name; }
 };
 
+// The device list strategies: which channels tell the container runtime the GPUs.
+struct DeviceListStrategies {
+  bool envvar = true;
+  bool volume_mounts = false;
+  bool cdi_annotations = false;
+  bool cdi_cri = false;
+  bool AnyCdi() const { return cdi_annotations || cdi_cri; }
+  bool OnlyCdi() const { return AnyCdi() && !envvar && !volume_mounts; }
+  friend bool operator==(const DeviceListStrategies&, const DeviceListStrategies&) = default;
+};
+
+// "envvar", "volume-mounts", "cdi-annotations", "cdi-cri", comma-separated (spaces allowed), as
+// the --device-list-strategy flag and DEVICE_LIST_STRATEGY take them; an error names the unknown
+// entry. Empty means the default (envvar).
+Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text);
+
+inline constexpr const char* kVolumeMountDeviceRoot = "/var/run/nvidia-container-devices";
+inline constexpr const char* kCdiGpuKind = "nvidia.com/gpu";
+
 struct AllocationSettings {
   std::string hook_path = "/usr/local";  // HOOK_PATH; hami's files live in <hook_path>/vgpu
   // File name under <hook_path>/vgpu mounted as the container's libvgpu.so (the installed,
@@ -62,6 +89,7 @@ struct AllocationSettings {
   int lib_cuda_log_level = -1;  // < 0: not set
   bool disable_core_limit = false;
   std::string mps_pipe_directory = "/tmp/nvidia-mps";  // same path on the host and inside
+  DeviceListStrategies device_list;
   std::string to_allocate_key = "hami.io/vgpu-devices-to-allocate";
   // Other vendors' to-allocate annotations: while one still lists devices the pod is not done.
   std::vector<std::string> other_to_allocate_keys;
@@ -80,6 +108,8 @@ struct ContainerAllocation {
   device::ContainerDevices devices;  // what the scheduler reserved for it
   std::map<std::string, std::string> envs;
   std::vector<Mount> mounts;
+  std::map<std::string, std::string> annotations;  // for the container runtime (CDI)
+  std::vector<std::string> cdi_devices;            // fully qualified CDI device names
   // Host directory to (re)create empty, mode 0777, before answering ("" when none).
   std::string host_dir;
 };

@@ -199,6 +199,71 @@ TEST(Allocation, OtherVendorsKeepThePodIncomplete) {
   EXPECT_TRUE(p->complete);
 }
 
+TEST(Allocation, DeviceListStrategiesTellTheRuntimeTheGpusTheirWay) {
+  PodView pod = TrainingPod();
+  ReplicaMap ids = Replicas({"GPU-a", "GPU-b"});
+  auto plan = [&](const std::string& strategies) {
+    AllocationSettings s;
+    s.device_list = ParseDeviceListStrategies(strategies).value();
+    Result<AllocationPlan> p = PlanAllocation(pod, {{"GPU-a-0", "GPU-b-0"}}, ids, s, Names());
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? p->containers.at(0) : ContainerAllocation{};
+  };
+  const std::string cdi_key = "cdi.k8s.io/hami-device-plugin_" + pod.uid;
+
+  ContainerAllocation env = plan("envvar");
+  EXPECT_EQ(env.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-a,GPU-b");
+  EXPECT_TRUE(env.annotations.empty());
+  EXPECT_TRUE(env.cdi_devices.empty());
+  EXPECT_EQ(env.mounts.size(), 3u);  // the hook directory, libvgpu.so, ld.so.preload
+
+  ContainerAllocation vol = plan("volume-mounts");
+  EXPECT_EQ(vol.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  std::vector<Mount> device_mounts;
+  for (const Mount& m : vol.mounts) {
+    if (m.host_path == "/dev/null") device_mounts.push_back(m);
+  }
+  EXPECT_EQ(device_mounts,
+            (std::vector<Mount>{{"/var/run/nvidia-container-devices/GPU-a", "/dev/null", true},
+                                {"/var/run/nvidia-container-devices/GPU-b", "/dev/null", true}}));
+  EXPECT_EQ(vol.envs.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "8192m");  // the quota is unchanged
+
+  // Only CDI: no visible-devices variable, so nothing injects the GPUs twice.
+  ContainerAllocation cri = plan("cdi-cri");
+  EXPECT_EQ(cri.envs.count("NVIDIA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(cri.cdi_devices,
+            (std::vector<std::string>{"nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"}));
+  EXPECT_TRUE(cri.annotations.empty());
+  EXPECT_EQ(cri.envs.at("CUDA_DEVICE_SM_LIMIT"), "50");
+
+  ContainerAllocation ann = plan("cdi-annotations");
+  EXPECT_EQ(ann.annotations, (std::map<std::string, std::string>{
+                                 {cdi_key, "nvidia.com/gpu=GPU-a,nvidia.com/gpu=GPU-b"}}));
+  EXPECT_TRUE(ann.cdi_devices.empty());
+  EXPECT_EQ(ann.envs.count("NVIDIA_VISIBLE_DEVICES"), 0u);
+
+  ContainerAllocation both = plan("envvar, cdi-cri,cdi-annotations");
+  EXPECT_EQ(both.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-a,GPU-b");
+  EXPECT_EQ(both.cdi_devices.size(), 2u);
+  EXPECT_EQ(both.annotations.count(cdi_key), 1u);
+}
+
+TEST(Allocation, DeviceListStrategiesParse) {
+  EXPECT_EQ(ParseDeviceListStrategies("").value(), DeviceListStrategies{});
+  EXPECT_EQ(ParseDeviceListStrategies("envvar").value(), DeviceListStrategies{});
+  DeviceListStrategies v = ParseDeviceListStrategies(" volume-mounts ,cdi-cri").value();
+  EXPECT_FALSE(v.envvar);
+  EXPECT_TRUE(v.volume_mounts);
+  EXPECT_TRUE(v.cdi_cri);
+  EXPECT_FALSE(v.cdi_annotations);
+  EXPECT_FALSE(v.OnlyCdi());
+  EXPECT_TRUE(ParseDeviceListStrategies("cdi-annotations").value().OnlyCdi());
+  Result<DeviceListStrategies> bad = ParseDeviceListStrategies("envvar,volume_mounts");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"volume_mounts\""), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Preferred, ReplicasOfTheReservedGpus) {
   PodView pod = TrainingPod();
   ReplicaMap ids = Replicas({"GPU-a", "GPU-b", "GPU-c"});

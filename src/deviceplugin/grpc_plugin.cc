@@ -103,6 +103,8 @@ class DevicePluginImpl final : public api::DevicePlugin::Service {
         pm->set_host_path(m.host_path);
         pm->set_read_only(m.read_only);
       }
+      for (const auto& [k, v] : a.annotations) (*c->mutable_annotations())[k] = v;
+      for (const std::string& name : a.cdi_devices) c->add_cdi_devices()->set_name(name);
     }
     return grpc::Status::OK;
   }
@@ -161,7 +163,12 @@ Status GrpcPlugin::Serve() {
 
 Status GrpcPlugin::Register() {
   const std::string kubelet = options_.plugin_dir + "/" + options_.kubelet_socket;
-  auto channel = grpc::CreateChannel("unix://" + kubelet, grpc::InsecureChannelCredentials());
+  // A connection of its own: gRPC would otherwise reuse the connection state, reconnect backoff
+  // included, of any other channel to the same socket path still alive in this process.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel =
+      grpc::CreateCustomChannel("unix://" + kubelet, grpc::InsecureChannelCredentials(), args);
   auto stub = api::Registration::NewStub(channel);
   api::RegisterRequest req;
   req.set_version("v1beta1");

@@ -13,12 +13,14 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common/subprocess.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
 #include "k8s/api_error.h"
 #include "k8s/typed.h"
+#include "sim/world/manifests.h"
 #include "sim/world/world.h"
 #include "tests/kube_bin.h"
 
@@ -341,6 +343,137 @@ TEST(NodeE2EMps, MpsNodesGiveMpsLimits) {
   // No libvgpu.so preloaded (a sanitized build's node preloads its sanitizer runtime alone).
   EXPECT_EQ(env.find("libvgpu"), std::string::npos) << env;
   EXPECT_EQ(env.find("CUDA_DEVICE_MEMORY_LIMIT"), std::string::npos) << env;
+}
+
+// DEVICE_LIST_STRATEGY (the chart's devicePlugin.deviceListStrategy): a node whose plugin hands
+// the GPUs over as volume mounts, another as CDI names; the node's container toolkit (simulated
+// by its kubelet) exposes exactly the scheduler's GPU either way, with the quota on it.
+TEST(NodeE2EDeviceList, VolumeMountsAndCdiExposeTheAllocatedGpu) {
+  WorldOptions o = TwoNodes();
+  o.nodes[0].plugin_env = {"DEVICE_LIST_STRATEGY=volume-mounts"};
+  o.nodes[1].plugin_env = {"DEVICE_LIST_STRATEGY=cdi-cri,cdi-annotations"};
+  Result<std::unique_ptr<World>> started = World::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  World& w = **started;
+  for (auto [name, type, node] :
+       {std::tuple{"vol", "A100", "node-a"}, std::tuple{"cdi", "V100", "node-b"}}) {
+    std::string yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + std::string(name) +
+                       "\n  annotations:\n    nvidia.com/use-gputype: " + type +
+                       "\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n"
+                       "    image: nvidia/cuda\n    command: [\"" HAMI_BUILD_DIR
+                       "/bin/hamictl\", \"smi\", \"--json\"]\n    resources:\n      limits:\n"
+                       "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 4096\n";
+    ASSERT_TRUE(w.Apply(yaml, "default").ok()) << name;
+    Result<k8s::Object> p = w.WaitForPod("default", name, Terminal);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(PodPhase(*p), "Succeeded") << name;
+    EXPECT_EQ(k8s::GetString(*p, "/spec/nodeName"), node);
+    std::string allocated = Annotation(*p, "hami.io/vgpu-devices-allocated");
+    std::string uuid = allocated.substr(0, allocated.find(','));
+    ASSERT_EQ(uuid.rfind("GPU-", 0), 0u) << allocated;
+    std::string log = w.Logs("default", name, "main").value_or("");
+    Json smi = Json::parse(log, nullptr, false);
+    ASSERT_TRUE(smi.is_object() && smi.contains("devices")) << name << ": " << log;
+    ASSERT_EQ(smi["devices"].size(), 1u) << name << ": " << log;
+    EXPECT_EQ(smi["devices"][0].value("uuid", ""), uuid) << name;
+    EXPECT_EQ(smi["devices"][0].value("memory_total_mib", 0), 4096) << name;
+  }
+}
+
+// What the chart gives hami-scheduler and the device plugin for `values` (helm --set pairs): the
+// scheduling-policy flags of the extender's command and the literal environment of the plugin's
+// container (less what the node's container runtime provides there).
+struct ChartSettings {
+  std::vector<std::string> scheduler_args, plugin_env;
+};
+Result<ChartSettings> RenderChartSettings(const std::vector<std::string>& set_values) {
+  std::vector<std::string> argv = {kube_pin::BinDir() + "/helm",
+                                   "template",
+                                   "hami",
+                                   HAMI_SOURCE_DIR "/deploy/helm/hami-cpp",
+                                   "--namespace",
+                                   "kube-system",
+                                   "--show-only",
+                                   "templates/scheduler-deployment.yaml",
+                                   "--show-only",
+                                   "templates/device-plugin-daemonset.yaml"};
+  for (const std::string& v : set_values) argv.insert(argv.end(), {"--set", v});
+  ProcessResult r = RunProcess(argv, {"HOME=/tmp", "HELM_CACHE_HOME=/tmp/.hami-helm-cache",
+                                      "HELM_CONFIG_HOME=/tmp/.hami-helm-config",
+                                      "HELM_DATA_HOME=/tmp/.hami-helm-data"});
+  if (r.exit_code != 0) return InternalError("helm template: " + r.err);
+  ChartSettings out;
+  for (const std::string& doc : sim::SplitYamlDocuments(r.out)) {
+    Result<k8s::Object> o = sim::YamlToJson(doc);
+    if (!o.ok() || !o->is_object() || !o->contains("spec")) continue;
+    for (const Json& c : (*o)["spec"]["template"]["spec"]["containers"]) {
+      if (c.value("name", "") == "vgpu-scheduler-extender") {
+        for (const Json& arg : c["command"]) {
+          std::string a = arg.get<std::string>();
+          if (a.rfind("--gpu-scheduler-policy=", 0) == 0 ||
+              a.rfind("--node-scheduler-policy=", 0) == 0) {
+            out.scheduler_args.push_back(a);
+          }
+        }
+      }
+      if (c.value("name", "") == "device-plugin" && c.contains("env")) {
+        static const std::set<std::string> kRuntimes = {"HOOK_PATH", "NVIDIA_VISIBLE_DEVICES",
+                                                         "NVIDIA_DRIVER_CAPABILITIES"};
+        for (const Json& e : c["env"]) {
+          if (!e.contains("value") || kRuntimes.count(e.value("name", ""))) continue;
+          out.plugin_env.push_back(e.value("name", "") + "=" + e["value"].get<std::string>());
+        }
+      }
+    }
+  }
+  if (out.scheduler_args.size() != 2) return InternalError("no policy flags in: " + r.out);
+  return out;
+}
+
+// gpuSchedulerPolicy: topology-aware through the chart, end to end: the chart's settings make the
+// plugin publish its GPUs' pair scores and hami-scheduler rank GPU sets by them, so a 2-GPU pod
+// lands on the node's one NVLink-connected pair (GPUs 1 and 3), not on the first two GPUs.
+TEST(NodeE2EChart, TopologyAwarePolicyPlacesAPairOnItsNvLink) {
+  if (kube_pin::BinDir().empty()) GTEST_SKIP() << "needs helm: bash scripts/kube-tools.sh";
+  Result<ChartSettings> chart =
+      RenderChartSettings({"scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=topology-aware"});
+  ASSERT_TRUE(chart.ok()) << chart.status().ToString();
+  EXPECT_NE(std::find(chart->plugin_env.begin(), chart->plugin_env.end(),
+                      "ENABLE_TOPOLOGY_SCORE=true"),
+            chart->plugin_env.end());
+  WorldOptions o = TwoNodes();
+  o.nodes.resize(1);
+  o.nodes[0].gpu_config.clear();
+  for (int i = 0; i < 4; ++i) {
+    o.nodes[0].gpu_config += "[device]\nname = NVIDIA A100-SXM4-80GB\nuuid = "
+                             "GPU-0000000a-0000-4000-8000-00000000000" +
+                             std::to_string(i) + "\nmemory = 80Gi\nnuma_node = 0\n" +
+                             (i == 1 ? "nvlink = 3:12\n" : i == 3 ? "nvlink = 1:12\n" : "");
+  }
+  o.nodes[0].plugin_env = chart->plugin_env;
+  o.scheduler_args = chart->scheduler_args;
+  Result<std::unique_ptr<World>> started = World::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  World& w = **started;
+  EXPECT_NE(Annotation(k8s::GetNode(w.client(), "node-a").value(), "hami.io/node-nvidia-score"),
+            "");
+  ASSERT_TRUE(w.Apply("apiVersion: v1\nkind: Pod\nmetadata:\n  name: pair\nspec:\n"
+                      "  restartPolicy: Never\n  containers:\n  - name: main\n    image: cuda\n"
+                      "    command: [\"sleep\", \"60\"]\n    resources:\n      limits:\n"
+                      "        nvidia.com/gpu: 2\n        nvidia.com/gpumem: 1024\n",
+                      "default")
+                  .ok());
+  Result<k8s::Object> p = w.WaitForPod("default", "pair", RunningWithDevices);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Result<device::PodSingleDevice> devs =
+      device::DecodePodSingleDevice(Annotation(*p, "hami.io/vgpu-devices-allocated"));
+  ASSERT_TRUE(devs.ok()) << Annotation(*p, "hami.io/vgpu-devices-allocated");
+  std::set<std::string> got;
+  for (const auto& c : *devs) {
+    for (const auto& d : c) got.insert(d.uuid);
+  }
+  EXPECT_EQ(got, (std::set<std::string>{"GPU-0000000a-0000-4000-8000-000000000001",
+                                        "GPU-0000000a-0000-4000-8000-000000000003"}));
 }
 
 TEST_P(NodeE2E, AFailedAllocationFailsThePodWithAReasonAndReleasesTheLock) {

@@ -54,6 +54,33 @@ TEST(MonitorBinary, BadInputExitsWithAReason) {
   }
 }
 
+// A metrics port already taken: exit 1 naming it (it once died in std::terminate, its update
+// thread still running).
+TEST(MonitorBinary, ATakenPortExitsWithTheReason) {
+  char tmpl[] = "/tmp/hami-monitor-bin-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/kc") << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                                "    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\n"
+                                "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                                "current-context: x\n";
+  int taken = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ProcessResult r = RunMonitor(
+      {"--metrics-bind-address=127.0.0.1:" + std::to_string(ntohs(a.sin_port))},
+      {"HOOK_PATH=" + dir, "NODE_NAME=n", "KUBECONFIG=" + dir + "/kc"});
+  close(taken);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("metrics server"), std::string::npos) << r.out << r.err;
+}
+
 // /metrics keeps answering with 300 idle connections and 20 stalled requests held open (the API
 // server is unreachable: the monitor serves what it has meanwhile).
 TEST(MonitorBinary, MetricsAnswerWithHundredsOfIdleClients) {

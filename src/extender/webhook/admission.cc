@@ -342,6 +342,29 @@ AdmissionDecision Review(const Json& pod, std::string_view request_ns,
     return AdmissionDecision{};
   }
 
+  // Enflame's DRS-shared GCUs (HAMi v2.10's Enflame default) are not scheduled here yet: refused,
+  // saying what is, rather than admitted to wait in Pending without a word.
+  if (auto enflame = config.vendors.find("enflame"); enflame != config.vendors.end()) {
+    // HAMi v2.10's two ways to ask: a DRS slice count, or memory/cores it turns into a profile.
+    const device::VendorResources& e = enflame->second;
+    const std::string drs_names[] = {e.Extra("resourceNameDRSGCU", "enflame.com/drs-gcu"),
+                                     e.Extra("resourceNameGCUMemory", "enflame.com/gcu-memory"),
+                                     e.Extra("resourceNameGCUCore", "enflame.com/gcu-core")};
+    for (const Container& c : containers) {
+      auto asked = std::find_if(std::begin(drs_names), std::end(drs_names), [&](const auto& n) {
+        return c.resources.limits.count(n) > 0 || c.resources.requests.count(n) > 0;
+      });
+      if (asked == std::end(drs_names)) continue;
+      return refuse(kForbidden,
+                    c.path + " asks for " + *asked +
+                        ": Enflame's DRS-shared GCUs are not scheduled by hami-cpp yet; ask for " +
+                        e.Extra("resourceNameVGCU", "enflame.com/vgcu") + " (with " +
+                        e.Extra("resourceNameVGCUPercentage", "enflame.com/vgcu-percentage") +
+                        ") or for whole GCUs (" + e.Extra("resourceNameGCU", "enflame.com/gcu") +
+                        ")");
+    }
+  }
+
   // Invalid quantities are refused with the reason before anything is changed.
   if (Result<device::PodRequests> r =
           device::ParsePodRequests(vendors, ResourcesOf(containers, init_count));

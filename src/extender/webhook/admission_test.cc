@@ -484,6 +484,32 @@ TEST_F(WebhookTest, PrivilegedContainersMayNotShareDevices) {
   EXPECT_TRUE(Admit(plain).allowed);
 }
 
+TEST_F(WebhookTest, EnflameDrsPodsAreRefusedSayingWhatIsScheduled) {
+  config_ = device::ParseDeviceConfigYaml("nvidia: {}\nenflame: {}\n").value();
+  Rebuild();
+  Outcome o = Admit(PodOf({Container("web"),
+                          Container("train", {{"enflame.com/drs-gcu", "1"},
+                                              {"enflame.com/gcu-memory", "8"}})}));
+  EXPECT_FALSE(o.allowed);
+  EXPECT_EQ(o.code, 403);
+  EXPECT_NE(o.message.find("spec.containers[1] asks for enflame.com/drs-gcu"), std::string::npos)
+      << o.message;
+  EXPECT_NE(o.message.find("enflame.com/vgcu (with enflame.com/vgcu-percentage)"),
+            std::string::npos)
+      << o.message;
+  // Memory and cores alone are DRS's other way to ask.
+  Outcome by_size = Admit(PodOf({Container("train", {{"enflame.com/gcu-core", "50"}})}));
+  EXPECT_FALSE(by_size.allowed);
+  EXPECT_NE(by_size.message.find("asks for enflame.com/gcu-core"), std::string::npos)
+      << by_size.message;
+  // Whole GCUs are admitted; so is everything once Enflame is not configured at all.
+  Outcome whole = Admit(PodOf({Container("train", {{"enflame.com/gcu", "1"}})}));
+  EXPECT_TRUE(whole.allowed) << whole.message;
+  config_.vendors.erase("enflame");
+  Rebuild();
+  EXPECT_TRUE(Admit(PodOf({Container("train", {{"enflame.com/drs-gcu", "1"}})})).allowed);
+}
+
 TEST_F(WebhookTest, PodAlreadyOnANodeIsRefused) {
   Json pod = GpuPod({{"nvidia.com/gpu", "1"}});
   pod["spec"]["nodeName"] = "node-a";

@@ -103,10 +103,19 @@ class DeviceManager::Impl final : public api::Registration::Service {
     auto ep = std::make_unique<Endpoint>();
     ep->resource = req->resource_name();
     ep->endpoint = req->endpoint();
-    ep->channel = grpc::CreateChannel("unix://" + dir_ + "/" + req->endpoint(),
-                                      grpc::InsecureChannelCredentials());
+    // A connection of its own, as kubelet dials each registration afresh: gRPC would otherwise
+    // share the connection state (and reconnect backoff) of an earlier channel to the same
+    // socket path, such as the one to a plugin that has since been restarted.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    ep->channel = grpc::CreateCustomChannel("unix://" + dir_ + "/" + req->endpoint(),
+                                            grpc::InsecureChannelCredentials(), args);
+    // Shorter than the plugins' usual registration deadline (5 s), so the answer reaches them.
     if (!ep->channel->WaitForConnected(std::chrono::system_clock::now() +
-                                       std::chrono::seconds(5))) {
+                                       std::chrono::seconds(3))) {
+      HAMI_LOG(Warning) << "kubelet: plugin for " << req->resource_name()
+                        << " registered, but its socket " << req->endpoint()
+                        << " does not answer; refused";
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           "cannot dial the plugin at " + dir_ + "/" + req->endpoint());
     }
@@ -261,6 +270,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
       d.device_ids = ids;
       for (const auto& [k, v] : r.envs()) d.envs[k] = v;
       for (const auto& [k, v] : r.annotations()) d.annotations[k] = v;
+      for (const api::CDIDevice& cdi : r.cdi_devices()) d.cdi_devices.push_back(cdi.name());
       for (const api::Mount& m : r.mounts()) {
         d.mounts.push_back({m.container_path(), m.host_path(), m.read_only()});
       }

@@ -64,6 +64,7 @@ struct ContainerDevices {
   std::map<std::string, std::string> envs;
   std::vector<KubeletMount> mounts;
   std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names ("nvidia.com/gpu=<uuid>")
 };
 
 class DeviceManager {

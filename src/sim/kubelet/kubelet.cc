@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "device/resource_quantity.h"
 #include "k8s/api_error.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
@@ -69,14 +70,14 @@ bool Executable(const std::string& path) {
   return access(path.c_str(), X_OK) == 0 && !std::filesystem::is_directory(path);
 }
 
+// An extended resource's count as the API server stores it: a quantity in canonical form, so
+// 1000 devices arrive as "1k". Anything that is not a whole number counts as none (the API
+// server refuses such requests for extended resources before they get here).
 int64_t Quantity(const Json& v) {
   if (v.is_number_integer()) return v.get<int64_t>();
   if (!v.is_string()) return 0;
-  const std::string& s = v.get_ref<const std::string&>();
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 15) {
-    return 0;
-  }
-  return std::stoll(s);
+  Result<int64_t> n = device::ParseIntegerQuantity(v.get_ref<const std::string&>());
+  return n.ok() && *n > 0 ? *n : 0;
 }
 
 ContainerSpec SpecOf(const Json& c) {

@@ -18,6 +18,42 @@ std::string HostPath(const std::string& value, const std::vector<KubeletMount>& 
   return best->host_path + value.substr(best->container_path.size());
 }
 
+std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevices*>& answers,
+                                          const std::vector<KubeletMount>& mounts,
+                                          const std::map<std::string, std::string>& env) {
+  std::vector<std::string> ids;
+  bool named = false;
+  auto add = [&](const std::string& id) {
+    named = true;
+    if (!id.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  const std::string gpu_prefix = std::string(kToolkitCdiGpuKind) + "=";
+  auto add_cdi = [&](const std::string& name) {
+    if (name.rfind(gpu_prefix, 0) == 0) add(name.substr(gpu_prefix.size()));
+  };
+  for (const ContainerDevices* a : answers) {
+    for (const std::string& name : a->cdi_devices) add_cdi(name);
+    for (const auto& [key, value] : a->annotations) {
+      if (key.rfind("cdi.k8s.io/", 0) != 0) continue;
+      std::istringstream in(value);
+      std::string name;
+      while (std::getline(in, name, ',')) add_cdi(name);
+    }
+  }
+  auto visible = env.find("NVIDIA_VISIBLE_DEVICES");
+  if (visible != env.end() && visible->second == kToolkitVolumeMountRoot) {
+    const std::string root = std::string(kToolkitVolumeMountRoot) + "/";
+    for (const KubeletMount& m : mounts) {
+      if (m.container_path.rfind(root, 0) == 0) add(m.container_path.substr(root.size()));
+    }
+    if (!named) return std::string("none");  // the directory names no device
+  }
+  if (!named) return std::nullopt;
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : ",") + id;
+  return out;
+}
+
 Result<Launch> PrepareLaunch(const ContainerSpec& spec,
                              const std::vector<const ContainerDevices*>& answers,
                              const LaunchContext& ctx) {
@@ -42,6 +78,9 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
       }
       env[e.name] = f->second;
     }
+  }
+  if (std::optional<std::string> gpus = ToolkitDevices(answers, mounts, env)) {
+    env["NVIDIA_VISIBLE_DEVICES"] = *gpus;
   }
   for (auto& [k, v] : env) v = HostPath(v, mounts);
   for (const KubeletMount& m : mounts) {

@@ -4,6 +4,11 @@
 //  - env = the node's base env (the simulated driver's library path and state), then the
 //    plugins' envs, then the spec's own env (literal values and the common downward-API fields),
 //    later entries winning, as with a container runtime;
+//  - the NVIDIA container toolkit's part: the GPUs a plugin names through CDI (its CDI devices,
+//    or `cdi.k8s.io/*` annotations, `nvidia.com/gpu=<uuid>`) or through volume mounts
+//    (NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and a mount at
+//    <that directory>/<uuid> each) become the process's NVIDIA_VISIBLE_DEVICES, the variable the
+//    simulated driver reads to expose devices (ToolkitDevices);
 //  - every env value that is a path inside a mount's container path is rewritten to the host
 //    path (CUDA_DEVICE_MEMORY_SHARED_CACHE lands in the container's host hook directory);
 //  - a mount at /etc/ld.so.preload becomes LD_PRELOAD: the libraries the host file names, each
@@ -66,6 +71,16 @@ struct Launch {
 Result<Launch> PrepareLaunch(const ContainerSpec& spec,
                              const std::vector<const ContainerDevices*>& answers,
                              const LaunchContext& ctx);
+
+inline constexpr const char* kToolkitVolumeMountRoot = "/var/run/nvidia-container-devices";
+inline constexpr const char* kToolkitCdiGpuKind = "nvidia.com/gpu";
+
+// The GPU list the toolkit derives from CDI names and device volume mounts, comma-separated
+// ("none" when the volume-mount directory names none); nullopt when neither channel is used,
+// so NVIDIA_VISIBLE_DEVICES stays as the environment has it. `env` is the merged environment.
+std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevices*>& answers,
+                                          const std::vector<KubeletMount>& mounts,
+                                          const std::map<std::string, std::string>& env);
 
 // `value` rewritten through the mounts (longest container path first); unchanged when no mount
 // covers it.

@@ -106,6 +106,47 @@ TEST(Launch, Errors) {
   EXPECT_NE(l.status().message().find("/missing/ld.so.preload"), std::string::npos);
 }
 
+// The toolkit's part: CDI names and device volume mounts become the visible-devices list; the
+// pod's own NVIDIA_VISIBLE_DEVICES cannot widen what volume mounts grant.
+TEST(Launch, TheToolkitReadsCdiNamesAndDeviceVolumeMounts) {
+  ContainerSpec spec;
+  spec.name = "main";
+  spec.command = {"/build/bin/hamictl", "smi"};
+  ContainerDevices vol = HamiCore();
+  vol.envs["NVIDIA_VISIBLE_DEVICES"] = "/var/run/nvidia-container-devices";
+  vol.mounts.push_back({"/var/run/nvidia-container-devices/GPU-b", "/dev/null", true});
+  vol.mounts.push_back({"/var/run/nvidia-container-devices/GPU-c", "/dev/null", true});
+  Result<Launch> l = PrepareLaunch(spec, {&vol}, Context());
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "GPU-b,GPU-c");
+
+  spec.env = {{"NVIDIA_VISIBLE_DEVICES", std::string("/var/run/nvidia-container-devices"),
+               std::nullopt}};
+  ContainerDevices none = HamiCore();
+  none.envs.erase("NVIDIA_VISIBLE_DEVICES");
+  l = PrepareLaunch(spec, {&none}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "none");  // the directory names no GPU
+  spec.env.clear();
+
+  ContainerDevices cri = HamiCore();
+  cri.envs.erase("NVIDIA_VISIBLE_DEVICES");
+  cri.cdi_devices = {"nvidia.com/gpu=GPU-a", "vendor.example/fpga=0"};
+  ContainerDevices ann = HamiCore();
+  ann.envs.erase("NVIDIA_VISIBLE_DEVICES");
+  ann.annotations = {
+      {"cdi.k8s.io/hami-device-plugin_uid", "nvidia.com/gpu=GPU-d,nvidia.com/gpu=GPU-a"},
+      {"other.example/x", "nvidia.com/gpu=GPU-z"}};
+  l = PrepareLaunch(spec, {&cri, &ann}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "GPU-a,GPU-d");
+
+  ContainerDevices plain = HamiCore();  // envvar: the variable as the plugin set it
+  l = PrepareLaunch(spec, {&plain}, Context());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "GPU-a");
+}
+
 TEST(HostPath, LongestCoveringMount) {
   std::vector<KubeletMount> m = {{"/a", "/h/a", false}, {"/a/b", "/h/ab", false}};
   EXPECT_EQ(HostPath("/a/b/c", m), "/h/ab/c");
