@@ -321,6 +321,45 @@ def case_helm_values(ctx):
         env = plugin_env({"scheduler": {"defaultSchedulerPolicy": {"gpuSchedulerPolicy": policy}}})
         assert env.get("ENABLE_TOPOLOGY_SCORE") == "true", (policy, env)
     assert "ENABLE_TOPOLOGY_SCORE" not in plugin_env(None)
+    # gpuOperatorToolkitReady: an init container waits for the GPU Operator's toolkit-ready file.
+    plugin = find(ctx.helm({"devicePlugin": {"gpuOperatorToolkitReady": {"enabled": True}}}),
+                  "DaemonSet", "hami-device-plugin")["spec"]["template"]["spec"]
+    init = plugin["initContainers"][0]
+    assert init["name"] == "toolkit-validation" and "toolkit-ready" in init["command"][2], init
+    assert init["env"] == [{"name": "READY_DIR", "value": "/run/nvidia/validations"}], init
+    assert init["securityContext"] == {"privileged": True, "runAsUser": 0}, init
+    assert {"name": "toolkit-validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                        "type": "DirectoryOrCreate"}} in plugin["volumes"]
+    assert "initContainers" not in find(ctx.helm(), "DaemonSet", "hami-device-plugin")["spec"]["template"]["spec"]
+    # v2.7's devicePlugin.vgpuMonitor.resources: the monitor's resources.
+    res = {"limits": {"memory": "300Mi"}}
+    mon = find(ctx.helm({"devicePlugin": {"vgpuMonitor": {"resources": res}}}), "DaemonSet", "hami-monitor")
+    assert container(mon, "vgpu-monitor")["resources"] == res, mon
+    # deviceListStrategy reaches the plugin as upstream's DEVICE_LIST_STRATEGY.
+    assert plugin_env(None)["DEVICE_LIST_STRATEGY"] == "envvar"
+    env = plugin_env({"devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri"}})
+    assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts,cdi-cri", env
+    # certManager.enabled: a self-signed Issuer and a Certificate into the Secret hami-scheduler
+    # mounts, the CA injected into the webhook; hami-scheduler issues nothing itself.
+    assert not [o for o in ctx.helm() if o["apiVersion"].startswith("cert-manager.io/")]
+    for host, names, ips in [("10.0.0.7", [], ["10.0.0.7"]), ("hami.example.com", ["hami.example.com"], None)]:
+        cm = ctx.helm({"scheduler": {"certManager": {"enabled": True},
+                                     "admissionWebhook": {"customURL": {"enabled": True, "host": host}}}})
+        cert = find(cm, "Certificate", "hami-scheduler-serving-cert")["spec"]
+        assert cert["secretName"] == "hami-scheduler-tls", cert
+        assert cert["dnsNames"] == ["hami-scheduler", "hami-scheduler.kube-system", "hami-scheduler.kube-system.svc",
+                                    "hami-scheduler.kube-system.svc.cluster.local"] + names, cert
+        assert cert.get("ipAddresses") == ips, cert
+        assert cert["issuerRef"] == {"kind": "Issuer", "name": "hami-scheduler-selfsigned-issuer"}, cert
+        assert find(cm, "Issuer", "hami-scheduler-selfsigned-issuer")["spec"] == {"selfSigned": {}}
+        hook = find(cm, "MutatingWebhookConfiguration", "hami-webhook")["metadata"]
+        assert hook["annotations"]["cert-manager.io/inject-ca-from"] == "kube-system/hami-scheduler-serving-cert", hook
+        sched = find(cm, "Deployment", "hami-scheduler")
+        cmd = container(sched, "vgpu-scheduler-extender")["command"]
+        assert "--cert_file=/tls/tls.crt" in cmd and "--key_file=/tls/tls.key" in cmd, cmd
+        assert not [a for a in cmd if a.startswith("--webhook-cert")], cmd
+        assert {"name": "tls", "secret": {"secretName": "hami-scheduler-tls"}} in \
+            sched["spec"]["template"]["spec"]["volumes"], sched
     # A webhook reached at a custom URL: its host is in the certificate hami-scheduler issues.
     custom = {"scheduler": {"admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}}}}
     rendered = ctx.helm(custom)
@@ -407,7 +446,7 @@ def schema_error_names(stderr, key):
 def case_helm_schema(ctx):
     """Keys of features hami-cpp lacks, bad values and typos are refused by helm, naming the key."""
     refused = [
-        ({"scheduler": {"certManager": {"enabled": True}}}, "scheduler.certManager.enabled"),
+        ({"devicePlugin": {"deviceListStrategy": "volume_mounts"}}, "devicePlugin.deviceListStrategy"),
         ({"devicePlugin": {"migStrategy": "mixed"}}, "devicePlugin.migStrategy"),
         ({"devices": {"ascend": {"enabled": "yes"}}}, "devices.ascend.enabled"),
         ({"devices": {"hygon": {"customresources": "hygon.com/dcunum"}}},
@@ -453,6 +492,10 @@ SWITCHES = [
         "awsneuron", "amd", "vastai", "biren"]}, "legacyMetrics": True},
     {"global": {"imageRegistry": "registry.example.com", "imageTag": "v9", "gpuHookPath": "/opt/hook",
                 "labels": {"team": "ml"}}, "fullnameOverride": "vgpu"},
+    {"scheduler": {"certManager": {"enabled": True},
+                   "admissionWebhook": {"customURL": {"enabled": True, "host": "hami.example.com"}}},
+     "devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri",
+                      "gpuOperatorToolkitReady": {"enabled": True}}},
     {"scheduler": {"nodeSelector": {"role": "control"},
                    "admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}},
                    "service": {"type": "LoadBalancer"}},
@@ -480,14 +523,69 @@ def renderings(ctx):
     return out
 
 
+def leaf_keys(values, prefix=""):
+    """Dotted paths of a values tree's leaves (an empty map is a leaf)."""
+    if isinstance(values, dict) and values:
+        for k, v in values.items():
+            yield from leaf_keys(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1]
+
+
+def readme_key_patterns():
+    """(pattern, row) of the README's table of HAMi's chart keys. A cell's later keys that start
+    with '.' are relative to its first key's parent; '*' at the end matches any rest."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    begin, end = "<!-- upstream-keys: begin -->", "<!-- upstream-keys: end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, "README: the key table's markers"
+    out = []
+    for row in text[text.index(begin):text.index(end)].splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        assert cells[1] in ("same", "different", "no effect"), row
+        assert cells[1] == "same" or cells[2], f"README: say why: {row}"
+        names = [n for n in cells[0].split("`")[1::2]]
+        parent = names[0].rsplit(".", 1)[0] if "." in names[0] else ""
+        for n in names:
+            out.append((parent + n if n.startswith(".") else n, row))
+    return out
+
+
+def case_upstream_keys(ctx):
+    """The README's table names every key of HAMi's values files (v2.7 to v2.10), and no key
+    that none of them has."""
+    keys = set()
+    for path in HAMI_VALUES:
+        keys |= set(leaf_keys(hami_values(path)))
+    patterns = readme_key_patterns()
+
+    def matches(pattern, k):
+        return k.startswith(pattern[:-1]) if pattern.endswith("*") else k == pattern
+    missing = sorted(k for k in keys if not any(matches(p, k) for p, _ in patterns))
+    assert not missing, f"README's key table lacks: {missing}"
+    stale = [p for p, _ in patterns if not any(matches(p, k) for k in keys)]
+    assert not stale, f"README's key table names keys HAMi's chart does not have: {stale}"
+    print(f"README: {len(patterns)} key patterns cover the {len(keys)} keys of {len(HAMI_VALUES)} HAMi values files")
+
+
 def needs_crd(o):
     return o["apiVersion"].startswith("monitoring.coreos.com/")
+
+
+def install_stand_in_crds(ctx, cp):
+    """The CRDs of tests/deploy/crds (cert-manager's kinds), established."""
+    ctx.kubectl(cp, "apply", "-f", os.path.join(ROOT, "tests", "deploy", "crds"))
+    ctx.kubectl(cp, "wait", "--for=condition=Established", "--timeout=60s",
+                "crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io")
 
 
 def case_server_validation(ctx):
     """Every object of every rendering accepted by a real kube-apiserver's validation (strict
     field validation: an unknown or misspelt field is an error), without being stored."""
     with ControlPlane(ctx) as cp:
+        install_stand_in_crds(ctx, cp)
         for name, objs in renderings(ctx):
             objs = [o for o in objs if not needs_crd(o)]
             p = ctx.kubectl(cp, "apply", "--dry-run=server", "--validate=strict", "-f", "-",
@@ -504,6 +602,13 @@ def case_server_validation(ctx):
                         stdin=json.dumps(bad), check=False)
         assert p.returncode != 0 and ("hostPid" in p.stderr or "containerPort" in p.stderr), p.stderr
         print(f"a bad DaemonSet is refused: {p.stderr.strip()}")
+        bad = {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+               "metadata": {"name": "x", "namespace": "default"},
+               "spec": {"secretName": "s", "dnsName": ["a"], "issuerRef": {"name": "i"}}}
+        p = ctx.kubectl(cp, "apply", "--dry-run=server", "--validate=strict", "-f", "-",
+                        stdin=json.dumps(bad), check=False)
+        assert p.returncode != 0 and "dnsName" in p.stderr, p.stderr
+        print(f"a bad Certificate is refused: {p.stderr.strip()}")
 
 
 def stored_objects(ctx, cp, objs):

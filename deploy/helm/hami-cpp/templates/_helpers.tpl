@@ -91,9 +91,19 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
-{{/* The scheduler's listening port and whether it serves TLS. */}}
-{{- define "hami.scheduler.tls" -}}
-{{- if .Values.scheduler.admissionWebhook.enabled -}}true{{- end -}}
+{{/* Who makes the webhook's serving certificate: "self" (hami-scheduler issues, stores and
+renews it, and keeps the webhook's caBundle current), "cert-manager" (a Certificate of the
+chart; cert-manager's CA injector fills the caBundle), "user" (you provide the Secret and the
+caBundle) or "" (no webhook, no TLS). Certificates from a Secret are mounted and re-read when
+they change. */}}
+{{- define "hami.scheduler.certSource" -}}
+{{- $s := .Values.scheduler -}}
+{{- if $s.admissionWebhook.enabled -}}
+{{- if $s.certManager.enabled -}}cert-manager
+{{- else if $s.patch.enabled -}}self
+{{- else -}}user
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* extraEnvs (a map) as env entries. */}}
