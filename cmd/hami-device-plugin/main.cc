@@ -26,6 +26,7 @@
 
 #include "common/duration.h"
 #include "common/go_flags.h"
+#include "common/quantity.h"
 #include "common/log.h"
 #include "device/config.h"
 #include "device/node_config.h"
@@ -107,6 +108,16 @@ int main(int argc, char** argv) {
   app.add_option("--fail-on-init-error", fail_on_init_error,
                  "exit when the GPUs cannot be read (false: wait and retry)")
       ->capture_default_str();
+  // GDRCopy, GPUDirect Storage, MOFED: asked of the NVIDIA container runtime for every container.
+  std::string gdrcopy = hami::EnvOr("GDRCOPY_ENABLED", "false");
+  std::string gds = hami::EnvOr("GDS_ENABLED", "false");
+  std::string mofed = hami::EnvOr("MOFED_ENABLED", "false");
+  app.add_option("--gdrcopy-enabled", gdrcopy,
+                 "containers get NVIDIA_GDRCOPY=enabled (default $GDRCOPY_ENABLED, else false)");
+  app.add_option("--gds-enabled", gds,
+                 "containers get NVIDIA_GDS=enabled (default $GDS_ENABLED, else false)");
+  app.add_option("--mofed-enabled", mofed,
+                 "containers get NVIDIA_MOFED=enabled (default $MOFED_ENABLED, else false)");
   app.add_option("--mig-strategy", mig_strategy, "only none is supported")->capture_default_str();
   app.add_option("--device-list-strategy", device_list_strategy,
                  "how containers learn their GPUs: envvar, volume-mounts, cdi-annotations, "
@@ -138,6 +149,15 @@ int main(int argc, char** argv) {
   Result<hami::deviceplugin::DeviceListStrategies> device_list =
       hami::deviceplugin::ParseDeviceListStrategies(device_list_strategy);
   if (!device_list.ok()) return die("--device-list-strategy: " + device_list.status().message());
+  bool runtime_features[3] = {};
+  const std::pair<const char*, const std::string*> feature_flags[3] = {
+      {"--gdrcopy-enabled", &gdrcopy}, {"--gds-enabled", &gds}, {"--mofed-enabled", &mofed}};
+  for (int i = 0; i < 3; ++i) {
+    if (const char* bad = hami::ParseBool(feature_flags[i].second->c_str(), &runtime_features[i])) {
+      return die(std::string(feature_flags[i].first) + " \"" + *feature_flags[i].second +
+                 "\": " + bad);
+    }
+  }
   if (device_id_strategy != "uuid") {
     HAMI_LOG(Warning) << "--device-id-strategy=" << device_id_strategy
                       << ": only uuid is supported; using it";
@@ -193,6 +213,9 @@ int main(int argc, char** argv) {
   alloc.disable_core_limit = disable_core_limit || nvidia.disable_core_limit;
   alloc.mps_pipe_directory = mps_pipe;
   alloc.device_list = *device_list;
+  alloc.gdrcopy = runtime_features[0];
+  alloc.gds = runtime_features[1];
+  alloc.mofed = runtime_features[2];
   if (Result<hami::device::VendorRegistry> reg =
           hami::device::VendorRegistry::FromConfig(device_config);
       reg.ok()) {

@@ -28,7 +28,8 @@ std::string JoinUuids(const device::ContainerDevices& devs) {
 }
 
 // The device list of one container through the chosen strategies.
-void DeviceList(const PodView& pod, const DeviceListStrategies& s, ContainerAllocation* a) {
+void DeviceList(const PodView& pod, const AllocationSettings& settings, ContainerAllocation* a) {
+  const DeviceListStrategies& s = settings.device_list;
   std::vector<std::string> uuids;
   for (const device::ContainerDevice& d : a->devices) {
     if (std::find(uuids.begin(), uuids.end(), d.uuid) == uuids.end()) uuids.push_back(d.uuid);
@@ -50,6 +51,10 @@ void DeviceList(const PodView& pod, const DeviceListStrategies& s, ContainerAllo
       a->mounts.push_back({std::string(kVolumeMountDeviceRoot) + "/" + u, "/dev/null", true});
     }
   }
+  if (s.OnlyCdi()) return;
+  if (settings.gdrcopy) a->envs["NVIDIA_GDRCOPY"] = "enabled";
+  if (settings.gds) a->envs["NVIDIA_GDS"] = "enabled";
+  if (settings.mofed) a->envs["NVIDIA_MOFED"] = "enabled";
 }
 
 void HamiCoreEnv(const PodView& pod, const ContainerView& c, const AllocationSettings& s,
@@ -208,7 +213,7 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                                                            " is not served by this node's plugin");
       }
     }
-    DeviceList(pod, settings.device_list, &a);
+    DeviceList(pod, settings, &a);
     if (settings.operating_mode != "mps" &&
         (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
       return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +

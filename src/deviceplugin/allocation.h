@@ -24,7 +24,9 @@
 //     accept-nvidia-visible-devices-as-volume-mounts); cdi-annotations = the annotation
 //     cdi.k8s.io/hami-device-plugin_<pod UID> listing nvidia.com/gpu=<uuid>; cdi-cri = the same
 //     names as the response's CDI devices. With only CDI strategies no visible-devices variable
-//     is set, so the legacy runtime hook does not inject a second time;
+//     is set, so the legacy runtime hook does not inject a second time; GDRCopy, GPUDirect Storage
+//     and MOFED, when on, as NVIDIA_GDRCOPY / NVIDIA_GDS / NVIDIA_MOFED=enabled (not with CDI
+//     alone either);
 //   - mps mode: NVIDIA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY and the pipe directory mounted,
 //     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the cores, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from the
 //     memory (`<ordinal>=<MiB>M` per GPU); no libvgpu.
@@ -90,6 +92,9 @@ struct AllocationSettings {
   bool disable_core_limit = false;
   std::string mps_pipe_directory = "/tmp/nvidia-mps";  // same path on the host and inside
   DeviceListStrategies device_list;
+  // The NVIDIA container runtime's optional features, asked of it per container as NVIDIA's
+  // plugin does (NVIDIA_GDRCOPY / NVIDIA_GDS / NVIDIA_MOFED=enabled; not with CDI alone).
+  bool gdrcopy = false, gds = false, mofed = false;
   std::string to_allocate_key = "hami.io/vgpu-devices-to-allocate";
   // Other vendors' to-allocate annotations: while one still lists devices the pod is not done.
   std::vector<std::string> other_to_allocate_keys;

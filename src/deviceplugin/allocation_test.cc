@@ -248,6 +248,22 @@ TEST(Allocation, DeviceListStrategiesTellTheRuntimeTheGpusTheirWay) {
   EXPECT_EQ(both.annotations.count(cdi_key), 1u);
 }
 
+TEST(Allocation, RuntimeFeaturesAreAskedForUnlessOnlyCdiIsUsed) {
+  PodView pod = TrainingPod();
+  AllocationSettings s;
+  s.gdrcopy = s.mofed = true;
+  Result<AllocationPlan> p =
+      PlanAllocation(pod, {{"GPU-a-0", "GPU-b-0"}}, Replicas({"GPU-a", "GPU-b"}), s, Names());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->containers[0].envs.at("NVIDIA_GDRCOPY"), "enabled");
+  EXPECT_EQ(p->containers[0].envs.at("NVIDIA_MOFED"), "enabled");
+  EXPECT_EQ(p->containers[0].envs.count("NVIDIA_GDS"), 0u);
+  s.device_list = ParseDeviceListStrategies("cdi-cri").value();
+  p = PlanAllocation(pod, {{"GPU-a-0", "GPU-b-0"}}, Replicas({"GPU-a", "GPU-b"}), s, Names());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->containers[0].envs.count("NVIDIA_GDRCOPY"), 0u);
+}
+
 TEST(Allocation, DeviceListStrategiesParse) {
   EXPECT_EQ(ParseDeviceListStrategies("").value(), DeviceListStrategies{});
   EXPECT_EQ(ParseDeviceListStrategies("envvar").value(), DeviceListStrategies{});

@@ -335,6 +335,10 @@ def case_helm_values(ctx):
     res = {"limits": {"memory": "300Mi"}}
     mon = find(ctx.helm({"devicePlugin": {"vgpuMonitor": {"resources": res}}}), "DaemonSet", "hami-monitor")
     assert container(mon, "vgpu-monitor")["resources"] == res, mon
+    # gdrcopyEnabled, gdsEnabled, mofedEnabled: the plugin's environment when they are booleans.
+    env = plugin_env({"devicePlugin": {"gdrcopyEnabled": True, "gdsEnabled": False, "mofedEnabled": None}})
+    assert env.get("GDRCOPY_ENABLED") == "true" and env.get("GDS_ENABLED") == "false", env
+    assert "MOFED_ENABLED" not in env and "GDRCOPY_ENABLED" not in plugin_env(None), env
     # deviceListStrategy reaches the plugin as upstream's DEVICE_LIST_STRATEGY.
     assert plugin_env(None)["DEVICE_LIST_STRATEGY"] == "envvar"
     env = plugin_env({"devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri"}})
@@ -495,7 +499,8 @@ SWITCHES = [
     {"scheduler": {"certManager": {"enabled": True},
                    "admissionWebhook": {"customURL": {"enabled": True, "host": "hami.example.com"}}},
      "devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri",
-                      "gpuOperatorToolkitReady": {"enabled": True}}},
+                      "gpuOperatorToolkitReady": {"enabled": True}, "gdsEnabled": True,
+                      "nvidiaHookPath": "/usr/bin/nvidia-cdi-hook"}},
     {"scheduler": {"nodeSelector": {"role": "control"},
                    "admissionWebhook": {"customURL": {"enabled": True, "host": "10.0.0.7"}},
                    "service": {"type": "LoadBalancer"}},

@@ -111,6 +111,12 @@ TEST_F(PluginBinaryTest, BadFlagsAndMissingPieces) {
   r = Run({"--libvgpu=" + dir_ + "/no-libvgpu.so"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no-libvgpu.so"), std::string::npos) << r.err;
+  r = Run({"--device-list-strategy=envvar,volume_mounts"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("\"volume_mounts\""), std::string::npos) << r.err;
+  r = Run({"--gds-enabled=maybe"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--gds-enabled \"maybe\""), std::string::npos) << r.err;
 }
 
 }  // namespace
