@@ -26,6 +26,14 @@ ProcessResult RunMonitor(std::vector<std::string> args, std::vector<std::string>
   return RunProcess(args, env);
 }
 
+// A kubeconfig that loads but names an API server nobody answers at.
+void WriteUnreachableKubeconfig(const std::string& path) {
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                         "    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\n"
+                         "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                         "current-context: x\n";
+}
+
 TEST(MonitorBinary, BadInputExitsWithAReason) {
   struct Case {
     std::vector<std::string> args, env;
@@ -60,10 +68,7 @@ TEST(MonitorBinary, ATakenPortExitsWithTheReason) {
   char tmpl[] = "/tmp/hami-monitor-bin-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  std::ofstream(dir + "/kc") << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-                                "    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\n"
-                                "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
-                                "current-context: x\n";
+  WriteUnreachableKubeconfig(dir + "/kc");
   int taken = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -87,10 +92,7 @@ TEST(MonitorBinary, MetricsAnswerWithHundredsOfIdleClients) {
   char tmpl[] = "/tmp/hami-monitor-bin-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  std::ofstream(dir + "/kc") << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
-                                "    server: http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\n"
-                                "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
-                                "current-context: x\n";
+  WriteUnreachableKubeconfig(dir + "/kc");
   Subprocess monitor(
       {HAMI_MONITOR_BIN, "--metrics-bind-address=127.0.0.1:0"},
       {"PATH=/usr/bin:/bin", "HOOK_PATH=" + dir, "NODE_NAME=n", "KUBECONFIG=" + dir + "/kc"});
