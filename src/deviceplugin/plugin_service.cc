@@ -125,10 +125,12 @@ struct PluginService::PendingPod {
   k8s::Object node;  // as read to find the pod: the lock release starts from it
 };
 
-PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options)
+PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options,
+                             hami::Clock* clock)
     : client_(client),
       driver_(driver),
       options_(std::move(options)),
+      clock_(clock != nullptr ? *clock : real_clock_),
       locker_(client_, clock_, {.expire_seconds = options_.node_lock_expire_seconds}) {}
 
 PluginService::~PluginService() { Stop(); }
@@ -252,21 +254,22 @@ Status PluginService::Refresh(bool rediscover) {
 }
 
 void PluginService::RefreshLoop() {
-  auto next = std::chrono::steady_clock::now() + options_.register_interval;
+  MonoTime next = clock_.Now() + options_.register_interval;
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
-    wake_.wait_until(l, next, [&] { return stopping_ || publish_now_; });
-    if (stopping_) break;
-    bool due = std::chrono::steady_clock::now() >= next;
-    if (!due && !publish_now_) continue;
+    const bool due = clock_.Now() >= next;
+    if (!due && !publish_now_) {
+      clock_.WaitUntil(wake_, l, next);  // may return early: the loop checks again
+      continue;
+    }
     publish_now_ = false;
     l.unlock();
     Status s = Refresh(due);
     if (!s.ok()) HAMI_LOG(Warning) << s.message();
     l.lock();
+    ++stats_.refreshes;
     if (due || !s.ok()) {
-      next = std::chrono::steady_clock::now() +
-             (s.ok() ? options_.register_interval : options_.retry_interval);
+      next = clock_.Now() + (s.ok() ? options_.register_interval : options_.retry_interval);
     }
   }
 }

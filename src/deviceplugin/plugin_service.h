@@ -61,8 +61,10 @@ PodView PodViewOf(const k8s::Object& pod);
 
 class PluginService {
  public:
-  // `client` and `driver` must outlive the service.
-  PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options);
+  // `client`, `driver` and `clock` must outlive the service. The clock times the refresh loop
+  // (register_interval, retry_interval) and the node lock; null means the real one.
+  PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options,
+                hami::Clock* clock = nullptr);
   ~PluginService();
   PluginService(const PluginService&) = delete;
   PluginService& operator=(const PluginService&) = delete;
@@ -87,6 +89,7 @@ class PluginService {
 
   // Counters, for metrics and tests.
   struct Stats {
+    uint64_t refreshes = 0;  // passes of the refresh loop, published or not
     uint64_t registrations_published = 0;
     uint64_t allocations = 0;
     uint64_t allocation_failures = 0;
@@ -105,7 +108,8 @@ class PluginService {
   k8s::RestClient& client_;
   GpuDriver& driver_;
   const PluginOptions options_;
-  hami::RealClock clock_;
+  hami::RealClock real_clock_;
+  hami::Clock& clock_;
   scheduler::NodeLocker locker_;  // releases the node lock after an allocation (owner-checked)
   std::unique_ptr<HealthMonitor> health_;
 

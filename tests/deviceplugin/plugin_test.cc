@@ -66,7 +66,7 @@ class PluginTest : public ::testing::Test {
  protected:
   void SetUp() override { Boot(false); }
 
-  void Boot(bool preferred) {
+  void Boot(bool preferred, hami::Clock* clock = nullptr) {
     char tmpl[] = "/tmp/dp-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -88,7 +88,7 @@ class PluginTest : public ::testing::Test {
     o.allocation.libvgpu_file = "libvgpu.so.test";
     o.allocation.lib_cuda_log_level = 1;
     o.health_wait_slice = std::chrono::milliseconds(20);
-    service_ = std::make_unique<PluginService>(*client_, *driver_, o);
+    service_ = std::make_unique<PluginService>(*client_, *driver_, o, clock);
     ASSERT_TRUE(service_->Start().ok());
 
     kubelet_dir_ = dir_ + "/device-plugins";
@@ -187,10 +187,34 @@ TEST_F(PluginTest, RegistersTheNodeAndServesKubelet) {
   EXPECT_EQ(st.Allocatable(), 8);
   EXPECT_EQ(st.devices[0].id, std::string(kGpu0) + "-0");
   EXPECT_EQ(st.devices[0].numa_node, -1);  // enableNumaTopology is off
-  // Unchanged registrations are not written again.
-  uint64_t published = service_->stats().registrations_published;
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(service_->stats().registrations_published, published);
+}
+
+// The refresh loop on a fake clock: a pass every register_interval (30 s), the registration
+// written only when it changed.
+class FakeClockPluginTest : public PluginTest {
+ protected:
+  void SetUp() override { Boot(false, &clock_); }
+  hami::FakeClock clock_;
+};
+
+TEST_F(FakeClockPluginTest, RefreshesEveryIntervalAndWritesOnlyChanges) {
+  ASSERT_TRUE(Poll([&] { return service_->stats().registrations_published == 1; }));
+  for (int pass = 0; pass < 3; ++pass) {
+    uint64_t before = service_->stats().refreshes;
+    clock_.Advance(std::chrono::seconds(30));
+    ASSERT_TRUE(Poll([&] { return service_->stats().refreshes > before; })) << pass;
+    EXPECT_EQ(service_->stats().registrations_published, 1u) << pass;
+  }
+  Inventory one = TwoGpus();
+  one.gpus.pop_back();
+  one.pairs.clear();
+  driver_->SetInventory(one);
+  clock_.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(Poll([&] { return service_->stats().registrations_published == 2; }));
+  Result<std::vector<device::DeviceInfo>> devs =
+      device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok()) << devs.status().ToString();
+  EXPECT_EQ(devs->size(), 1u);
 }
 
 TEST_F(PluginTest, AllocatesWhatTheSchedulerReservedAndReleasesTheLock) {
