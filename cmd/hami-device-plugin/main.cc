@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
     for (const std::string& w : warnings) HAMI_LOG(Warning) << w;
     return 0;
   }
-  if (alloc.operating_mode == "hami-core") {
+  if (alloc.operating_mode == hami::device::OperatingMode::kHamiCore) {
     Result<hami::deviceplugin::InstalledHook> hook =
         hami::deviceplugin::InstallHook(hook_path, libvgpu, HAMI_VERSION);
     if (!hook.ok()) return die("installing libvgpu: " + hook.status().message());

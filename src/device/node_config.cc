@@ -12,6 +12,29 @@ namespace {
 
 using json_util::Json;
 
+}  // namespace
+
+std::string_view OperatingModeName(OperatingMode mode) {
+  switch (mode) {
+    case OperatingMode::kMps:
+      return "mps";
+    case OperatingMode::kMig:
+      return "mig";
+    case OperatingMode::kHamiCore:
+      break;
+  }
+  return "hami-core";
+}
+
+std::optional<OperatingMode> ParseOperatingMode(std::string_view text) {
+  if (text == "hami-core") return OperatingMode::kHamiCore;
+  if (text == "mps") return OperatingMode::kMps;
+  if (text == "mig") return OperatingMode::kMig;
+  return std::nullopt;
+}
+
+namespace {
+
 Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
   if (!e.is_object()) return InvalidArgumentError(path + ": expected an object");
   HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "name", path, &n->name));
@@ -20,11 +43,11 @@ Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
   if (const Json* v = json_util::Member(e, "operatingmode")) {
     std::string mode;
     HAMI_RETURN_IF_ERROR(json_util::ReadString(*v, field("operatingmode"), &mode));
-    if (mode != "hami-core" && mode != "mig" && mode != "mps") {
+    n->operating_mode = ParseOperatingMode(mode);
+    if (!n->operating_mode) {
       return InvalidArgumentError(field("operatingmode") + ": " + text::Quote(mode) +
                                   " is not one of hami-core, mig, mps");
     }
-    n->operating_mode = mode;
   }
   if (const Json* v = json_util::Member(e, "devicesplitcount")) {
     uint32_t x = 0;

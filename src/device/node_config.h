@@ -30,9 +30,17 @@ struct FilterDevices {
   friend bool operator==(const FilterDevices&, const FilterDevices&) = default;
 };
 
+// How a node's GPUs are shared: HAMi-core's libvgpu (the default), NVIDIA's MPS daemon, or MIG
+// partitions. The wire spelling ("hami-core", "mps", "mig") is config.json's `operatingmode`
+// and the registration's per-device `mode`.
+enum class OperatingMode { kHamiCore, kMps, kMig };
+std::string_view OperatingModeName(OperatingMode mode);
+// nullopt for anything but the three spellings.
+std::optional<OperatingMode> ParseOperatingMode(std::string_view text);
+
 struct NodeConfigEntry {
   std::string name;
-  std::optional<std::string> operating_mode;  // hami-core | mig | mps
+  std::optional<OperatingMode> operating_mode;
   std::optional<uint32_t> device_split_count;
   std::optional<double> device_memory_scaling;
   std::optional<double> device_core_scaling;
@@ -54,7 +62,7 @@ Result<NodeConfigFile> ParseNodeConfigJson(std::string_view text);
 
 // The settings one node's device plugin runs with.
 struct NodeDeviceSettings {
-  std::string operating_mode = "hami-core";
+  OperatingMode operating_mode = OperatingMode::kHamiCore;
   uint32_t device_split_count = 10;
   double device_memory_scaling = 1;
   double device_core_scaling = 1;

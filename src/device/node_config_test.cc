@@ -19,7 +19,7 @@ TEST(NodeConfig, ParsesEveryField) {
   ASSERT_EQ(r->nodes.size(), 2u);
   const NodeConfigEntry& a = r->nodes[0];
   EXPECT_EQ(a.name, "node-a");
-  EXPECT_EQ(a.operating_mode, "mig");
+  EXPECT_EQ(a.operating_mode, OperatingMode::kMig);
   EXPECT_EQ(a.device_split_count, 5u);
   EXPECT_EQ(a.device_memory_scaling, 1.5);
   EXPECT_EQ(a.device_core_scaling, 2.0);
@@ -42,14 +42,14 @@ TEST(NodeConfig, NodeEntryOverridesGlobalValues) {
   NodeConfigFile file = *ParseNodeConfigJson(kFull);
 
   NodeDeviceSettings a = ResolveNodeSettings(global, file, "node-a");
-  EXPECT_EQ(a.operating_mode, "mig");
+  EXPECT_EQ(a.operating_mode, OperatingMode::kMig);
   EXPECT_EQ(a.device_split_count, 5u);
   EXPECT_EQ(a.device_memory_scaling, 1.5);
   EXPECT_EQ(a.lib_cuda_log_level, 3);
   EXPECT_TRUE(a.enable_get_preferred_allocation);
 
   NodeDeviceSettings b = ResolveNodeSettings(global, file, "node-b");
-  EXPECT_EQ(b.operating_mode, "hami-core");
+  EXPECT_EQ(b.operating_mode, OperatingMode::kHamiCore);
   EXPECT_EQ(b.device_split_count, 2u);
   EXPECT_EQ(b.device_memory_scaling, 1.2);  // global
 

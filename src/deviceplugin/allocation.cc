@@ -150,10 +150,10 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                                       const ReplicaMap& replicas,
                                       const AllocationSettings& settings,
                                       const std::function<std::string()>& cache_name) {
-  if (settings.operating_mode != "hami-core" && settings.operating_mode != "mps") {
-    return Status(StatusCode::kFailedPrecondition,
-                  "operating mode \"" + settings.operating_mode + "\" is not supported");
+  if (settings.operating_mode == device::OperatingMode::kMig) {
+    return Status(StatusCode::kFailedPrecondition, "operating mode \"mig\" is not supported");
   }
+  const bool mps = settings.operating_mode == device::OperatingMode::kMps;
   std::set<std::string> node_gpus;
   for (const auto& [id, uuid] : replicas) node_gpus.insert(uuid);
   for (const std::vector<std::string>& ids : requests) {
@@ -214,13 +214,13 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
       }
     }
     DeviceList(pod, settings, &a);
-    if (settings.operating_mode != "mps" &&
+    if (!mps &&
         (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
       return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +
                                   "\" or container name \"" + a.container_name +
                                   "\" cannot name a host directory");
     }
-    if (settings.operating_mode == "mps") {
+    if (mps) {
       MpsEnv(settings, &a);
     } else {
       HamiCoreEnv(pod, pod.containers[next], settings, cache_name, &a);

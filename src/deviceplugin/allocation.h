@@ -45,6 +45,7 @@
 
 #include "common/status.h"
 #include "device/device.h"
+#include "device/node_config.h"
 
 namespace hami::deviceplugin {
 
@@ -86,7 +87,7 @@ struct AllocationSettings {
   // File name under <hook_path>/vgpu mounted as the container's libvgpu.so (the installed,
   // versioned copy, so a plugin upgrade never changes the library of a running container).
   std::string libvgpu_file = "libvgpu.so";
-  std::string operating_mode = "hami-core";  // hami-core | mps
+  device::OperatingMode operating_mode = device::OperatingMode::kHamiCore;  // or kMps
   double device_memory_scaling = 1;
   int lib_cuda_log_level = -1;  // < 0: not set
   bool disable_core_limit = false;

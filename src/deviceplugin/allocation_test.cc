@@ -116,7 +116,7 @@ TEST(Allocation, ContainerSettingsAndNodeSettings) {
 
 TEST(Allocation, MpsModeUsesTheMpsDaemonInsteadOfLibvgpu) {
   AllocationSettings s;
-  s.operating_mode = "mps";
+  s.operating_mode = device::OperatingMode::kMps;
   s.mps_pipe_directory = "/run/nvidia/mps";
   Result<AllocationPlan> p = PlanAllocation(TrainingPod(), {{"GPU-a-0", "GPU-b-0"}},
                                             Replicas({"GPU-a", "GPU-b"}), s, Names());
@@ -179,7 +179,7 @@ TEST(Allocation, ClearErrors) {
         << uid;
   }
 
-  s.operating_mode = "mig";
+  s.operating_mode = device::OperatingMode::kMig;
   EXPECT_EQ(plan(TrainingPod(), {{"GPU-a-0", "GPU-b-0"}}).status().code(),
             StatusCode::kFailedPrecondition);
 }

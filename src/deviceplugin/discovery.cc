@@ -74,7 +74,7 @@ Registration BuildRegistration(const Inventory& inventory, const device::NodeDev
     d.devcore = ClampInt32(std::floor(100 * s.device_core_scaling));
     d.type = g.name.rfind("NVIDIA", 0) == 0 ? g.name : "NVIDIA-" + g.name;
     d.numa = std::max(0, g.numa_node);
-    d.mode = s.operating_mode;
+    d.mode = device::OperatingModeName(s.operating_mode);
     d.health = unhealthy.count(g.uuid) == 0;
     d.vendor = "NVIDIA";
     out.devices.push_back(std::move(d));

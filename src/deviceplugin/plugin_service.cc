@@ -136,11 +136,10 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
 PluginService::~PluginService() { Stop(); }
 
 Status PluginService::Start() {
-  const std::string& mode = options_.settings.operating_mode;
-  if (mode != "hami-core" && mode != "mps") {
+  if (options_.settings.operating_mode == device::OperatingMode::kMig) {
     return Status(StatusCode::kFailedPrecondition,
-                  "node " + options_.node_name + ": operating mode \"" + mode +
-                      "\" is not supported by this plugin (use hami-core or mps)");
+                  "node " + options_.node_name + ": operating mode \"mig\" is not supported by " +
+                      "this plugin (use hami-core or mps)");
   }
   Result<Inventory> inv = driver_.Discover();
   if (!inv.ok()) return Status(inv.status().code(), "GPU discovery: " + inv.status().message());
@@ -159,7 +158,8 @@ Status PluginService::Start() {
     for (const device::DeviceInfo& d : registration_.devices) uuids.push_back(d.id);
     HAMI_LOG(Info) << "node " << options_.node_name << ": serving " << uuids.size() << " GPU(s) x "
                    << options_.settings.device_split_count << " slots as " << options_.resource_name
-                   << " (mode " << mode << ", driver "
+                   << " (mode " << device::OperatingModeName(options_.settings.operating_mode)
+                   << ", driver "
                    << (inventory_.driver_version.empty() ? "?" : inventory_.driver_version) << ")";
   }
   health_ = std::make_unique<HealthMonitor>(
