@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench_gpus.h"
+#include "common/file_util.h"
 #include "common/go_flags.h"
 #include "common/subprocess.h"
 #include "device/node_registration.h"
@@ -182,8 +183,8 @@ int main(int argc, char** argv) {
   auto pem =
       hami::net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"})
           .value();
-  if (!hami::net::WriteFileAtomically(dir + "/tls.crt", pem.cert_pem).ok() ||
-      !hami::net::WriteFileAtomically(dir + "/tls.key", pem.key_pem).ok()) {
+  if (!hami::WriteFileAtomically(dir + "/tls.crt", pem.cert_pem).ok() ||
+      !hami::WriteFileAtomically(dir + "/tls.key", pem.key_pem).ok()) {
     return 1;
   }
   std::string cmd =

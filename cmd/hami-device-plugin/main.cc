@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/file_util.h"
 #include "common/go_flags.h"
 #include "common/quantity.h"
 #include "common/log.h"
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
 
   hami::device::DeviceConfig device_config = hami::device::DefaultDeviceConfig();
   if (!config_file.empty()) {
-    Result<std::string> text = hami::k8s::ReadFileToString(config_file);
+    Result<std::string> text = hami::ReadFileToString(config_file);
     if (!text.ok()) return die("--config-file: " + text.status().ToString());
     Result<hami::device::DeviceConfig> parsed = hami::device::ParseDeviceConfigYaml(*text);
     if (!parsed.ok()) return die(config_file + ": " + parsed.status().message());
@@ -182,7 +183,7 @@ int main(int argc, char** argv) {
   const hami::device::NvidiaConfig& nvidia = *device_config.nvidia;
   hami::device::NodeConfigFile node_config;
   if (std::filesystem::exists(node_config_file)) {
-    Result<std::string> text = hami::k8s::ReadFileToString(node_config_file);
+    Result<std::string> text = hami::ReadFileToString(node_config_file);
     if (!text.ok()) return die("--node-config-file: " + text.status().ToString());
     Result<hami::device::NodeConfigFile> parsed = hami::device::ParseNodeConfigJson(*text);
     if (!parsed.ok()) return die(node_config_file + ": " + parsed.status().message());

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/file_util.h"
 #include "common/go_flags.h"
 #include "common/log.h"
 #include "device/config.h"
@@ -228,7 +229,7 @@ int main(int argc, char** argv) {
 
   hami::device::DeviceConfig device_config = hami::device::DefaultDeviceConfig();
   if (!device_config_file.empty()) {
-    Result<std::string> text = hami::k8s::ReadFileToString(device_config_file);
+    Result<std::string> text = hami::ReadFileToString(device_config_file);
     if (!text.ok()) return die("--device-config-file: " + text.status().ToString());
     Result<hami::device::DeviceConfig> parsed = hami::device::ParseDeviceConfigYaml(*text);
     if (!parsed.ok()) return die(device_config_file + ": " + parsed.status().message());

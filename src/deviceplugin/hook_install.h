@@ -27,9 +27,5 @@ struct InstalledHook {
 Result<InstalledHook> InstallHook(const std::string& hook_path, const std::string& library,
                                   const std::string& version);
 
-// Writes `content` to `path` through a temporary file and rename(2), unless the file already
-// holds exactly that. Sets `*changed` when it wrote.
-Status WriteFileAtomically(const std::string& path, const std::string& content, int mode,
-                           bool* changed);
 
 }  // namespace hami::deviceplugin

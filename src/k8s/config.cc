@@ -5,33 +5,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 
 namespace hami::k8s {
-
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    std::string msg = path + ": " + std::strerror(err);
-    if (err == ENOENT) return NotFoundError(msg);
-    if (err == EACCES) return PermissionDeniedError(msg);
-    return InternalError(msg);
-  }
-  // Credentials and configs are small; the cap also keeps a path like /dev/zero from hanging us.
-  constexpr size_t kMaxBytes = 16 << 20;
-  std::string out;
-  char buf[65536];
-  while (in) {
-    in.read(buf, sizeof(buf));
-    out.append(buf, static_cast<size_t>(in.gcount()));
-    if (out.size() > kMaxBytes) return InvalidArgumentError(path + ": larger than 16 MiB");
-  }
-  if (in.bad()) return InternalError(path + ": read error");
-  return out;
-}
 
 namespace {
 

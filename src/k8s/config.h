@@ -61,8 +61,4 @@ Result<RestConfig> LoadInClusterConfig(const InClusterOptions& options = {});
 // in-cluster service account.
 Result<RestConfig> LoadRestConfig(const std::string& kubeconfig, std::string_view context = "");
 
-// Reads a whole file (at most 16 MiB); NotFound / PermissionDenied / InvalidArgument (too large) /
-// Internal, naming the path, on failure.
-Result<std::string> ReadFileToString(const std::string& path);
-
 }  // namespace hami::k8s

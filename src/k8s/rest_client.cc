@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/file_util.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/socket_transport.h"

@@ -1,3 +1,4 @@
+#include "common/file_util.h"
 #include "net/http_server.h"
 
 #include <arpa/inet.h>

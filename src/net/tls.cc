@@ -434,26 +434,4 @@ Status VerifyCertificate(std::string_view cert_pem, std::string_view trusted_pem
 
 Status CheckKeyPair(const CertificatePem& pem) { return ParsePair(pem).status(); }
 
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return UnavailableError("cannot create " + tmp);
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return UnavailableError("cannot write " + tmp);
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return UnavailableError("cannot rename " + tmp + " to " + path);
-  }
-  return OkStatus();
-}
-
 }  // namespace hami::net

@@ -89,8 +89,6 @@ Status VerifyCertificate(std::string_view cert_pem, std::string_view trusted_pem
 // OK when `pem.key_pem` is the private key of `pem.cert_pem`'s first certificate.
 Status CheckKeyPair(const CertificatePem& pem);
 
-// Writes `text` to `path` atomically (temp file + rename), mode 0600.
-Status WriteFileAtomically(const std::string& path, const std::string& text);
 
 class CertificateSource {
  public:

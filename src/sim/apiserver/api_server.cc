@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "net/http_server.h"
 #include "net/http_wire.h"
@@ -1409,7 +1410,7 @@ std::string ApiServer::Kubeconfig(const std::string& token) const {
 }
 
 Status ApiServer::WriteKubeconfig(const std::string& path, const std::string& token) const {
-  return net::WriteFileAtomically(path, Kubeconfig(token));
+  return hami::WriteFileAtomically(path, Kubeconfig(token));
 }
 
 Result<std::string> ApiServer::IssueServiceAccountToken(const std::string& ns,

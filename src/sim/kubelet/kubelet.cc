@@ -14,11 +14,11 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "common/file_util.h"
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "device/resource_quantity.h"
@@ -61,9 +61,9 @@ int HostProcFd() {
 std::string Now() { return k8s::FormatTime(std::chrono::system_clock::now()); }
 
 std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  Result<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return std::nullopt;
+  return std::move(*text);
 }
 
 bool Executable(const std::string& path) {

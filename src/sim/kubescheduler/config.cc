@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 #include "k8s/config.h"
 
 namespace hami::sim {
@@ -362,7 +363,7 @@ Result<KubeSchedulerConfig> ParseKubeSchedulerConfig(std::string_view yaml) {
 }
 
 Result<KubeSchedulerConfig> LoadKubeSchedulerConfigFile(const std::string& path) {
-  Result<std::string> text = k8s::ReadFileToString(path);
+  Result<std::string> text = hami::ReadFileToString(path);
   if (!text.ok()) return text.status();
   Result<KubeSchedulerConfig> cfg = ParseKubeSchedulerConfig(*text);
   if (!cfg.ok()) return cfg.status().WithContext(path);

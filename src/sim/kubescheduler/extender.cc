@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "common/file_util.h"
 #include "k8s/config.h"
 #include "k8s/object.h"
 #include "k8s/socket_transport.h"
@@ -67,15 +68,15 @@ Result<std::unique_ptr<Extender>> Extender::Create(const ExtenderConfig& config)
   client.insecure_skip_verify = tls.insecure;
   client.ca_pem = tls.ca_data;
   if (client.ca_pem.empty() && !tls.ca_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(client.ca_pem, k8s::ReadFileToString(tls.ca_file));
+    HAMI_ASSIGN_OR_RETURN(client.ca_pem, hami::ReadFileToString(tls.ca_file));
   }
   client.client_cert_pem = tls.cert_data;
   if (client.client_cert_pem.empty() && !tls.cert_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(client.client_cert_pem, k8s::ReadFileToString(tls.cert_file));
+    HAMI_ASSIGN_OR_RETURN(client.client_cert_pem, hami::ReadFileToString(tls.cert_file));
   }
   client.client_key_pem = tls.key_data;
   if (client.client_key_pem.empty() && !tls.key_file.empty()) {
-    HAMI_ASSIGN_OR_RETURN(client.client_key_pem, k8s::ReadFileToString(tls.key_file));
+    HAMI_ASSIGN_OR_RETURN(client.client_key_pem, hami::ReadFileToString(tls.key_file));
   }
   if (config.enable_https && client.ca_pem.empty()) client.insecure_skip_verify = true;
   // Verified against and sent as SNI instead of the URL's host.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
@@ -183,31 +184,31 @@ Status KubeControlPlane::WritePki() {
                         net::GenerateCertificateAuthority(Spec("hami-test-kubernetes-ca")));
   ca_pem_ = ca.cert_pem;
   ca_key_pem_ = ca.key_pem;
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("ca.crt"), ca.cert_pem));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("ca.key"), ca.key_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("ca.crt"), ca.cert_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("ca.key"), ca.key_pem));
   net::CertificateSpec serving = Spec("kube-apiserver");
   serving.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                        "kubernetes.default.svc.cluster.local"};
   serving.ip_addresses = {"127.0.0.1"};
   HAMI_ASSIGN_OR_RETURN(net::CertificatePem api, net::IssueServingCertificate(serving, ca));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("apiserver.crt"), api.cert_pem));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("apiserver.key"), api.key_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("apiserver.crt"), api.cert_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("apiserver.key"), api.key_pem));
   // The API server's identity towards kubelets (logs, exec): kubeadm's group for it.
   HAMI_ASSIGN_OR_RETURN(
       net::CertificatePem kubelet_client,
       net::IssueClientCertificate(Spec("kube-apiserver-kubelet-client", {"kubeadm:cluster-admins"}),
                                   ca));
   HAMI_RETURN_IF_ERROR(
-      net::WriteFileAtomically(Pki("apiserver-kubelet-client.crt"), kubelet_client.cert_pem));
+      hami::WriteFileAtomically(Pki("apiserver-kubelet-client.crt"), kubelet_client.cert_pem));
   HAMI_RETURN_IF_ERROR(
-      net::WriteFileAtomically(Pki("apiserver-kubelet-client.key"), kubelet_client.key_pem));
+      hami::WriteFileAtomically(Pki("apiserver-kubelet-client.key"), kubelet_client.key_pem));
   // The service-account signing key, and its public key as a certificate (which the API
   // server reads as the key that verifies tokens).
   HAMI_ASSIGN_OR_RETURN(net::CertificatePem sa,
                         net::GenerateSelfSignedCertificate("service-accounts", {}, {}));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("sa.key"), sa.key_pem));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(Pki("sa.pub"), sa.cert_pem));
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(options_.dir + "/audit-policy.yaml", kAuditPolicy));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("sa.key"), sa.key_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("sa.pub"), sa.cert_pem));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(options_.dir + "/audit-policy.yaml", kAuditPolicy));
   return OkStatus();
 }
 
@@ -218,7 +219,7 @@ Result<std::string> KubeControlPlane::WriteUserKubeconfig(const std::string& nam
                         net::IssueClientCertificate(Spec(user, groups), {ca_pem_, ca_key_pem_}));
   std::string path = options_.dir + "/kubeconfig-" + name;
   HAMI_RETURN_IF_ERROR(
-      net::WriteFileAtomically(path, KubeconfigYaml(server_, ca_pem_, user, cert)));
+      hami::WriteFileAtomically(path, KubeconfigYaml(server_, ca_pem_, user, cert)));
   return path;
 }
 
@@ -369,7 +370,7 @@ Status KubeControlPlane::StartScheduler(const std::string& config_yaml,
   YAML::Emitter out;
   out << config;
   std::string path = options_.dir + "/kube-scheduler-config.yaml";
-  HAMI_RETURN_IF_ERROR(net::WriteFileAtomically(path, out.c_str()));
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(path, out.c_str()));
   return WithFreePorts("kube-scheduler", 1, [&](const std::vector<int>& ports) -> Status {
     int port = ports[0];
     HAMI_RETURN_IF_ERROR(Launch(

@@ -6,10 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <thread>
+
+#include "common/file_util.h"
 
 namespace hami::sim {
 
@@ -17,9 +17,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
+// A process's log so far ("" before it exists); logs of long runs may be large.
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return ReadFileToString(path, size_t{1} << 30).value_or("");
 }
 
 }  // namespace

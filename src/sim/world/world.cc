@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "k8s/api_error.h"
@@ -379,7 +380,7 @@ Status World::StartKubeScheduler(const std::string& config_yaml) {
 Status World::WriteTokenKubeconfig(const std::string& path, const std::string& token) {
   if (!control_plane_) {
     // The simulated API server's administrator kubeconfig, with the account's token instead.
-    HAMI_ASSIGN_OR_RETURN(std::string admin, k8s::ReadFileToString(kubeconfig_));
+    HAMI_ASSIGN_OR_RETURN(std::string admin, hami::ReadFileToString(kubeconfig_));
     const std::string marker = "token: hami-sim-admin";
     size_t at = admin.find(marker);
     if (at == std::string::npos) return InternalError("the API server's kubeconfig has no token");
@@ -444,7 +445,7 @@ std::string World::KubeconfigOf(const std::string& component) const {
 
 Result<std::string> World::AuthorizationReport() {
   if (control_plane_) {
-    HAMI_ASSIGN_OR_RETURN(std::string audit, k8s::ReadFileToString(control_plane_->audit_log()));
+    HAMI_ASSIGN_OR_RETURN(std::string audit, hami::ReadFileToString(control_plane_->audit_log()));
     return AuthorizationReportFromAudit(audit).dump();
   }
   HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r, client_->Send("GET", "/debug/authorization"));
