@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <random>
 #include <sstream>
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "common/uuid.h"
 #include "device/node_lock.h"
 #include "device/node_registration.h"
 #include "extender/node_locker.h"
@@ -42,20 +42,7 @@ bool HasAnnotation(const k8s::Object& obj, std::string_view key) {
 }
 
 // Region file names: random version-4 UUIDs, as upstream names them.
-std::string RandomCacheName() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t hi = rng(), lo = rng();
-  hi = (hi & ~0xF000ULL) | 0x4000ULL;                          // version 4
-  lo = (lo & ~0xC000000000000000ULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08llx-%04llx-%04llx-%04llx-%012llx",
-                static_cast<unsigned long long>(hi >> 32),                 // NOLINT(runtime/int)
-                static_cast<unsigned long long>((hi >> 16) & 0xFFFF),      // NOLINT(runtime/int)
-                static_cast<unsigned long long>(hi & 0xFFFF),              // NOLINT(runtime/int)
-                static_cast<unsigned long long>(lo >> 48),                 // NOLINT(runtime/int)
-                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFULL));  // NOLINT(runtime/int)
-  return std::string(buf) + ".cache";
-}
+std::string RandomCacheName() { return NewRandomUuid() + ".cache"; }
 
 // A fresh, empty directory every process of the container may write (mode 0777).
 Status RecreateDir(const std::string& dir) {

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "common/base64.h"
+#include "common/uuid.h"
 #include "sim/apiserver/selectors.h"
 
 namespace hami::sim {
@@ -39,16 +39,7 @@ bool RulesMatch(const json& webhook, const ResourceInfo& r) {
   return false;
 }
 
-std::string NewUid() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[40];
-  uint64_t a = rng(), b = rng();
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | (b >> 48 & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));  // NOLINT(runtime/int)
-  return buf;
-}
+std::string NewUid() { return NewRandomUuid(); }
 
 struct Url {
   std::string host;

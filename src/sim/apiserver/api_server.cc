@@ -14,6 +14,7 @@
 #include "common/base64.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/uuid.h"
 #include "net/http_server.h"
 #include "net/http_wire.h"
 #include "net/tls.h"
@@ -61,16 +62,7 @@ std::string RandomSuffix(size_t n) {
   return out;
 }
 
-std::string NewUid() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t a = rng(), b = rng();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffULL));  // NOLINT(runtime/int)
-  return buf;
-}
+std::string NewUid() { return NewRandomUuid(); }
 
 bool ValidName(const std::string& name) {
   if (name.empty() || name.size() > 253 || name == "." || name == "..") return false;
