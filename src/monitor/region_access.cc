@@ -172,7 +172,7 @@ class OwnRegion : public RegionAccess {
 };
 
 // --- HAMi-core 1.x ---------------------------------------------------------------------------
-// Offsets of the 64-bit little-endian layout (reference hami-core.md section 4).
+// Offsets of HAMi-core's 64-bit little-endian layout (facts of its shared region file).
 constexpr size_t kNum = 56, kUuids = 64, kLimit = 1600, kSmLimit = 1728;
 constexpr size_t kProcs = 1856, kProcSize = 1960, kMaxProcs = 1024, kUuidBytes = 96;
 constexpr size_t kProcHostPid = 4, kProcUsed = 8, kUsedEntry = 64, kProcStatus = 1928;

@@ -1,7 +1,7 @@
 // RegionAccess: what the node monitor reads and writes in a container's shared region, over the
 // two layouts it knows: hami-cpp's own (src/vgpu/region.h) and, as a migration aid for nodes
-// that still run containers started under HAMi-core, HAMi-core's 1.x layout (reference
-// hami-core.md section 4: magic 19920718, major 1, 2,008,952 bytes; per-device usage summed
+// that still run containers started under HAMi-core, HAMi-core's 1.x layout (its shared
+// region file: magic 19920718, major 1, 2,008,952 bytes; per-device usage summed
 // over its process slots). Both are mapped shared; reads take no lock (each value is whole);
 // the monitor writes only host PIDs and the feedback fields, as upstream's monitor does.
 //

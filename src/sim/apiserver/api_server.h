@@ -1,4 +1,4 @@
-// ApiServer: the simulated Kubernetes API server (DESIGN section 5). An in-memory control plane
+// ApiServer: the simulated world's Kubernetes API server. An in-memory control plane
 // that speaks enough of the real REST API for kubectl, our API client and the scheduler:
 //
 //   sim::ApiServerOptions opts;            // port 0, plain HTTP, no auth
