@@ -22,13 +22,14 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/duration.h"
 #include "common/file_util.h"
 #include "common/go_flags.h"
-#include "common/quantity.h"
 #include "common/log.h"
+#include "common/quantity.h"
 #include "device/config.h"
 #include "device/node_config.h"
 #include "device/node_registration.h"
@@ -150,13 +151,12 @@ int main(int argc, char** argv) {
   Result<hami::deviceplugin::DeviceListStrategies> device_list =
       hami::deviceplugin::ParseDeviceListStrategies(device_list_strategy);
   if (!device_list.ok()) return die("--device-list-strategy: " + device_list.status().message());
-  bool runtime_features[3] = {};
-  const std::pair<const char*, const std::string*> feature_flags[3] = {
-      {"--gdrcopy-enabled", &gdrcopy}, {"--gds-enabled", &gds}, {"--mofed-enabled", &mofed}};
-  for (int i = 0; i < 3; ++i) {
-    if (const char* bad = hami::ParseBool(feature_flags[i].second->c_str(), &runtime_features[i])) {
-      return die(std::string(feature_flags[i].first) + " \"" + *feature_flags[i].second +
-                 "\": " + bad);
+  bool gdrcopy_on = false, gds_on = false, mofed_on = false;
+  for (auto [flag, text, on] : {std::tuple{"--gdrcopy-enabled", &gdrcopy, &gdrcopy_on},
+                                std::tuple{"--gds-enabled", &gds, &gds_on},
+                                std::tuple{"--mofed-enabled", &mofed, &mofed_on}}) {
+    if (const char* bad = hami::ParseBool(text->c_str(), on)) {
+      return die(std::string(flag) + " \"" + *text + "\": " + bad);
     }
   }
   if (device_id_strategy != "uuid") {
@@ -214,9 +214,9 @@ int main(int argc, char** argv) {
   alloc.disable_core_limit = disable_core_limit || nvidia.disable_core_limit;
   alloc.mps_pipe_directory = mps_pipe;
   alloc.device_list = *device_list;
-  alloc.gdrcopy = runtime_features[0];
-  alloc.gds = runtime_features[1];
-  alloc.mofed = runtime_features[2];
+  alloc.gdrcopy = gdrcopy_on;
+  alloc.gds = gds_on;
+  alloc.mofed = mofed_on;
   if (Result<hami::device::VendorRegistry> reg =
           hami::device::VendorRegistry::FromConfig(device_config);
       reg.ok()) {

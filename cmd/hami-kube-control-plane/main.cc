@@ -14,10 +14,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/file_util.h"
 #include "common/log.h"
 #include "sim/world/kube_control_plane.h"
 
@@ -87,14 +86,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!scheduler_config.empty()) {
-    std::ifstream in(scheduler_config);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) {
+    hami::Result<std::string> text = hami::ReadFileToString(scheduler_config);
+    if (!text.ok()) {
       std::fprintf(stderr, "hami-kube-control-plane: cannot read %s\n", scheduler_config.c_str());
       return 1;
     }
-    hami::Status s = (*cp)->StartScheduler(text.str());
+    hami::Status s = (*cp)->StartScheduler(*text);
     if (!s.ok()) {
       std::fprintf(stderr, "hami-kube-control-plane: %s\n", s.ToString().c_str());
       return 1;

@@ -8,12 +8,6 @@
 
 namespace hami::device {
 
-namespace {
-
-using json_util::Json;
-
-}  // namespace
-
 std::string_view OperatingModeName(OperatingMode mode) {
   switch (mode) {
     case OperatingMode::kMps:
@@ -34,6 +28,8 @@ std::optional<OperatingMode> ParseOperatingMode(std::string_view text) {
 }
 
 namespace {
+
+using json_util::Json;
 
 Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
   if (!e.is_object()) return InvalidArgumentError(path + ": expected an object");

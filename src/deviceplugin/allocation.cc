@@ -4,6 +4,7 @@
 
 #include "common/quantity.h"
 #include "device/pod_devices.h"
+#include "device/text_util.h"
 #include "deviceplugin/device_ids.h"
 
 namespace hami::deviceplugin {
@@ -16,40 +17,35 @@ bool EnvTrue(const ContainerView& c, const char* key) {
   return ParseBool(it->second.c_str(), &v) == nullptr && v;
 }
 
-std::string JoinUuids(const device::ContainerDevices& devs) {
+std::string JoinComma(const std::vector<std::string>& items) {
   std::string out;
-  std::set<std::string> seen;
-  for (const device::ContainerDevice& d : devs) {
-    if (!seen.insert(d.uuid).second) continue;
-    if (!out.empty()) out += ',';
-    out += d.uuid;
-  }
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
   return out;
 }
 
 // The device list of one container through the chosen strategies.
 void DeviceList(const PodView& pod, const AllocationSettings& settings, ContainerAllocation* a) {
   const DeviceListStrategies& s = settings.device_list;
-  std::vector<std::string> uuids;
+  std::vector<std::string> uuids;  // each GPU once, in the scheduler's order
   for (const device::ContainerDevice& d : a->devices) {
     if (std::find(uuids.begin(), uuids.end(), d.uuid) == uuids.end()) uuids.push_back(d.uuid);
   }
   if (s.AnyCdi()) {
-    std::string joined;
-    for (const std::string& u : uuids) {
-      std::string name = std::string(kCdiGpuKind) + "=" + u;
-      joined += (joined.empty() ? "" : ",") + name;
-      if (s.cdi_cri) a->cdi_devices.push_back(std::move(name));
+    std::vector<std::string> names;
+    for (const std::string& u : uuids) names.push_back(std::string(kCdiGpuKind) + "=" + u);
+    if (s.cdi_annotations) {
+      a->annotations["cdi.k8s.io/hami-device-plugin_" + pod.uid] = JoinComma(names);
     }
-    if (s.cdi_annotations) a->annotations["cdi.k8s.io/hami-device-plugin_" + pod.uid] = joined;
+    if (s.cdi_cri) a->cdi_devices = std::move(names);
   }
-  if (s.envvar) a->envs["NVIDIA_VISIBLE_DEVICES"] = JoinUuids(a->devices);
   if (s.volume_mounts) {
     // The toolkit reads the list from the mount points, not the variable.
     a->envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountDeviceRoot;
     for (const std::string& u : uuids) {
       a->mounts.push_back({std::string(kVolumeMountDeviceRoot) + "/" + u, "/dev/null", true});
     }
+  } else if (s.envvar) {
+    a->envs["NVIDIA_VISIBLE_DEVICES"] = JoinComma(uuids);
   }
   if (s.OnlyCdi()) return;
   if (settings.gdrcopy) a->envs["NVIDIA_GDRCOPY"] = "enabled";
@@ -113,15 +109,11 @@ bool HasDevices(const device::PodSingleDevice& pod) {
 
 Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text) {
   DeviceListStrategies out;
-  if (text.find_first_not_of(" ,") == std::string::npos) return out;
   out.envvar = false;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
+  bool named = false;
+  for (std::string_view part : device::text::Split(text, ',')) {
+    std::string_view item = device::text::TrimSpace(part);
+    named = named || !item.empty();
     if (item == "envvar") {
       out.envvar = true;
     } else if (item == "volume-mounts") {
@@ -131,13 +123,11 @@ Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text) 
     } else if (item == "cdi-cri") {
       out.cdi_cri = true;
     } else if (!item.empty()) {
-      return InvalidArgumentError("unknown device list strategy \"" + item +
-                                  "\" (expected envvar, volume-mounts, cdi-annotations or "
-                                  "cdi-cri)");
+      return InvalidArgumentError("unknown device list strategy " + device::text::Quote(item) +
+                                  " (expected envvar, volume-mounts, cdi-annotations or cdi-cri)");
     }
-    start = end + 1;
   }
-  return out;
+  return named ? out : DeviceListStrategies{};  // nothing named: the default
 }
 
 std::string ContainerHostDir(const AllocationSettings& s, const std::string& pod_uid,

@@ -7,6 +7,7 @@
 #include "common/file_util.h"
 
 namespace hami::deviceplugin {
+
 Result<InstalledHook> InstallHook(const std::string& hook_path, const std::string& library,
                                   const std::string& version) {
   // A sanitizer build's library is larger than an ordinary one; no build reaches this cap.

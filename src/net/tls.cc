@@ -1,7 +1,6 @@
 #include "net/tls.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -11,12 +10,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <ctime>
-#include <fstream>
 #include <mutex>
-#include <sstream>
+
+#include "common/file_util.h"
 
 namespace hami::net {
 namespace {
@@ -39,14 +37,6 @@ std::string BioToString(BIO* bio) {
   char* data = nullptr;
   long n = BIO_get_mem_data(bio, &data);  // NOLINT(runtime/int)
   return std::string(data, static_cast<size_t>(n));
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Identity of a file's current contents, cheap to compare on every handshake.
@@ -145,8 +135,8 @@ Status CertificateSource::ReloadIfChanged() {
     if (impl_->pair && cs == impl_->cert_stamp && ks == impl_->key_stamp) return OkStatus();
   }
   CertificatePem pem;
-  HAMI_ASSIGN_OR_RETURN(pem.cert_pem, ReadFile(impl_->cert_file));
-  HAMI_ASSIGN_OR_RETURN(pem.key_pem, ReadFile(impl_->key_file));
+  HAMI_ASSIGN_OR_RETURN(pem.cert_pem, ReadFileToString(impl_->cert_file));
+  HAMI_ASSIGN_OR_RETURN(pem.key_pem, ReadFileToString(impl_->key_file));
   Result<std::shared_ptr<KeyPair>> pair = ParsePair(pem);
   std::lock_guard<std::mutex> lock(impl_->mu);
   // Remember the stamps even on failure so a half-written rotation is not re-parsed on every

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -1266,10 +1265,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
       return InvalidArgumentError("--tls-cert and --tls-key go together");
     }
     http.tls = net::TlsOptions{o.tls_cert_file, o.tls_key_file};
-    std::ifstream in(o.tls_cert_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    impl->ca_pem = ss.str();
+    impl->ca_pem = ReadFileToString(o.tls_cert_file).value_or("");
   } else if (o.self_signed) {
     HAMI_ASSIGN_OR_RETURN(
         net::CertificatePem pem,

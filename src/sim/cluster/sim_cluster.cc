@@ -4,13 +4,12 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "common/base64.h"
+#include "common/file_util.h"
 #include "device/config.h"
 #include "device/node_registration.h"
 #include "device/vendor.h"
@@ -291,11 +290,8 @@ Result<k8s::Object> SimCluster::CreatePod(const std::string& ns, const k8s::Obje
 }
 
 std::vector<std::string> SimCluster::ApplyYamlFile(const std::string& path, const std::string& ns) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
   std::vector<std::string> names;
-  for (const std::string& doc : SplitYamlDocuments(ss.str())) {
+  for (const std::string& doc : SplitYamlDocuments(ReadFileToString(path).value_or(""))) {
     Result<k8s::Object> obj = YamlToJson(doc);
     if (!obj.ok()) throw std::runtime_error(path + ": " + obj.status().ToString());
     Result<k8s::Object> created = CreatePod(ns, *obj);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "device/text_util.h"
+
 namespace hami::sim {
 
 std::string HostPath(const std::string& value, const std::vector<KubeletMount>& mounts) {
@@ -35,9 +37,7 @@ std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevic
     for (const std::string& name : a->cdi_devices) add_cdi(name);
     for (const auto& [key, value] : a->annotations) {
       if (key.rfind("cdi.k8s.io/", 0) != 0) continue;
-      std::istringstream in(value);
-      std::string name;
-      while (std::getline(in, name, ',')) add_cdi(name);
+      for (std::string_view name : device::text::Split(value, ',')) add_cdi(std::string(name));
     }
   }
   auto visible = env.find("NVIDIA_VISIBLE_DEVICES");

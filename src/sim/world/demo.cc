@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "common/file_util.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
 #include "k8s/object.h"
@@ -44,12 +44,7 @@ std::string Uuid(char prefix, int i) {
   return buf;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string ReadFile(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
