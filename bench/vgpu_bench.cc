@@ -10,8 +10,11 @@
 //
 //   5. how closely the simulated driver itself tracks real time (utilisation, two processes
 //      contending, graph timing), when the simulator's integration test is built.
-// Usage: vgpu_bench [--quick] [--check] [--only launch,alloc,startup,accuracy,sim]
-// --check exits 1 when a goal of the accuracy or sim section is missed.
+//   6. instructions libvgpu adds to one launch, counted by callgrind (when valgrind is
+//      installed): the tracked figure behind the launch overhead.
+// Usage: vgpu_bench [--quick] [--check]
+//                   [--only launch,alloc,startup,accuracy,instructions,sim]
+// --check exits 1 when a goal with a "met" column is missed.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +229,68 @@ const char* Verdict(bool met) {
   return met ? "yes" : "**no**";
 }
 
+// Instructions libvgpu adds to one launch, counted by callgrind: stable where wall time on a
+// shared machine is not. 100,000 and 300,000 launches, with and without the library; the
+// difference of the two counts over 200,000 cancels start-up. The same figure as
+// scripts/launch_instructions.sh. Goal: no more than before the monitor's activity mark.
+constexpr double kLaunchInstructionGoal = 103;
+
+std::optional<double> CallgrindTotal(const std::vector<std::string>& probe_args,
+                                     const std::vector<std::string>& env,
+                                     const std::string& out) {
+  std::vector<std::string> argv = {"/usr/bin/valgrind", "--tool=callgrind",
+                                   "--callgrind-out-file=" + out, HAMI_PROBE};
+  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
+  ProcessResult r = RunProcess(argv, env);
+  if (r.exit_code != 0) {
+    fprintf(stderr, "callgrind %s failed (exit %d): %s\n", probe_args[0].c_str(), r.exit_code,
+            r.err.c_str());
+    return std::nullopt;
+  }
+  FILE* f = fopen(out.c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  char line[512];
+  std::optional<double> total;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, "summary:", 8) == 0 || strncmp(line, "totals:", 7) == 0) {
+      total = strtod(strchr(line, ':') + 1, nullptr);
+      break;
+    }
+  }
+  fclose(f);
+  return total;
+}
+
+void BenchInstructions() {
+  printf("## Instructions per cuLaunchKernel (callgrind, no SM limit)\n\n");
+  if (access("/usr/bin/valgrind", X_OK) != 0) {
+    printf("skipped: valgrind is not installed (apt-get install valgrind)\n\n");
+    return;
+  }
+  std::map<std::pair<bool, int>, double> total;
+  for (bool preload : {false, true}) {
+    for (int count : {100000, 300000}) {
+      std::string out = g_dir + "/callgrind." + std::to_string(preload) + "." +
+                        std::to_string(count);
+      std::optional<double> t =
+          CallgrindTotal({"launch-loop", "--count", std::to_string(count)},
+                         Env(preload, preload ? "ir-lib" : "ir-base"), out);
+      if (!t) {
+        printf("failed: see stderr\n\n");
+        ++g_missed;
+        return;
+      }
+      total[{preload, count}] = *t;
+    }
+  }
+  double driver = (total[{false, 300000}] - total[{false, 100000}]) / 200000;
+  double with = (total[{true, 300000}] - total[{true, 100000}]) / 200000;
+  double added = with - driver;
+  printf("| driver alone | + libvgpu | added | goal | met |\n|---|---|---|---|---|\n");
+  printf("| %.0f | %.0f | %.0f | added <= %.0f | %s |\n\n", driver, with, added,
+         kLaunchInstructionGoal, Verdict(added <= kLaunchInstructionGoal + 0.5));
+}
+
 // One row: a limited saturating run and its goal (within `band` points of `limit`; for
 // limit 0, above 90 %: not limited at all).
 void AccuracyRow(const std::string& what, int limit, double band,
@@ -438,7 +503,7 @@ void BenchSim() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only = "launch,alloc,startup,accuracy,sim";
+  std::string only = "launch,alloc,startup,accuracy,instructions,sim";
   CLI::App app{
       "vgpu_bench: libvgpu's costs on the simulated GPU (launch and allocation overhead, "
       "start-up time, SM limit accuracy)"};
@@ -447,7 +512,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", g_quick, "fewer rounds (a smoke run)");
   app.add_flag("--check", check, "exit 1 when a goal with a met column is missed");
   app.add_option("--only", only,
-                 "comma-separated parts to run: launch, alloc, startup, accuracy, sim")
+                 "comma-separated parts to run: launch, alloc, startup, accuracy, "
+                 "instructions, sim")
       ->capture_default_str();
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   char tmpl[] = "/tmp/hami-vgpu-bench-XXXXXX";
@@ -458,6 +524,7 @@ int main(int argc, char** argv) {
   if (only.find("alloc") != std::string::npos) BenchAlloc();
   if (only.find("startup") != std::string::npos) BenchStartup();
   if (only.find("accuracy") != std::string::npos) BenchAccuracy();
+  if (only.find("instructions") != std::string::npos) BenchInstructions();
 #ifdef HAMI_SIM_WORKERS
   if (only.find("sim") != std::string::npos) BenchSim();
 #endif

@@ -340,11 +340,12 @@ log "ok   ldd: every binary and libvgpu.so resolve all their libraries"
 # hami-scheduler in the image against the simulated API server on this host.
 sim=${HAMI_SIM_APISERVER:-$root/build/bin/hami-sim-apiserver}
 [[ -x $sim ]] || fail "no simulated API server at $sim (build it: cmake --build build --target hami-sim-apiserver, or set HAMI_SIM_APISERVER)"
-"$sim" --host 127.0.0.1 --port 0 --write-kubeconfig "$work/kubeconfig" >"$work/apiserver.log" 2>&1 &
+"$sim" --host 127.0.0.1 --port 0 --write-kubeconfig "$work/kubeconfig" \
+  --ready-file "$work/apiserver.ready" >"$work/apiserver.log" 2>&1 &
 sim_pid=$!
-for _ in $(seq 50); do [[ -s $work/kubeconfig ]] && grep -q listening "$work/apiserver.log" && break; sleep 0.1; done
-[[ -s $work/kubeconfig ]] || fail "hami-sim-apiserver did not start: $(cat "$work/apiserver.log")"
-api=$(sed -n 's/^listening on //p' "$work/apiserver.log")
+for _ in $(seq 50); do [[ -s $work/apiserver.ready ]] && break; sleep 0.1; done
+[[ -s $work/apiserver.ready ]] || fail "hami-sim-apiserver did not start: $(cat "$work/apiserver.log")"
+api=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$work/apiserver.ready")
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
   || echo $((20000 + RANDOM % 20000)); }
 ext_port=$(free_port) met_port=$(free_port)

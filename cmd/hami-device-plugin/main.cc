@@ -9,7 +9,8 @@
 // installs libvgpu.so and ld.so.preload into $HOOK_PATH/vgpu; publishes the node registration;
 // serves the device plugin API on <device-plugin-path>/nvidia-gpu.sock and registers with
 // kubelet, again whenever kubelet restarts or on SIGHUP. SIGTERM/SIGINT stop it.
-// Prints "serving <socket>" once registered with kubelet the first time (scripts wait for it).
+// Prints "serving <socket>" once registered with kubelet the first time, and writes the
+// --ready-file then (common/ready_file.h).
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -30,6 +31,8 @@
 #include "common/go_flags.h"
 #include "common/log.h"
 #include "common/quantity.h"
+#include "common/ready_file.h"
+#include "common/stop_signals.h"
 #include "device/config.h"
 #include "device/node_config.h"
 #include "device/node_registration.h"
@@ -66,6 +69,7 @@ std::string DefaultLibvgpu() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hami::StopSignals signals({SIGHUP});  // before any thread starts: every thread inherits the mask
   // gRPC and the API client run a dozen threads that allocate a little each; glibc would give
   // each its own arena (and its own high-water mark of resident memory). Two are plenty here.
   mallopt(M_ARENA_MAX, 2);
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
   std::string config_file, node_config_file = "/config/config.json", node_name;
   std::string mig_strategy = "none", device_id_strategy = "uuid";
   std::string device_list_strategy = hami::EnvOr("DEVICE_LIST_STRATEGY", "envvar");
-  std::string plugin_dir = "/var/lib/kubelet/device-plugins", kubeconfig, context;
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins", kubeconfig, context, ready_file;
   std::string hook_path = hami::EnvOr("HOOK_PATH", "/usr/local"), libvgpu = DefaultLibvgpu();
   std::string nvml_library = "libnvidia-ml.so.1", mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s", resource_name_flag;
@@ -96,6 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--nvml-library", nvml_library, "NVML to load")->capture_default_str();
   app.add_option("--mps-pipe-directory", mps_pipe, "MPS daemon pipe directory (mode mps)")
       ->capture_default_str();
+  app.add_option("--ready-file", ready_file,
+                 "once registered with kubelet, write the plugin socket and the PID to this file "
+                 "as JSON");
   app.add_option("--register-interval", register_interval,
                  "how often the node registration is refreshed")
       ->capture_default_str();
@@ -274,14 +281,6 @@ int main(int argc, char** argv) {
   Result<std::unique_ptr<hami::k8s::RestClient>> client = hami::k8s::RestClient::Create(*rest);
   if (!client.ok()) return die("API client: " + client.status().ToString());
 
-  // Signals are taken synchronously by this thread; every other thread inherits the mask.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
   hami::deviceplugin::PluginService service(**client, *driver, opts);
   if (Status s = service.Start(); !s.ok()) return die(s.message());
   hami::deviceplugin::GrpcPlugin plugin(
@@ -289,16 +288,18 @@ int main(int argc, char** argv) {
                 .socket_name = "nvidia-gpu.sock",
                 .preferred_allocation = opts.settings.enable_get_preferred_allocation});
   const std::string socket = plugin.socket_path();
-  hami::deviceplugin::PluginRunner runner(plugin, std::chrono::seconds(5), [socket](uint64_t n) {
+  hami::deviceplugin::PluginRunner runner(plugin, std::chrono::seconds(5), [&](uint64_t n) {
     if (n != 1) return;
+    if (Status s = hami::WriteReadyFile(ready_file, {{"socket", socket}}); !s.ok()) {
+      HAMI_LOG(Error) << s.message();
+    }
     std::printf("serving %s\n", socket.c_str());
     std::fflush(stdout);
   });
   if (Status s = runner.Start(); !s.ok()) return die(s.message());
 
   for (;;) {
-    int sig = 0;
-    sigwait(&set, &sig);
+    int sig = signals.Wait();
     if (sig == SIGHUP) {
       HAMI_LOG(Info) << "SIGHUP: serving and registering again";
       runner.RequestRestart();

@@ -16,8 +16,8 @@
 // mutatingwebhookconfigurations get/patch.
 //
 // The API server comes from --kubeconfig, else $KUBECONFIG, else the in-cluster service account.
-// Prints "listening on <url>" once the extender serves (scripts wait for that line).
-#include <signal.h>
+// Once the extender serves it prints "listening on <url>" for people and, given --ready-file,
+// writes its addresses there for programs (common/ready_file.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +33,8 @@
 #include "common/file_util.h"
 #include "common/go_flags.h"
 #include "common/log.h"
+#include "common/ready_file.h"
+#include "common/stop_signals.h"
 #include "device/config.h"
 #include "device/vendor.h"
 #include "extender/service.h"
@@ -57,10 +59,11 @@ std::string Hostname() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hami::StopSignals signals;  // before any thread starts: every thread inherits the mask
   CLI::App app{"hami-scheduler: HAMi-compatible scheduler extender, webhook and metrics"};
   std::string http_bind = "127.0.0.1:8080", cert_file, key_file, metrics_bind = ":9395";
   std::string scheduler_name = "hami-scheduler", node_policy = "binpack", gpu_policy = "spread";
-  std::string device_config_file, node_label_selector, kubeconfig, context;
+  std::string device_config_file, node_label_selector, kubeconfig, context, ready_file;
   std::string lease_name = "hami-scheduler", lease_ns, node_lock_timeout = "5m",
               node_lock_retry = "28s", kube_timeout = "30s";
   bool force_overwrite = true, leader_elect = false, legacy_metrics = false, debug = false,
@@ -73,6 +76,9 @@ int main(int argc, char** argv) {
   app.add_option("--key_file", key_file, "TLS private key");
   app.add_option("--metrics-bind-address", metrics_bind, "metrics listen address")
       ->capture_default_str();
+  app.add_option("--ready-file", ready_file,
+                 "once serving, write the extender's url, the metrics address and the PID to "
+                 "this file as JSON");
   app.add_option("--scheduler-name", scheduler_name, "schedulerName the webhook sets")
       ->capture_default_str();
   app.add_option("--node-scheduler-policy", node_policy, "binpack or spread")
@@ -300,20 +306,21 @@ int main(int argc, char** argv) {
   (*metrics)->SetMetricsHandler([service] { return service->Metrics(); });
   (*metrics)->AddReadinessCheck("scheduler", [service] { return service->Ready(); });
 
-  // Signals are taken synchronously by this thread.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
   if (Status s = (*svc)->Start(); !s.ok()) return die("start: " + s.ToString());
   Result<int> port = (*server)->Start();
   if (!port.ok()) return die("extender server: " + port.status().ToString());
   Result<int> mport = (*metrics)->Start();
   if (!mport.ok()) return die("metrics server: " + mport.status().ToString());
   const bool tls = (*server)->tls();
-  // The same addresses as the log line below (scripts wait for this line).
+  const std::string extender_url =
+      std::string(tls ? "https" : "http") + "://" + http.host + ":" + std::to_string(*port);
+  const std::string metrics_addr = mhttp.host + ":" + std::to_string(*mport);
+  if (Status s = hami::WriteReadyFile(ready_file, {{"extender", extender_url},
+                                                   {"metrics", metrics_addr}});
+      !s.ok()) {
+    return die(s.message());
+  }
+  // The same addresses as the log line below, for whoever watches stdout.
   std::printf("listening on %s://%s:%d (metrics on %s:%d)\n", tls ? "https" : "http",
               http.host.c_str(), *port, mhttp.host.c_str(), *mport);
   std::fflush(stdout);
@@ -322,8 +329,7 @@ int main(int argc, char** argv) {
   // Serving first: the caBundle patch makes the API server call us.
   if (certs) certs->Start();
 
-  int sig = 0;
-  sigwait(&set, &sig);
+  int sig = signals.Wait();
   HAMI_LOG(Info) << "signal " << sig << ": shutting down";
   if (certs) certs->Stop();
   (*server)->Stop();

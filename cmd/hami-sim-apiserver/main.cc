@@ -4,7 +4,6 @@
 //                      [--token T [--rbac]] [--write-kubeconfig PATH] [--history-window N]
 //
 // Prints "listening on <url>" (and flushes) once serving, so scripts can wait for that line.
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -12,11 +11,14 @@
 #include <string>
 
 #include "common/go_flags.h"
+#include "common/ready_file.h"
+#include "common/stop_signals.h"
 #include "sim/apiserver/api_server.h"
 
 int main(int argc, char** argv) {
+  hami::StopSignals signals;  // before any thread starts: every thread inherits the mask
   hami::sim::ApiServerOptions opts;
-  std::string kubeconfig;
+  std::string kubeconfig, ready_file;
   CLI::App app{
       "hami-sim-apiserver: an in-memory Kubernetes API server (watch, patches, binding, "
       "admission webhooks, RBAC) for kubectl and the simulated cluster. Prints \"listening on "
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
       ->needs(token);
   app.add_option("--write-kubeconfig", kubeconfig,
                  "write a kubeconfig for this server (url, CA, token) to this file");
+  app.add_option("--ready-file", ready_file,
+                 "once serving, write its url and PID to this file as JSON");
   app.add_option("--history-window", opts.history_window,
                  "watch events kept for resumption; older resourceVersions get 410 Gone")
       ->check(CLI::PositiveNumber)
@@ -51,12 +55,6 @@ int main(int argc, char** argv) {
   app.name("hami-sim-apiserver");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
 
-  // Block the stop signals before any thread starts so that only sigwait() below sees them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   auto server = hami::sim::ApiServer::Start(opts);
@@ -71,10 +69,13 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (hami::Status s = hami::WriteReadyFile(ready_file, {{"url", (*server)->url()}}); !s.ok()) {
+    std::fprintf(stderr, "hami-sim-apiserver: %s\n", s.ToString().c_str());
+    return 1;
+  }
   std::printf("listening on %s\n", (*server)->url().c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
+  signals.Wait();
   (*server)->Stop();
   return 0;
 }

@@ -7,7 +7,6 @@
 // The API server comes from --kubeconfig, else $KUBECONFIG, else the configuration's
 // clientConnection.kubeconfig, else the in-cluster service account. Exit codes: 0 after a signal,
 // 2 for unusable flags, configuration or kubeconfig, 1 when the scheduler cannot start.
-#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -18,12 +17,14 @@
 
 #include "common/go_flags.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/kube_scheduler.h"
 
 int main(int argc, char** argv) {
+  hami::StopSignals signals;  // before any thread starts: every thread inherits the mask
   CLI::App app{"hami-sim-kube-scheduler: kube-scheduler simulation driving HTTP extenders",
                "hami-sim-kube-scheduler"};
   std::string config_file, kubeconfig;
@@ -71,12 +72,6 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Block the stop signals before any thread starts so that only sigwait() below sees them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   hami::sim::KubeSchedulerOptions options;
@@ -87,8 +82,7 @@ int main(int argc, char** argv) {
     HAMI_LOG(Error) << "start: " << s.ToString();
     return 1;
   }
-  int sig = 0;
-  sigwait(&stop, &sig);
+  int sig = signals.Wait();
   HAMI_LOG(Info) << "signal " << sig << ": stopping";
   scheduler.Stop();
   hami::sim::KubeSchedulerStats st = scheduler.Stats();

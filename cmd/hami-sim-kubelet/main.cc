@@ -10,7 +10,6 @@
 // taken from the working directory at start (containers are handed absolute ones). Prints
 // "ready <kubelet port>" once the node is registered.
 #include <limits.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +24,8 @@
 #include "common/duration.h"
 #include "common/go_flags.h"
 #include "common/log.h"
+#include "common/ready_file.h"
+#include "common/stop_signals.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "sim/gpu/config.h"
@@ -50,6 +51,7 @@ bool SplitKeyValue(const std::string& kv, std::string* k, std::string* v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hami::StopSignals signals;  // before any thread starts: every thread inherits the mask
   CLI::App app{"hami-sim-kubelet: a simulated kubelet that runs pods as local processes"};
   std::string node_name, kubeconfig, root_dir, sim_config, sim_state, address = "127.0.0.1";
   std::string heartbeat = "10s", stand_in;
@@ -80,6 +82,9 @@ int main(int argc, char** argv) {
       "for none)");
   app.add_option("--address", address, "node address")->capture_default_str();
   app.add_option("--heartbeat", heartbeat, "node status and lease period")->capture_default_str();
+  std::string ready_file;
+  app.add_option("--ready-file", ready_file,
+                 "once the node is registered, write its port and PID to this file as JSON");
   app.add_option("-v,--v", verbosity, "log verbosity")->capture_default_str();
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(verbosity);
@@ -176,18 +181,16 @@ int main(int argc, char** argv) {
       hami::k8s::RestClient::Create(*rest);
   if (!client.ok()) return die("API client: " + client.status().ToString());
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   hami::Result<std::unique_ptr<hami::sim::Kubelet>> kubelet =
       hami::sim::Kubelet::Start(**client, o);
   if (!kubelet.ok()) return die(kubelet.status().ToString());
+  const std::string port = std::to_string((*kubelet)->port());
+  if (hami::Status s = hami::WriteReadyFile(ready_file, {{"port", port}}); !s.ok()) {
+    return die(s.message());
+  }
   std::printf("ready %d\n", (*kubelet)->port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  int sig = signals.Wait();
   HAMI_LOG(Info) << "signal " << sig << ": stopping the node's containers";
   (*kubelet)->Stop();
   return 0;

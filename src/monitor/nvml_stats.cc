@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include "common/dl_symbol.h"
+#include "common/log.h"
 #include "vgpu/nvml_abi.h"
 
 namespace hami::monitor {
@@ -151,6 +152,46 @@ Result<std::vector<ProcessSample>> NvmlStats::Samples(const std::string& uuid, u
     out.push_back({static_cast<int>(samples[i].pid), samples[i].smUtil, samples[i].timeStamp});
   }
   return out;
+}
+
+bool LateNvmlStats::TryOpen() {
+  MutexLock l(mu_);
+  if (nvml_ != nullptr) return true;
+  Result<std::unique_ptr<NvmlStats>> n = NvmlStats::Open(library_);
+  if (n.ok()) {
+    nvml_ = std::move(*n);
+    HAMI_LOG(Info) << "NVML loaded from " << library_;
+    return true;
+  }
+  if (n.status().message() != last_error_) {
+    last_error_ = n.status().message();
+    HAMI_LOG(Warning) << last_error_ << "; host GPU metrics and host PIDs are unavailable";
+  }
+  return false;
+}
+
+NvmlStats* LateNvmlStats::Loaded() {
+  MutexLock l(mu_);
+  return nvml_.get();
+}
+
+Result<std::vector<HostGpu>> LateNvmlStats::Gpus() {
+  NvmlStats* n = Loaded();
+  if (n == nullptr) return std::vector<HostGpu>{};
+  return n->Gpus();
+}
+
+Result<std::vector<GpuProcess>> LateNvmlStats::Processes(const std::string& uuid) {
+  NvmlStats* n = Loaded();
+  if (n == nullptr) return std::vector<GpuProcess>{};
+  return n->Processes(uuid);
+}
+
+Result<std::vector<ProcessSample>> LateNvmlStats::Samples(const std::string& uuid,
+                                                          uint64_t since_us) {
+  NvmlStats* n = Loaded();
+  if (n == nullptr) return std::vector<ProcessSample>{};
+  return n->Samples(uuid, since_us);
 }
 
 }  // namespace hami::monitor

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/thread_annotations.h"
 #include "monitor/gpu_stats.h"
 
 namespace hami::monitor {
@@ -25,6 +26,32 @@ class NvmlStats : public GpuStats {
  private:
   explicit NvmlStats(std::unique_ptr<Api> api);
   std::unique_ptr<Api> api_;
+};
+
+// LateNvmlStats: NVML that may appear after start-up (a driver mounted after the monitor
+// started). Until TryOpen succeeds every call answers empty lists, so the monitor still serves
+// the regions' figures; each changed reason for failing is logged once, as a warning.
+//
+// Thread safety: every member may be called from any thread.
+class LateNvmlStats : public GpuStats {
+ public:
+  explicit LateNvmlStats(std::string library) : library_(std::move(library)) {}
+
+  // Loads NVML unless it is loaded; true once it is.
+  bool TryOpen();
+
+  Result<std::vector<HostGpu>> Gpus() override;
+  Result<std::vector<GpuProcess>> Processes(const std::string& uuid) override;
+  Result<std::vector<ProcessSample>> Samples(const std::string& uuid, uint64_t since_us) override;
+
+ private:
+  // NVML once loaded (never unloaded, so the pointer stays valid without the lock).
+  NvmlStats* Loaded();
+
+  const std::string library_;
+  Mutex mu_;
+  std::unique_ptr<NvmlStats> nvml_ GUARDED_BY(mu_);
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace hami::monitor

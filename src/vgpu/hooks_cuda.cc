@@ -109,10 +109,7 @@ CUresult FreeAccounted(KeySpace space, uint64_t key, FreeFn free_fn) {
 // Common prologue of every launch: pause point, then the SM limiter if any limit may apply.
 inline void BeforeLaunch(uint64_t gx, uint64_t gy, uint64_t gz, uint64_t bx, uint64_t by,
                          uint64_t bz) {
-  if (!EnterProcess()) return;
-  WaitIfPaused();
-  NoteLaunch();
-  if (LaunchGateActive()) GateLaunch(LaunchUnits(gx, gy, gz, bx, by, bz));
+  if (LaunchPrologue()) GateLaunch(LaunchUnits(gx, gy, gz, bx, by, bz));
 }
 
 uint64_t GraphUnits(CUgraph graph) {
@@ -159,10 +156,7 @@ void RecordGraph(CUresult rc, CUgraphExec* exec, CUgraph graph) {
 }
 
 void BeforeGraphLaunch(CUgraphExec exec) {
-  if (!EnterProcess()) return;
-  WaitIfPaused();
-  NoteLaunch();
-  if (!LaunchGateActive()) return;
+  if (!LaunchPrologue()) return;
   AllocRecord rec;
   if (Rt().table.Find(KeySpace::kGraphExec, reinterpret_cast<uint64_t>(exec), &rec)) {
     GateLaunch(rec.bytes);

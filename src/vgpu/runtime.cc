@@ -476,25 +476,25 @@ void WaitIfPaused() {
   VGPU_NOTICE("resumed");
 }
 
-void NoteLaunch() {
+bool LaunchPrologue() {
+  if (!EnterProcess()) return false;
   Runtime& r = g_rt;
-  if (r.region == nullptr) return;
-  RegionHeader* h = r.region->header();
+  Region* region = r.region;
+  if (region == nullptr) return r.launch_gate.load(std::memory_order_relaxed);
+  RegionHeader* h = region->header();
   int32_t rk = h->recent_kernel.load(std::memory_order_relaxed);
-  // A negative value is the monitor's "wait" and is not overwritten by a launch.
-  if (rk >= 0 && rk != 2) h->recent_kernel.compare_exchange_strong(rk, 2);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  uint64_t now_s = static_cast<uint64_t>(ts.tv_sec);
-  if (h->last_kernel_time.load(std::memory_order_relaxed) != now_s) {
+  if (__builtin_expect(rk < 0 || h->suspend_request.load(std::memory_order_relaxed) != 0, 0)) {
+    WaitIfPaused();
+    rk = h->recent_kernel.load(std::memory_order_relaxed);
+  }
+  // The container is active for the monitor's feedback (recent_kernel 2, a negative value is
+  // its "wait" and stays) and last ran a kernel this second: stores only when they change.
+  if (__builtin_expect(rk != 2, 0) && rk >= 0) h->recent_kernel.compare_exchange_strong(rk, 2);
+  uint64_t now_s = static_cast<uint64_t>(time(nullptr));
+  if (__builtin_expect(h->last_kernel_time.load(std::memory_order_relaxed) != now_s, 0)) {
     h->last_kernel_time.store(now_s, std::memory_order_relaxed);
   }
-}
-
-bool LaunchGateActive() {
-  Runtime& r = g_rt;
-  if (r.region != nullptr &&
-      __builtin_expect(r.region->header()->config_gen.load(std::memory_order_relaxed) !=
+  if (__builtin_expect(h->config_gen.load(std::memory_order_relaxed) !=
                            r.seen_config_gen.load(std::memory_order_relaxed),
                        0)) {
     RecomputeLaunchGate(r);

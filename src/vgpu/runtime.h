@@ -144,11 +144,12 @@ void Uncharge(int dev, uint64_t bytes, MemKind kind);
 
 // Blocks while hamictl suspended the container or the monitor paused it for priority.
 void WaitIfPaused();
-// Marks the container active for the monitor's feedback loop (recent_kernel = 2) and stamps
-// last_kernel_time; called on every launch. Costs two relaxed loads when nothing changes.
-void NoteLaunch();
-// True if launches must pass the SM gate. Notices live limit changes (region config_gen).
-bool LaunchGateActive();
+// Every launch's prologue in one call (the launch hooks' hot path): EnterProcess; the pause
+// point (WaitIfPaused); the container marked active for the monitor's feedback loop
+// (recent_kernel = 2, last_kernel_time stamped, each stored only when it changes); and whether
+// the launch must pass the SM gate, noticing live limit changes (region config_gen). False when
+// the launch passes through.
+bool LaunchPrologue();
 // Admission of a launch of `units` work units on the current device: applies the SM limit.
 void GateLaunch(uint64_t units);
 

@@ -369,6 +369,38 @@ TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
   EXPECT_TRUE(kubelet_->AllocatePod(Uid("p7"), kResource, {{"main", false, 1}}).ok());
 }
 
+// A pod admitted while its plugin restarts is refused with the reason, and the kubelet goes on:
+// the restarted plugin registers and the next pod gets its devices. (The refusal once took the
+// kubelet's lock a second time on the same thread and stopped every later Register.)
+TEST_F(PluginTest, APodAdmittedWhileThePluginIsDownIsRefusedAndKubeletGoesOn) {
+  runner_.reset();
+  plugin_.reset();
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [](const auto& r) { return r.count(kResource) && !r.at(kResource).connected; },
+      std::chrono::seconds(10)));
+  CreateBoundPod("p8", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");
+  Result<std::vector<sim::ContainerDevices>> refused =
+      kubelet_->AllocatePod(Uid("p8"), kResource, {{"main", false, 1}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("no device plugin serves"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(kubelet_->Held(Uid("p8"), kResource).empty());
+
+  plugin_ = std::make_unique<GrpcPlugin>(
+      *service_, GrpcPluginOptions{.plugin_dir = kubelet_dir_, .preferred_allocation = false});
+  runner_ = std::make_unique<PluginRunner>(*plugin_, std::chrono::milliseconds(100));
+  ASSERT_TRUE(runner_->Start().ok());
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [](const auto& r) {
+        return r.count(kResource) && r.at(kResource).connected &&
+               r.at(kResource).registrations == 2 && r.at(kResource).devices.size() == 8;
+      },
+      std::chrono::seconds(10)))
+      << "the kubelet took no registration after the refusal";
+  EXPECT_TRUE(kubelet_->AllocatePod(Uid("p8"), kResource, {{"main", false, 1}}).ok());
+}
+
 TEST_F(PluginTest, AnUnreachableApiServerHandsOutNothing) {
   CreateBoundPod("p8", {"main"}, std::string(kGpu0) + ",NVIDIA,1000,0:;");
   std::string uid = Uid("p8");

@@ -1,5 +1,8 @@
 #include "sim/kubelet/device_manager.h"
 
+// Before gRPC's headers: Abseil (which they include) defines the same annotation macros, and a
+// redefinition in a system header is silent where ours after it would not be.
+#include "common/thread_annotations.h"
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,7 +73,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
   void Stop() {
     std::vector<std::unique_ptr<Endpoint>> eps;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (stopped_) return;
       stopped_ = true;
       for (auto& [name, ep] : endpoints_) eps.push_back(std::move(ep));
@@ -122,7 +125,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
     ep->stub = api::DevicePlugin::NewStub(ep->channel);
     Endpoint* raw = ep.get();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (stopped_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kubelet is stopping");
       ResourceState& st = resources_[ep->resource];
       st.endpoint = ep->endpoint;
@@ -160,7 +163,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
         devices.push_back(std::move(k));
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         auto it = endpoints_.find(ep->resource);
         if (it == endpoints_.end() || it->second.get() != ep) break;  // replaced
         ResourceState& st = resources_[ep->resource];
@@ -171,7 +174,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
     }
     grpc::Status s = reader->Finish();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       auto it = endpoints_.find(ep->resource);
       if (it != endpoints_.end() && it->second.get() == ep)
         resources_[ep->resource].connected = false;
@@ -186,7 +189,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
     {
       // Notified under the lock: Stop() takes it too, so no notification can touch the
       // condition variable once the manager is being destroyed.
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       ++version_;
       cb = on_change_;
       cv_.notify_all();
@@ -197,14 +200,20 @@ class DeviceManager::Impl final : public api::Registration::Service {
   Result<std::vector<ContainerDevices>> AllocatePod(const std::string& pod_uid,
                                                     const std::string& resource,
                                                     const std::vector<ContainerNeed>& containers) {
-    std::lock_guard<std::mutex> serial(allocate_mu_);
+    MutexLock serial(allocate_mu_);
     std::vector<ContainerDevices> out;
     std::vector<std::string> reusable;  // devices of the pod's init containers
     std::vector<std::string> taken;     // held by this call's app containers
-    auto fail = [&](Status s) {
-      std::lock_guard<std::mutex> l(mu_);
+    // What this call took is given back. Called with mu_ held (the first check) or not (a
+    // failed Allocate), hence two forms: std::mutex is not recursive, and locking it again on
+    // the same thread blocks that thread forever, and with it every Register and heartbeat.
+    auto fail_locked = [&](Status s) REQUIRES(mu_) {
       held_[pod_uid].erase(resource);
       return s;
+    };
+    auto fail = [&](Status s) EXCLUDES(mu_) {
+      MutexLock l(mu_);
+      return fail_locked(std::move(s));
     };
     for (const ContainerNeed& c : containers) {
       if (c.count <= 0) continue;
@@ -212,12 +221,12 @@ class DeviceManager::Impl final : public api::Registration::Service {
       bool preferred = false;
       std::vector<std::string> available;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         auto ep = endpoints_.find(resource);
         const ResourceState* st = resources_.count(resource) ? &resources_.at(resource) : nullptr;
         if (ep == endpoints_.end() || st == nullptr || !st->connected) {
-          return fail(Status(StatusCode::kUnavailable,
-                             "no device plugin serves " + resource + " on this node"));
+          return fail_locked(Status(StatusCode::kUnavailable,
+                                    "no device plugin serves " + resource + " on this node"));
         }
         stub = ep->second->stub.get();
         preferred = st->preferred_allocation;
@@ -276,7 +285,7 @@ class DeviceManager::Impl final : public api::Registration::Service {
       }
       out.push_back(std::move(d));
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         std::vector<std::string>& held = held_[pod_uid][resource];
         for (const std::string& id : ids) {
           if (std::find(held.begin(), held.end(), id) == held.end()) held.push_back(id);
@@ -334,16 +343,18 @@ class DeviceManager::Impl final : public api::Registration::Service {
 
   const std::string dir_;
   std::unique_ptr<grpc::Server> server_;
-  mutable std::mutex mu_;
+  // Allocations run one at a time (they call the plugin); taken before mu_, never inside it.
+  Mutex allocate_mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
-  bool stopped_ = false;                                                         // guarded by mu_
-  uint64_t version_ = 0;                                                         // guarded by mu_
-  std::map<std::string, ResourceState> resources_;                               // guarded by mu_
-  std::map<std::string, std::unique_ptr<Endpoint>> endpoints_;                   // guarded by mu_
-  std::vector<std::unique_ptr<Endpoint>> retired_;                               // guarded by mu_
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> held_;  // guarded by mu_
-  std::function<void()> on_change_;                                              // guarded by mu_
-  std::mutex allocate_mu_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  uint64_t version_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, ResourceState> resources_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Endpoint>> endpoints_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Endpoint>> retired_ GUARDED_BY(mu_);
+  // Devices handed out, by pod UID and resource.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> held_ GUARDED_BY(mu_);
+  std::function<void()> on_change_ GUARDED_BY(mu_);
 };
 
 Result<std::unique_ptr<DeviceManager>> DeviceManager::Start(const std::string& plugin_dir) {
@@ -357,19 +368,20 @@ DeviceManager::~DeviceManager() { Stop(); }
 void DeviceManager::Stop() { impl_->Stop(); }
 
 std::map<std::string, ResourceState> DeviceManager::Resources() const {
-  std::lock_guard<std::mutex> l(impl_->mu_);
+  MutexLock l(impl_->mu_);
   return impl_->resources_;
 }
 
 bool DeviceManager::WaitFor(
     const std::function<bool(const std::map<std::string, ResourceState>&)>& cond,
     std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> l(impl_->mu_);
-  return impl_->cv_.wait_for(l, timeout, [&] { return cond(impl_->resources_); });
+  UniqueLock l(impl_->mu_);
+  return impl_->cv_.wait_for(l.native(), timeout,
+                             [&]() REQUIRES(impl_->mu_) { return cond(impl_->resources_); });
 }
 
 void DeviceManager::SetOnChange(std::function<void()> on_change) {
-  std::lock_guard<std::mutex> l(impl_->mu_);
+  MutexLock l(impl_->mu_);
   impl_->on_change_ = std::move(on_change);
 }
 
@@ -380,13 +392,13 @@ Result<std::vector<ContainerDevices>> DeviceManager::AllocatePod(
 }
 
 void DeviceManager::FreePod(const std::string& pod_uid) {
-  std::lock_guard<std::mutex> l(impl_->mu_);
+  MutexLock l(impl_->mu_);
   impl_->held_.erase(pod_uid);
 }
 
 std::vector<std::string> DeviceManager::Held(const std::string& pod_uid,
                                              const std::string& resource) const {
-  std::lock_guard<std::mutex> l(impl_->mu_);
+  MutexLock l(impl_->mu_);
   auto p = impl_->held_.find(pod_uid);
   if (p == impl_->held_.end()) return {};
   auto r = p->second.find(resource);

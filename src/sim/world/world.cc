@@ -172,17 +172,28 @@ std::vector<std::string> World::BaseEnv() const {
   return {std::string("PATH=") + (path ? path : "/usr/bin:/bin"), "HOME=/tmp"};
 }
 
+std::string World::ReadyArg(const std::string& name) const {
+  return "--ready-file=" + dir_ + "/" + name + ".ready";
+}
+
 Status World::Launch(const std::string& name, std::vector<std::string> argv,
-                     std::vector<std::string> env, const std::string& marker,
-                     std::string* marker_line) {
+                     std::vector<std::string> env, ReadyFields* ready) {
   auto& slot = processes_[name];
   if (slot && slot->Running()) return Status(StatusCode::kAlreadyExists, name + " is running");
   slot = std::make_unique<LoggedProcess>(name, LogFile(name));
   if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
+  // An earlier run's file would say "ready" at once.
+  const std::string ready_file = dir_ + "/" + name + ".ready";
+  ::unlink(ready_file.c_str());
   HAMI_RETURN_IF_ERROR(slot->Spawn(argv, env));
-  if (!marker.empty()) {
-    HAMI_ASSIGN_OR_RETURN(std::string line, slot->WaitForMarker(marker, options_.start_timeout));
-    if (marker_line != nullptr) *marker_line = line;
+  if (ready != nullptr) {
+    HAMI_RETURN_IF_ERROR(slot->WaitUntil(
+        [&] {
+          Result<ReadyFields> r = ReadReadyFile(ready_file);
+          if (r.ok()) *ready = std::move(*r);
+          return r.ok();
+        },
+        options_.start_timeout));
   }
   if (options_.on_start) options_.on_start(name);
   return OkStatus();
@@ -237,18 +248,14 @@ Status World::Boot() {
                                "--leader-elect-resource-namespace=kube-system"});
   }
   sched.insert(sched.end(), options_.scheduler_args.begin(), options_.scheduler_args.end());
-  std::string line;
-  HAMI_RETURN_IF_ERROR(Launch("hami-scheduler", sched, BaseEnv(), "listening on", &line));
-  // "listening on https://127.0.0.1:<port> (metrics on <host>:<port>)"
-  size_t url = line.find("https://");
-  if (url == std::string::npos) return Status(StatusCode::kInternal, "unexpected: " + line);
-  extender_url_ = line.substr(url, line.find(' ', url) - url);
-  if (size_t m = line.find("metrics on "); m != std::string::npos) {
-    std::string addr = line.substr(m + 11);
-    addr = addr.substr(0, addr.find(')'));
-    std::string port = addr.substr(addr.rfind(':') + 1);
-    scheduler_metrics_url_ = "http://127.0.0.1:" + port + "/metrics";
+  sched.push_back(ReadyArg("hami-scheduler"));
+  ReadyFields ready;
+  HAMI_RETURN_IF_ERROR(Launch("hami-scheduler", sched, BaseEnv(), &ready));
+  extender_url_ = ready["extender"];
+  if (extender_url_.rfind("https://", 0) != 0) {
+    return Status(StatusCode::kInternal, "hami-scheduler's ready file names no HTTPS extender");
   }
+  scheduler_metrics_url_ = "http://" + ready["metrics"] + "/metrics";
 
   if (options_.webhook_cert_secret) {
     k8s::Object patch = k8s::Object::array({{{"op", "replace"},
@@ -355,7 +362,9 @@ Status World::StartControlPlane() {
       // HTTPS: kubectl sends bearer tokens over TLS only.
       apiserver.insert(apiserver.end(), {"--self-signed", "--rbac", "--token", "hami-sim-admin"});
     }
-    HAMI_RETURN_IF_ERROR(Launch("apiserver", apiserver, BaseEnv(), "listening on"));
+    apiserver.push_back(ReadyArg("apiserver"));
+    ReadyFields ready;
+    HAMI_RETURN_IF_ERROR(Launch("apiserver", apiserver, BaseEnv(), &ready));
   }
   HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(kubeconfig_));
   rest.qps = 0;
@@ -374,7 +383,7 @@ Status World::StartKubeScheduler(const std::string& config_yaml) {
   return Launch("kube-scheduler",
                 {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
                  "--kubeconfig=" + kubeconfig_},
-                BaseEnv(), "");
+                BaseEnv());
 }
 
 Status World::WriteTokenKubeconfig(const std::string& path, const std::string& token) {
@@ -470,13 +479,15 @@ Status World::StartKubelet(const std::string& node) {
   for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
   if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
   if (options_.pid_namespaces) argv.push_back("--pid-namespaces");
+  argv.push_back(ReadyArg(node + "-kubelet"));
   if (options_.kubelet_relative_paths) {
     // cd first: the shell execs the kubelet, so the process (and its signals) stay the same.
     std::string command = "cd '" + dir_ + "' && exec";
     for (const std::string& a : argv) command += " '" + a + "'";
     argv = {"/bin/sh", "-c", command};
   }
-  return Launch(node + "-kubelet", argv, BaseEnv(), "ready ");
+  ReadyFields ready;
+  return Launch(node + "-kubelet", argv, BaseEnv(), &ready);
 }
 
 Status World::StopKubelet(const std::string& node) {
@@ -506,7 +517,9 @@ Status World::StartPlugin(const std::string& node) {
     argv.push_back("--config-file=" + dir_ + "/device-config.yaml");
   }
   argv.insert(argv.end(), options_.plugin_args.begin(), options_.plugin_args.end());
-  return Launch(node + "-plugin", argv, env, "serving ");
+  argv.push_back(ReadyArg(node + "-plugin"));
+  ReadyFields ready;
+  return Launch(node + "-plugin", argv, env, &ready);
 }
 
 Status World::StartMonitor(const std::string& node) {
@@ -519,13 +532,13 @@ Status World::StartMonitor(const std::string& node) {
   env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
   env.push_back("HAMI_SIM_STATE=" + GpuState(node));
   env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
-  std::string line;
+  ReadyFields ready;
   HAMI_RETURN_IF_ERROR(Launch(node + "-monitor",
                               {Bin("hami-monitor"), "--metrics-bind-address=127.0.0.1:0",
-                               "--update-interval=" + options_.monitor_interval},
-                              env, "metrics on ", &line));
-  // "metrics on 127.0.0.1:<port>"
-  monitor_urls_[node] = "http://" + line.substr(line.find("metrics on ") + 11) + "/metrics";
+                               "--update-interval=" + options_.monitor_interval,
+                               ReadyArg(node + "-monitor")},
+                              env, &ready));
+  monitor_urls_[node] = "http://" + ready["metrics"] + "/metrics";
   return OkStatus();
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ready_file.h"
 #include "common/status.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
@@ -159,9 +160,12 @@ class World {
   Status StartKubeScheduler(const std::string& config_yaml);
   Status SetUpRbac();
   Status WriteTokenKubeconfig(const std::string& path, const std::string& token);
+  // Starts `name`; with `ready` non-null, waits for the ready file the process was told to
+  // write (ReadyArg(name) among its arguments) and returns its fields there.
   Status Launch(const std::string& name, std::vector<std::string> argv,
-                std::vector<std::string> env, const std::string& marker,
-                std::string* marker_line = nullptr);
+                std::vector<std::string> env, ReadyFields* ready = nullptr);
+  // "--ready-file=<dir>/<name>.ready" (common/ready_file.h).
+  std::string ReadyArg(const std::string& name) const;
   const WorldNode* Node(const std::string& name) const;
   std::string Bin(const std::string& name) const;
   std::vector<std::string> BaseEnv() const;
