@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   if (hami::Status s = hami::WriteReadyFile(ready_file, {{"port", port}}); !s.ok()) {
     return die(s.message());
   }
-  std::printf("ready %d\n", (*kubelet)->port());
+  std::printf("ready %s\n", port.c_str());
   std::fflush(stdout);
   int sig = signals.Wait();
   HAMI_LOG(Info) << "signal " << sig << ": stopping the node's containers";

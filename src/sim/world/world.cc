@@ -172,10 +172,6 @@ std::vector<std::string> World::BaseEnv() const {
   return {std::string("PATH=") + (path ? path : "/usr/bin:/bin"), "HOME=/tmp"};
 }
 
-std::string World::ReadyArg(const std::string& name) const {
-  return "--ready-file=" + dir_ + "/" + name + ".ready";
-}
-
 Status World::Launch(const std::string& name, std::vector<std::string> argv,
                      std::vector<std::string> env, ReadyFields* ready) {
   auto& slot = processes_[name];
@@ -183,7 +179,7 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
   slot = std::make_unique<LoggedProcess>(name, LogFile(name));
   if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
   // An earlier run's file would say "ready" at once.
-  const std::string ready_file = dir_ + "/" + name + ".ready";
+  const std::string ready_file = ReadyPath(name);
   ::unlink(ready_file.c_str());
   HAMI_RETURN_IF_ERROR(slot->Spawn(argv, env));
   if (ready != nullptr) {

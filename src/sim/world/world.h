@@ -164,8 +164,9 @@ class World {
   // write (ReadyArg(name) among its arguments) and returns its fields there.
   Status Launch(const std::string& name, std::vector<std::string> argv,
                 std::vector<std::string> env, ReadyFields* ready = nullptr);
-  // "--ready-file=<dir>/<name>.ready" (common/ready_file.h).
-  std::string ReadyArg(const std::string& name) const;
+  // <dir>/<name>.ready, and the flag that names it (common/ready_file.h).
+  std::string ReadyPath(const std::string& name) const { return dir_ + "/" + name + ".ready"; }
+  std::string ReadyArg(const std::string& name) const { return "--ready-file=" + ReadyPath(name); }
   const WorldNode* Node(const std::string& name) const;
   std::string Bin(const std::string& name) const;
   std::vector<std::string> BaseEnv() const;
