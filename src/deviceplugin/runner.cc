@@ -15,9 +15,16 @@
 
 namespace hami::deviceplugin {
 
+namespace {
+constexpr const char* kRegisterKey = "register";
+}  // namespace
+
 PluginRunner::PluginRunner(GrpcPlugin& plugin, std::chrono::milliseconds retry,
-                           std::function<void(uint64_t)> on_registered)
-    : plugin_(plugin), retry_(retry), on_registered_(std::move(on_registered)) {}
+                           std::function<void(uint64_t)> on_registered, const Clock* clock)
+    : plugin_(plugin),
+      retry_(retry),
+      on_registered_(std::move(on_registered)),
+      queue_(clock != nullptr ? *clock : real_clock_) {}
 
 PluginRunner::~PluginRunner() { Stop(); }
 
@@ -33,28 +40,36 @@ Status PluginRunner::Start() {
                   "cannot watch the device plugin directory " + dir + ": " + why);
   }
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  thread_ = std::thread([this] {
+  queue_.Add(kRegisterKey);
+  worker_ = std::thread([this] {
     SetCurrentThreadName("kubelet-reg");
-    Run();
+    std::string key;
+    while (queue_.Get(&key)) Attempt(key);
+  });
+  watcher_ = std::thread([this] {
+    SetCurrentThreadName("kubelet-watch");
+    Watch();
   });
   return OkStatus();
 }
 
-void PluginRunner::Wake() {
-  uint64_t one = 1;
-  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+void PluginRunner::Want(bool reserve) {
+  if (reserve) reserve_ = true;
+  wanted_ = true;  // before Add: the attempt the key causes must see it
+  queue_.Add(kRegisterKey);
 }
 
-void PluginRunner::RequestRestart() {
-  reserve_ = true;
-  restart_ = true;
-  Wake();
-}
+void PluginRunner::RequestRestart() { Want(true); }
 
 void PluginRunner::Stop() {
   stop_ = true;
-  Wake();
-  if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (watcher_.joinable()) watcher_.join();
+  queue_.ShutDown();
+  if (worker_.joinable()) worker_.join();
   plugin_.Stop();
   if (inotify_fd_ >= 0) close(inotify_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -66,69 +81,67 @@ bool PluginRunner::SocketExists() const {
   return stat(plugin_.socket_path().c_str(), &st) == 0;
 }
 
-void PluginRunner::Run() {
-  const std::string kubelet_name = plugin_.options().kubelet_socket;
-  const std::string own_name = plugin_.options().socket_name;
-  bool registered = false;
-  auto next_try = std::chrono::steady_clock::now();
+void PluginRunner::Attempt(const std::string& key) {
+  if (!wanted_.exchange(false)) {  // a retry an earlier attempt made unnecessary
+    queue_.Done(key);
+    return;
+  }
+  // Re-serve only when the socket is gone (kubelet removes it when it starts) or on request:
+  // replacing a live socket would cut the connection kubelet just made to it. The watcher
+  // ignores the socket's deletion while an attempt runs (the re-serve deletes it first).
+  registered_ = false;
+  Status s = OkStatus();
+  if (reserve_.exchange(false) || !SocketExists()) s = plugin_.Serve();
+  if (s.ok()) s = plugin_.Register();
+  registered_ = s.ok();
+  queue_.Done(key);
+  if (s.ok()) {
+    uint64_t n = ++registrations_;
+    if (on_registered_) on_registered_(n);
+    return;
+  }
+  HAMI_LOG(Warning) << s.message() << "; retrying in " << retry_.count() << " ms";
+  reserve_ = true;
+  wanted_ = true;
+  queue_.AddAfter(key, retry_);
+}
+
+void PluginRunner::Watch() {
   while (!stop_) {
-    auto now = std::chrono::steady_clock::now();
-    if (restart_ && now >= next_try) {
-      restart_ = false;
-      // Re-serve only when the socket is gone (kubelet removes it when it starts) or on
-      // request: replacing a live socket would cut the connection kubelet just made to it.
-      Status s = OkStatus();
-      if (reserve_.exchange(false) || !SocketExists()) s = plugin_.Serve();
-      if (s.ok()) s = plugin_.Register();
-      registered = s.ok();
-      if (registered) {
-        uint64_t n = ++registrations_;
-        if (on_registered_) on_registered_(n);
-      } else {
-        HAMI_LOG(Warning) << s.message() << "; retrying in " << retry_.count() << " ms";
-        restart_ = true;
-        reserve_ = true;
-        next_try = now + retry_;
-      }
-    }
-    int timeout_ms = -1;
-    if (restart_) {
-      timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(next_try -
-                                                                   std::chrono::steady_clock::now())
-                 .count()));
-    }
     pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) break;
-    if (fds[1].revents & POLLIN) {
-      uint64_t v;
-      (void)!read(wake_fd_, &v, sizeof(v));
-      next_try = std::chrono::steady_clock::now();
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) {
+      HAMI_LOG(Error) << "watching " << plugin_.options().plugin_dir
+                      << " failed: " << std::strerror(errno) << "; kubelet restarts go unnoticed";
+      return;
     }
-    if (fds[0].revents & POLLIN) {
-      alignas(inotify_event) char buf[4096];
-      ssize_t n;
-      while ((n = read(inotify_fd_, buf, sizeof(buf))) > 0) {
-        for (char* p = buf; p < buf + n;) {
-          auto* ev = reinterpret_cast<inotify_event*>(p);
-          std::string name = ev->len ? ev->name : "";
-          if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && name == kubelet_name) {
-            HAMI_LOG(Info) << "kubelet restarted (" << kubelet_name
-                           << " re-created): registering again";
-            restart_ = true;
-            next_try = std::chrono::steady_clock::now();
-          } else if ((ev->mask & IN_DELETE) && name == own_name && registered &&
-                     !SocketExists()) {  // our own re-serve also deletes it first
-            HAMI_LOG(Info) << "plugin socket " << own_name << " removed: serving it again";
-            restart_ = true;
-            registered = false;
-            next_try = std::chrono::steady_clock::now();
-          }
-          p += sizeof(inotify_event) + ev->len;
-        }
+    if ((fds[0].revents & POLLIN) && ReadEvents()) Want(false);
+  }
+}
+
+bool PluginRunner::ReadEvents() {
+  const std::string& kubelet_name = plugin_.options().kubelet_socket;
+  const std::string& own_name = plugin_.options().socket_name;
+  bool want = false;
+  alignas(inotify_event) char buf[4096];
+  ssize_t n;
+  while ((n = read(inotify_fd_, buf, sizeof(buf))) > 0) {
+    for (char* p = buf; p < buf + n;) {
+      auto* ev = reinterpret_cast<inotify_event*>(p);
+      std::string name = ev->len ? ev->name : "";
+      if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && name == kubelet_name) {
+        HAMI_LOG(Info) << "kubelet restarted (" << kubelet_name
+                       << " re-created): registering again";
+        want = true;
+      } else if ((ev->mask & IN_DELETE) && name == own_name && registered_ &&
+                 !SocketExists()) {  // our own re-serve also deletes it first
+        HAMI_LOG(Info) << "plugin socket " << own_name << " removed: serving it again";
+        registered_ = false;
+        want = true;
       }
+      p += sizeof(inotify_event) + ev->len;
     }
   }
+  return want;
 }
 
 }  // namespace hami::deviceplugin

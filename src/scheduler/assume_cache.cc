@@ -8,6 +8,20 @@ AssumeCache::AssumeCache(const device::VendorRegistry& vendors, const Clock& clo
                          LedgerOptions options)
     : clock_(clock), ledger_(vendors, clock, options) {}
 
+const AssumeCache::PodEntry* AssumeCache::FindEntry(const std::string& uid) const {
+  auto it = pods_.find(uid);
+  return it != pods_.end() ? &it->second : nullptr;
+}
+
+AssumeCache::PodEntry* AssumeCache::FindEntry(const std::string& uid) {
+  auto it = pods_.find(uid);
+  return it != pods_.end() ? &it->second : nullptr;
+}
+
+void AssumeCache::Tidy(const std::string& uid) {
+  if (auto it = pods_.find(uid); it != pods_.end() && it->second.empty()) pods_.erase(it);
+}
+
 Status AssumeCache::UpsertNode(const NodeObject& node, bool* registered) {
   WriterLock lock(mu_);
   Status s = ledger_.UpsertNode(node);
@@ -29,23 +43,24 @@ size_t AssumeCache::ExpireReservations() {
   if (expired == 0) return 0;
   ++generation_;
   // Placements that were never bound and never written go with their reservations.
-  for (auto it = pending_.begin(); it != pending_.end();) {
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    PodEntry& e = it->second;
     const LedgerPod* p = ledger_.FindPod(it->first);
-    if (p != nullptr && p->state == PodState::kReserved) {
+    if (!e.pending || (p != nullptr && p->state == PodState::kReserved)) {
       ++it;
       continue;
     }
-    if (auto w = written_.find(it->first); w != written_.end() && w->second == kUnwritten) {
-      written_.erase(w);
-    }
-    it = pending_.erase(it);
+    if (e.write == Write::kUnwritten) e.write = Write::kNone;
+    e.pending.reset();
+    it = e.empty() ? pods_.erase(it) : std::next(it);
   }
   return expired;
 }
 
 bool AssumeCache::Tracks(const std::string& uid) const {
   ReaderLock lock(mu_);
-  return ledger_.FindPod(uid) != nullptr || written_.count(uid) > 0;
+  const PodEntry* e = FindEntry(uid);
+  return ledger_.FindPod(uid) != nullptr || (e != nullptr && e->write != Write::kNone);
 }
 
 AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, Status* problem,
@@ -55,12 +70,15 @@ AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, 
   // queueing behind filters for the exclusive lock.
   if (!annotated && !Tracks(pod.uid)) return Observed::kIgnored;
   WriterLock lock(mu_);
-  // A bind whose answer was lost is settled by the pod itself showing a node.
-  if (!unsettled_.empty() && !pod.node_name.empty()) unsettled_.erase(pod.uid);
-  if (auto w = written_.find(pod.uid); w != written_.end()) {
-    // Older than the placement we wrote: applying it would undo that placement.
-    if (rv >= 0 && rv < w->second) return Observed::kStale;
-    written_.erase(w);
+  if (PodEntry* e = FindEntry(pod.uid); e != nullptr) {
+    // A bind whose answer was lost is settled by the pod itself showing a node.
+    if (!pod.node_name.empty()) e->unsettled.reset();
+    // Older than the placement we wrote (or are about to write): applying it would undo it.
+    const bool stale = rv >= 0 && (e->write == Write::kUnwritten ||
+                                   (e->write == Write::kWritten && rv < e->written_rv));
+    if (stale) return Observed::kStale;
+    e->write = Write::kNone;
+    Tidy(pod.uid);
   }
   if (annotated || ledger_.FindPod(pod.uid) != nullptr) {
     *problem = ledger_.UpsertPod(pod, dropped);
@@ -72,53 +90,56 @@ AssumeCache::Observed AssumeCache::ObservePod(const PodObject& pod, int64_t rv, 
 void AssumeCache::ObservePodGone(const std::string& uid, bool unless_binding) {
   {
     ReaderLock lock(mu_);
-    if (ledger_.FindPod(uid) == nullptr && written_.count(uid) == 0 && pending_.count(uid) == 0 &&
-        unsettled_.count(uid) == 0) {
-      return;
-    }
+    if (ledger_.FindPod(uid) == nullptr && pods_.count(uid) == 0) return;
   }
   WriterLock lock(mu_);
-  if (unless_binding && binding_.count(uid) > 0) return;
+  PodEntry* e = FindEntry(uid);
+  if (unless_binding && e != nullptr && !e->binding.empty()) return;
   if (ledger_.FindPod(uid) != nullptr) {
     ledger_.RemovePod(uid);
     ++generation_;
   }
-  written_.erase(uid);
-  pending_.erase(uid);
-  unsettled_.erase(uid);
+  if (e == nullptr) return;
+  // A running bind keeps its mark (EndBind clears it); the rest of what we knew goes.
+  e->write = Write::kNone;
+  e->pending.reset();
+  e->unsettled.reset();
+  Tidy(uid);
 }
 
 std::string AssumeCache::PrepareToPlace(const std::string& uid,
                                         std::optional<HeldLockRef>* release,
                                         std::string* written_on) {
   WriterLock lock(mu_);
-  if (auto b = binding_.find(uid); b != binding_.end()) {
-    return "a bind of this pod to " + b->second + " is still running";
+  PodEntry* e = FindEntry(uid);
+  if (e != nullptr && !e->binding.empty()) {
+    return "a bind of this pod to " + e->binding + " is still running";
   }
-  if (auto u = unsettled_.find(uid); u != unsettled_.end()) {
-    Duration left = u->second.until - clock_.Now();
+  if (e != nullptr && e->unsettled) {
+    Duration left = e->unsettled->until - clock_.Now();
     if (left > Duration::zero()) {
-      return "the answer to this pod's Binding to " + u->second.lock.node +
+      return "the answer to this pod's Binding to " + e->unsettled->lock.node +
              " was lost; its devices stay reserved until the API server shows whether it "
              "landed (at most " +
              std::to_string(std::chrono::ceil<std::chrono::seconds>(left).count()) + " s more)";
     }
     // Long enough for a lost request to have landed: the pod is not bound, so its devices go
     // (below) and so does the lock its bind may hold with them.
-    *release = std::move(u->second.lock);
-    unsettled_.erase(u);
+    *release = std::move(e->unsettled->lock);
+    e->unsettled.reset();
   }
   // A retried pod gives its earlier choice back first, unless that choice is written on the pod
   // (by a bind whose Binding failed, or seen on it after a restart): the caller withdraws it
   // from the pod before the devices go (Forget), or a rebuilt ledger would count them twice.
   if (const LedgerPod* old = ledger_.FindPod(uid);
       old != nullptr && old->state == PodState::kReserved) {
-    if (pending_.count(uid) == 0 && written_on != nullptr) {
+    if ((e == nullptr || !e->pending) && written_on != nullptr) {
       *written_on = std::string(ledger_.strings().nodes.Get(ledger_.nodes()[old->node].name));
     } else {
       ForgetLocked(uid);
     }
   }
+  Tidy(uid);
   return "";
 }
 
@@ -147,7 +168,7 @@ Result<AssumeCache::Placed> AssumeCache::PlaceAndAssume(const PlacementEngine& e
   if (!s.ok()) return Status(s.code(), "reservation failed: " + s.message());
   // Until the bind writes the placement, events of the pod (which carry none) would undo the
   // reservation: ignored from this moment (the same critical section).
-  written_[spec.uid] = kUnwritten;
+  pods_[spec.uid].write = Write::kUnwritten;
   return out;
 }
 
@@ -172,7 +193,7 @@ Result<Decision> AssumeCache::RecheckLocked(const PlacementEngine& engine, PodSp
 
 void AssumeCache::RecordPlacement(const std::string& uid, std::string node, std::string patch) {
   WriterLock lock(mu_);
-  pending_[uid] = Placement{std::move(node), std::move(patch)};
+  pods_[uid].pending = Placement{std::move(node), std::move(patch)};
 }
 
 void AssumeCache::Forget(const std::string& uid) {
@@ -181,9 +202,11 @@ void AssumeCache::Forget(const std::string& uid) {
 }
 
 void AssumeCache::ForgetLocked(const std::string& uid) {
-  pending_.erase(uid);
-  if (auto w = written_.find(uid); w != written_.end() && w->second == kUnwritten)
-    written_.erase(w);
+  if (PodEntry* e = FindEntry(uid); e != nullptr) {
+    e->pending.reset();
+    if (e->write == Write::kUnwritten) e->write = Write::kNone;
+    Tidy(uid);
+  }
   if (const LedgerPod* p = ledger_.FindPod(uid); p != nullptr && p->state == PodState::kReserved) {
     ledger_.RemovePod(uid);
     ++generation_;
@@ -194,30 +217,36 @@ AssumeCache::BindTicket AssumeCache::BeginBind(const std::string& uid, std::stri
                                                bool take_placement) {
   BindTicket t;
   WriterLock lock(mu_);
-  if (auto b = binding_.find(uid); b != binding_.end()) {
-    t.running_on = b->second;
+  PodEntry& e = pods_[uid];
+  if (!e.binding.empty()) {
+    t.running_on = e.binding;
     return t;
   }
-  binding_.emplace(uid, std::string(node));
-  if (!take_placement) return t;
-  if (auto it = pending_.find(uid); it != pending_.end() && it->second.node == node) {
-    t.placement = std::move(it->second);
-    pending_.erase(it);
+  e.binding = std::string(node);
+  if (take_placement && e.pending && e.pending->node == node) {
+    t.placement = std::move(e.pending);
+    e.pending.reset();
   }
   return t;
 }
 
 void AssumeCache::EndBind(const std::string& uid) {
   WriterLock lock(mu_);
-  binding_.erase(uid);
+  if (PodEntry* e = FindEntry(uid); e != nullptr) {
+    e->binding.clear();
+    Tidy(uid);
+  }
 }
 
 void AssumeCache::PlacementWritten(const std::string& uid, int64_t rv) {
   WriterLock lock(mu_);
   if (rv >= 0) {
-    written_[uid] = rv;
-  } else {
-    written_.erase(uid);
+    PodEntry& e = pods_[uid];
+    e.write = Write::kWritten;
+    e.written_rv = rv;
+  } else if (PodEntry* e = FindEntry(uid); e != nullptr) {
+    e->write = Write::kNone;
+    Tidy(uid);
   }
 }
 
@@ -231,7 +260,7 @@ bool AssumeCache::FinishBinding(const std::string& uid) {
 
 void AssumeCache::MarkUnsettled(const std::string& uid, HeldLockRef lock_ref, Duration grace) {
   WriterLock lock(mu_);
-  unsettled_[uid] = Unsettled{std::move(lock_ref), clock_.Now() + grace};
+  pods_[uid].unsettled = Unsettled{std::move(lock_ref), clock_.Now() + grace};
 }
 
 uint64_t AssumeCache::generation() const {

@@ -142,12 +142,34 @@ class AssumeCache {
   uint64_t generation() const;
 
  private:
-  // Marks a reserved pod whose placement is not on the API server yet.
-  static constexpr int64_t kUnwritten = INT64_MAX;
   struct Unsettled {
     HeldLockRef lock;
     MonoTime until;
   };
+  // Whether events of a pod may change the ledger, given the placement this scheduler wrote.
+  enum class Write : uint8_t {
+    kNone,       // nothing of ours pending: every event applies
+    kUnwritten,  // reserved, the placement not on the API server yet: every event is stale
+    kWritten,    // written at `written_rv`: older events are stale
+  };
+  // What the cache knows of one pod beyond the ledger; erased once it holds nothing.
+  struct PodEntry {
+    Write write = Write::kNone;
+    int64_t written_rv = 0;
+    std::optional<Placement> pending;  // the placement the bind is to write
+    std::string binding;               // the node a running bind targets; empty: none
+    std::optional<Unsettled> unsettled;
+    bool empty() const {
+      return write == Write::kNone && !pending && binding.empty() && !unsettled;
+    }
+  };
+  using PodMap = std::unordered_map<std::string, PodEntry>;
+
+  // The pod's entry, or null.
+  const PodEntry* FindEntry(const std::string& uid) const REQUIRES_SHARED(mu_);
+  PodEntry* FindEntry(const std::string& uid) REQUIRES(mu_);
+  // Drops the entry of `uid` when it holds nothing any more.
+  void Tidy(const std::string& uid) REQUIRES(mu_);
   void ForgetLocked(const std::string& uid) REQUIRES(mu_);
   Result<Decision> RecheckLocked(const PlacementEngine& engine, PodSpec& spec, Decision d,
                                  std::span<const std::string_view> nodes, const RoomFn& room)
@@ -157,12 +179,7 @@ class AssumeCache {
   mutable SharedMutex mu_;
   Ledger ledger_ GUARDED_BY(mu_);
   uint64_t generation_ GUARDED_BY(mu_) = 0;
-  // uid -> the resource version of our placement write (kUnwritten until the bind writes it):
-  // events of the pod older than it are stale.
-  std::unordered_map<std::string, int64_t> written_ GUARDED_BY(mu_);
-  std::unordered_map<std::string, Placement> pending_ GUARDED_BY(mu_);    // by uid
-  std::unordered_map<std::string, std::string> binding_ GUARDED_BY(mu_);  // uid -> node
-  std::unordered_map<std::string, Unsettled> unsettled_ GUARDED_BY(mu_);
+  PodMap pods_ GUARDED_BY(mu_);  // by uid
 };
 
 }  // namespace hami::scheduler

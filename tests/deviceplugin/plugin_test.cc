@@ -1,6 +1,10 @@
 // The device plugin service on its real transport: PluginService + GrpcPlugin + PluginRunner
 // against the simulated API server and the simulated kubelet's device manager, talking gRPC over
 // unix sockets. The GPU driver is the in-memory fake (nvml_driver_test covers NVML itself).
+
+// Before gRPC's headers: Abseil (which they include) defines the same annotation macros, and a
+// redefinition in a system header is silent where ours after it would not be.
+#include "common/thread_annotations.h"
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>

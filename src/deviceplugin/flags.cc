@@ -1,0 +1,244 @@
+#include "deviceplugin/flags.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <tuple>
+
+#include "common/duration.h"
+#include "common/file_util.h"
+#include "common/go_flags.h"
+#include "common/quantity.h"
+#include "device/config.h"
+#include "device/node_config.h"
+#include "device/vendor.h"
+
+namespace hami::deviceplugin {
+
+namespace {
+
+std::optional<std::string> EnvIfSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+}
+
+}  // namespace
+
+std::string DefaultLibvgpuPath() {
+  char self[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::filesystem::path p = std::filesystem::path(std::string(self, static_cast<size_t>(n)))
+                                  .parent_path()
+                                  .parent_path() /
+                              "lib" / "libvgpu.so";
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  return "/k8s-vgpu/lib/nvidia/libvgpu.so";
+}
+
+PluginFlags DefaultPluginFlags() {
+  PluginFlags f;
+  f.node_name = EnvOr("NODE_NAME");
+  f.device_list_strategy = EnvOr("DEVICE_LIST_STRATEGY", f.device_list_strategy);
+  f.kubeconfig = EnvOr("KUBECONFIG");
+  f.hook_path = EnvOr("HOOK_PATH", f.hook_path);
+  f.libvgpu = DefaultLibvgpuPath();
+  f.gdrcopy = EnvOr("GDRCOPY_ENABLED", f.gdrcopy);
+  f.gds = EnvOr("GDS_ENABLED", f.gds);
+  f.mofed = EnvOr("MOFED_ENABLED", f.mofed);
+  f.topology_score = EnvOr("ENABLE_TOPOLOGY_SCORE");
+  f.disable_healthchecks = EnvIfSet("DP_DISABLE_HEALTHCHECKS");
+  f.enable_healthchecks = EnvIfSet("DP_ENABLE_HEALTHCHECKS");
+  return f;
+}
+
+void AddPluginFlags(CLI::App& app, PluginFlags* f) {
+  app.add_option("--config-file", f->config_file,
+                 "device-config.yaml (default: the chart's built-in NVIDIA settings)");
+  app.add_option("--node-config-file", f->node_config_file,
+                 "per-node overrides (config.json); ignored when missing")
+      ->capture_default_str();
+  app.add_option("--node-name", f->node_name, "this node (default $NODE_NAME)");
+  app.add_option("--device-plugin-path", f->plugin_dir, "kubelet's device plugin directory")
+      ->capture_default_str();
+  app.add_option("--hook-path", f->hook_path, "HOOK_PATH: libvgpu lives in <hook-path>/vgpu")
+      ->capture_default_str();
+  app.add_option("--libvgpu", f->libvgpu, "the libvgpu.so to install")->capture_default_str();
+  app.add_option("--nvml-library", f->nvml_library, "NVML to load")->capture_default_str();
+  app.add_option("--mps-pipe-directory", f->mps_pipe, "MPS daemon pipe directory (mode mps)")
+      ->capture_default_str();
+  app.add_option("--ready-file", f->ready_file,
+                 "once registered with kubelet, write the plugin socket and the PID to this file "
+                 "as JSON");
+  app.add_option("--register-interval", f->register_interval,
+                 "how often the node registration is refreshed")
+      ->capture_default_str();
+  app.add_option("--kubeconfig", f->kubeconfig,
+                 "kubeconfig file (default $KUBECONFIG, in-cluster)");
+  app.add_option("--context", f->context, "kubeconfig context");
+  app.add_option("--kube-qps", f->kube_qps, "API requests per second (<= 0: unlimited)")
+      ->capture_default_str();
+  app.add_option("--kube-burst", f->kube_burst, "API request burst")->capture_default_str();
+  app.add_option("--disable-core-limit", f->disable_core_limit,
+                 "turn SM limits off (also disableCoreLimit in device-config.yaml)")
+      ->capture_default_str();
+  app.add_option("--fail-on-init-error", f->fail_on_init_error,
+                 "exit when the GPUs cannot be read (false: wait and retry)")
+      ->capture_default_str();
+  // GDRCopy, GPUDirect Storage, MOFED: asked of the NVIDIA container runtime for every container.
+  app.add_option("--gdrcopy-enabled", f->gdrcopy,
+                 "containers get NVIDIA_GDRCOPY=enabled (default $GDRCOPY_ENABLED, else false)");
+  app.add_option("--gds-enabled", f->gds,
+                 "containers get NVIDIA_GDS=enabled (default $GDS_ENABLED, else false)");
+  app.add_option("--mofed-enabled", f->mofed,
+                 "containers get NVIDIA_MOFED=enabled (default $MOFED_ENABLED, else false)");
+  app.add_option("--mig-strategy", f->mig_strategy, "only none is supported")
+      ->capture_default_str();
+  app.add_option("--device-list-strategy", f->device_list_strategy,
+                 "how containers learn their GPUs: envvar, volume-mounts, cdi-annotations, "
+                 "cdi-cri, comma-separated (default $DEVICE_LIST_STRATEGY, else envvar)")
+      ->capture_default_str();
+  app.add_option("--device-id-strategy", f->device_id_strategy, "only uuid is supported")
+      ->capture_default_str();
+  app.add_option("--pass-device-specs", f->pass_device_specs,
+                 "accepted; device nodes come from the NVIDIA container runtime");
+  app.add_option("--device-split-count", f->split, "accepted; use deviceSplitCount");
+  app.add_option("--device-memory-scaling", f->memory_scaling, "accepted; use deviceMemoryScaling");
+  app.add_option("--device-cores-scaling", f->core_scaling, "accepted; use deviceCoreScaling");
+  app.add_option("--resource-name", f->resource_name, "accepted; use resourceCountName");
+  app.add_flag("--print-registration", f->print_registration,
+               "discover the GPUs, print the node registration (and pair scores) and exit");
+  app.add_option("-v,--v", f->verbosity, "log verbosity")->capture_default_str();
+}
+
+namespace {
+
+// The flags that change nothing, each named in a warning.
+void NoteIgnoredFlags(const PluginFlags& f, std::vector<std::string>* warnings) {
+  if (f.mig_strategy != "none") {
+    warnings->push_back("--mig-strategy=" + f.mig_strategy + ": only none is supported; ignored");
+  }
+  if (f.device_id_strategy != "uuid") {
+    warnings->push_back("--device-id-strategy=" + f.device_id_strategy +
+                        ": only uuid is supported; using it");
+  }
+  if (f.split != 0 || f.memory_scaling != 0 || f.core_scaling != 0 || !f.resource_name.empty()) {
+    warnings->push_back(
+        "--device-split-count/--device-*-scaling/--resource-name are ignored, as upstream "
+        "ignores them: set them in device-config.yaml or config.json");
+  }
+}
+
+// device-config.yaml (its nvidia: section is required) and config.json (optional).
+Status LoadConfigFiles(const PluginFlags& f, device::DeviceConfig* device_config,
+                       device::NodeConfigFile* node_config, std::vector<std::string>* warnings) {
+  *device_config = device::DefaultDeviceConfig();
+  if (!f.config_file.empty()) {
+    Result<std::string> text = ReadFileToString(f.config_file);
+    if (!text.ok()) return InvalidArgumentError("--config-file: " + text.status().ToString());
+    Result<device::DeviceConfig> parsed = device::ParseDeviceConfigYaml(*text);
+    if (!parsed.ok()) return InvalidArgumentError(f.config_file + ": " + parsed.status().message());
+    *device_config = std::move(*parsed);
+    for (const std::string& w : device_config->warnings) {
+      warnings->push_back(f.config_file + ": " + w);
+    }
+  }
+  if (!device_config->nvidia) {
+    return InvalidArgumentError(f.config_file + ": no nvidia: section, nothing to serve");
+  }
+  if (!std::filesystem::exists(f.node_config_file)) return OkStatus();
+  Result<std::string> text = ReadFileToString(f.node_config_file);
+  if (!text.ok()) return InvalidArgumentError("--node-config-file: " + text.status().ToString());
+  Result<device::NodeConfigFile> parsed = device::ParseNodeConfigJson(*text);
+  if (!parsed.ok()) {
+    return InvalidArgumentError(f.node_config_file + ": " + parsed.status().message());
+  }
+  *node_config = std::move(*parsed);
+  return OkStatus();
+}
+
+// How containers get their GPUs and what the runtime adds: AllocationSettings from the flags.
+Status ApplyAllocationFlags(const PluginFlags& f, AllocationSettings* alloc) {
+  Result<DeviceListStrategies> device_list = ParseDeviceListStrategies(f.device_list_strategy);
+  if (!device_list.ok()) {
+    return InvalidArgumentError("--device-list-strategy: " + device_list.status().message());
+  }
+  alloc->device_list = *device_list;
+  for (auto [flag, text, on] : {std::tuple{"--gdrcopy-enabled", &f.gdrcopy, &alloc->gdrcopy},
+                                std::tuple{"--gds-enabled", &f.gds, &alloc->gds},
+                                std::tuple{"--mofed-enabled", &f.mofed, &alloc->mofed}}) {
+    if (const char* bad = ParseBool(text->c_str(), on)) {
+      return InvalidArgumentError(std::string(flag) + " \"" + *text + "\": " + bad);
+    }
+  }
+  alloc->hook_path = f.hook_path;
+  alloc->mps_pipe_directory = f.mps_pipe;
+  return OkStatus();
+}
+
+// The annotation NVIDIA's allocation consumes, and the other vendors' (whose GPUs another
+// plugin hands out).
+void ApplyVendorKeys(const device::DeviceConfig& config, AllocationSettings* alloc) {
+  Result<device::VendorRegistry> reg = device::VendorRegistry::FromConfig(config);
+  if (!reg.ok()) return;
+  for (const auto& v : reg->vendors()) {
+    if (v->Key() == "NVIDIA") {
+      alloc->to_allocate_key = v->annotation_keys().to_allocate;
+    } else if (!v->annotation_keys().to_allocate.empty()) {
+      alloc->other_to_allocate_keys.push_back(v->annotation_keys().to_allocate);
+    }
+  }
+}
+
+}  // namespace
+
+Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
+  PluginConfig c;
+  if (f.node_name.empty()) {
+    return InvalidArgumentError("the node name is unknown: set NODE_NAME or --node-name");
+  }
+  NoteIgnoredFlags(f, &c.warnings);
+  PluginOptions& o = c.options;
+  HAMI_RETURN_IF_ERROR(ApplyAllocationFlags(f, &o.allocation));
+  device::DeviceConfig device_config;
+  device::NodeConfigFile node_config;
+  HAMI_RETURN_IF_ERROR(LoadConfigFiles(f, &device_config, &node_config, &c.warnings));
+  Result<std::chrono::milliseconds> interval = ParseGoDuration(f.register_interval);
+  if (!interval.ok() || interval->count() <= 0) {
+    return InvalidArgumentError("--register-interval \"" + f.register_interval +
+                                "\": expected a duration like 30s");
+  }
+  const device::NvidiaConfig& nvidia = *device_config.nvidia;
+  o.node_name = f.node_name;
+  o.resource_name = nvidia.resource_count_name;
+  o.settings = device::ResolveNodeSettings(nvidia, node_config, f.node_name);
+  o.register_interval = *interval;
+  o.topology_score = f.topology_score == "true";
+  o.xid_policy = ParseXidPolicy(f.disable_healthchecks ? f.disable_healthchecks->c_str() : nullptr,
+                                f.enable_healthchecks ? f.enable_healthchecks->c_str() : nullptr,
+                                &c.warnings);
+  AllocationSettings& alloc = o.allocation;
+  alloc.operating_mode = o.settings.operating_mode;
+  alloc.device_memory_scaling = o.settings.device_memory_scaling;
+  alloc.lib_cuda_log_level = o.settings.lib_cuda_log_level;
+  alloc.disable_core_limit = f.disable_core_limit || nvidia.disable_core_limit;
+  ApplyVendorKeys(device_config, &alloc);
+  c.plugin_dir = f.plugin_dir;
+  c.kubeconfig = f.kubeconfig;
+  c.context = f.context;
+  c.ready_file = f.ready_file;
+  c.libvgpu = f.libvgpu;
+  c.nvml_library = f.nvml_library;
+  c.fail_on_init_error = f.fail_on_init_error;
+  c.print_registration = f.print_registration;
+  c.verbosity = f.verbosity;
+  c.kube_qps = f.kube_qps;
+  c.kube_burst = f.kube_burst;
+  return c;
+}
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,121 @@
+// hami-device-plugin's flags checked into its configuration: what each flag and file becomes,
+// and the message for each mistake.
+#include "deviceplugin/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "k8s/test_util.h"
+
+namespace hami::deviceplugin {
+namespace {
+
+class PluginFlagsTest : public ::testing::Test {
+ protected:
+  PluginFlagsTest() {
+    flags_.node_name = "node-a";
+    flags_.node_config_file = dir_.path() + "/absent.json";
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string ErrorOf() {
+    Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+    EXPECT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    return c.ok() ? "" : c.status().message();
+  }
+
+  k8s::testing::TempDir dir_;
+  PluginFlags flags_;
+};
+
+TEST_F(PluginFlagsTest, DefaultsGiveTheChartsNvidiaSettings) {
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.node_name, "node-a");
+  EXPECT_EQ(c->options.resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(c->options.settings.device_split_count, 10u);
+  EXPECT_EQ(c->options.register_interval, std::chrono::seconds(30));
+  EXPECT_EQ(c->options.allocation.to_allocate_key, "hami.io/vgpu-devices-to-allocate");
+  EXPECT_EQ(c->options.allocation.hook_path, "/usr/local");
+  EXPECT_FALSE(c->options.allocation.gdrcopy);
+  EXPECT_FALSE(c->options.topology_score);
+  EXPECT_TRUE(c->fail_on_init_error);
+  EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST_F(PluginFlagsTest, FilesAndFlagsReachTheOptions) {
+  flags_.config_file =
+      Write("device-config.yaml", "nvidia:\n  resourceCountName: example.com/vgpu\n"
+                                  "  deviceSplitCount: 5\n  disableCoreLimit: true\n");
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","devicesplitcount":3},
+                                              {"name":"node-b","devicesplitcount":7}]})");
+  flags_.register_interval = "1m30s";
+  flags_.device_list_strategy = "envvar,cdi-annotations";
+  flags_.gdrcopy = "true";
+  flags_.hook_path = "/opt/hami";
+  flags_.topology_score = "true";
+  flags_.disable_healthchecks = "all";
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.resource_name, "example.com/vgpu");
+  EXPECT_EQ(c->options.settings.device_split_count, 3u);  // the node's entry wins
+  EXPECT_EQ(c->options.register_interval, std::chrono::seconds(90));
+  EXPECT_TRUE(c->options.allocation.disable_core_limit);
+  EXPECT_TRUE(c->options.allocation.gdrcopy);
+  EXPECT_FALSE(c->options.allocation.gds);
+  EXPECT_EQ(c->options.allocation.hook_path, "/opt/hami");
+  EXPECT_TRUE(c->options.topology_score);
+  EXPECT_TRUE(c->options.xid_policy.disabled);
+}
+
+TEST_F(PluginFlagsTest, IgnoredFlagsAreWarningsNotErrors) {
+  flags_.mig_strategy = "single";
+  flags_.device_id_strategy = "index";
+  flags_.split = 4;
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->warnings.size(), 3u);
+  EXPECT_NE(c->warnings[0].find("--mig-strategy=single"), std::string::npos);
+  EXPECT_NE(c->warnings[1].find("--device-id-strategy=index"), std::string::npos);
+  EXPECT_NE(c->warnings[2].find("--device-split-count"), std::string::npos);
+}
+
+TEST_F(PluginFlagsTest, EachMistakeIsNamed) {
+  flags_.node_name = "";
+  EXPECT_NE(ErrorOf().find("set NODE_NAME or --node-name"), std::string::npos);
+  flags_.node_name = "node-a";
+
+  flags_.device_list_strategy = "carrier-pigeon";
+  EXPECT_NE(ErrorOf().find("--device-list-strategy"), std::string::npos);
+  flags_.device_list_strategy = "envvar";
+
+  flags_.mofed = "maybe";
+  EXPECT_NE(ErrorOf().find("--mofed-enabled \"maybe\""), std::string::npos);
+  flags_.mofed = "false";
+
+  flags_.register_interval = "0s";
+  EXPECT_NE(ErrorOf().find("--register-interval \"0s\""), std::string::npos);
+  flags_.register_interval = "soon";
+  EXPECT_NE(ErrorOf().find("--register-interval \"soon\""), std::string::npos);
+  flags_.register_interval = "30s";
+
+  flags_.config_file = dir_.path() + "/missing.yaml";
+  EXPECT_NE(ErrorOf().find("--config-file"), std::string::npos);
+  flags_.config_file = Write("broken.yaml", "nvidia: [unclosed\n");
+  EXPECT_NE(ErrorOf().find("broken.yaml"), std::string::npos);
+  flags_.config_file = Write("other.yaml", "cambricon:\n  resourceCountName: x\n");
+  EXPECT_NE(ErrorOf().find("no nvidia: section"), std::string::npos);
+  flags_.config_file = "";
+
+  flags_.node_config_file = Write("bad.json", R"({"nodeconfig":{}})");
+  EXPECT_NE(ErrorOf().find("bad.json: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
