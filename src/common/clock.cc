@@ -6,15 +6,15 @@ namespace hami {
 
 void Cancellation::Cancel() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cancelled_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
 bool Cancellation::WaitFor(Duration d) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, d, [this] { return cancelled(); });
+  UniqueLock lock(mu_);
+  return cv_.wait_for(lock.native(), d, [this] { return cancelled(); });
 }
 
 bool RealClock::Sleep(Duration d, const Cancellation* cancel) {
@@ -33,12 +33,12 @@ FakeClock::FakeClock(int64_t unix_seconds)
       wall_(WallTime(std::chrono::seconds(unix_seconds))) {}
 
 MonoTime FakeClock::Now() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return mono_;
 }
 
 WallTime FakeClock::WallNow() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return wall_;
 }
 
@@ -50,7 +50,7 @@ void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mut
 
 bool FakeClock::Sleep(Duration d, const Cancellation* cancel) {
   if (cancel != nullptr && cancel->cancelled()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   sleeps_.push_back(d);
   mono_ += d;
   wall_ += std::chrono::duration_cast<WallTime::duration>(d);
@@ -58,18 +58,18 @@ bool FakeClock::Sleep(Duration d, const Cancellation* cancel) {
 }
 
 void FakeClock::Advance(Duration d) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   mono_ += d;
   wall_ += std::chrono::duration_cast<WallTime::duration>(d);
 }
 
 std::vector<Duration> FakeClock::sleeps() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sleeps_;
 }
 
 Duration FakeClock::total_slept() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Duration total{0};
   for (Duration d : sleeps_) total += d;
   return total;

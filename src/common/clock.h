@@ -22,6 +22,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
+
 namespace hami {
 
 using Duration = std::chrono::nanoseconds;
@@ -42,7 +44,9 @@ class Cancellation {
 
  private:
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;
+  // Guards no data (cancelled_ is atomic): it orders Cancel's store before the notify against a
+  // waiter's check, so a wake-up is never lost.
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
 };
 
@@ -96,10 +100,10 @@ class FakeClock final : public Clock {
   Duration total_slept() const;
 
  private:
-  mutable std::mutex mu_;
-  MonoTime mono_;                 // guarded by mu_
-  WallTime wall_;                 // guarded by mu_
-  std::vector<Duration> sleeps_;  // guarded by mu_
+  mutable Mutex mu_;
+  MonoTime mono_ GUARDED_BY(mu_);
+  WallTime wall_ GUARDED_BY(mu_);
+  std::vector<Duration> sleeps_ GUARDED_BY(mu_);
 };
 
 }  // namespace hami

@@ -1,4 +1,4 @@
-// Typed dlsym for libraries loaded at run time (NVML in the device plugin and the monitor).
+// Typed dlsym for libraries loaded at run time (NVML, in src/nvml/library.cc).
 //
 //   decltype(&nvmlInit_v2) init = nullptr;
 //   bool ok = ResolveSymbol(handle, "nvmlInit_v2", &init);

@@ -9,12 +9,14 @@
 #include <ctime>
 #include <mutex>
 
+#include "common/thread_annotations.h"
+
 namespace hami::log {
 namespace {
 
 std::atomic<int> g_verbosity{0};
-std::mutex g_mu;
-std::function<void(Level, std::string_view)> g_sink;  // guarded by g_mu
+Mutex g_mu;
+std::function<void(Level, std::string_view)> g_sink GUARDED_BY(g_mu);
 
 char LevelChar(Level l) {
   switch (l) {
@@ -40,7 +42,7 @@ void SetVerbosity(int v) { g_verbosity.store(v); }
 int Verbosity() { return g_verbosity.load(std::memory_order_relaxed); }
 
 void SetSink(std::function<void(Level, std::string_view)> sink) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   g_sink = std::move(sink);
 }
 
@@ -61,7 +63,7 @@ void Write(Level level, const char* file, int line, std::string_view message) {
   out.append(std::to_string(line));
   out.append("] ");
   out.append(message);
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   if (g_sink) {
     g_sink(level, out);
     return;

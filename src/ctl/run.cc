@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "ctl/exit_codes.h"
 #include "ctl/format.h"
 #include "ctl/region_ops.h"
@@ -131,10 +132,11 @@ class TempDir {
 
 // vgpu::LoadConfig reads through a plain function pointer; this serves it from a map whose
 // values stay put while LoadConfig runs.
-std::mutex g_config_env_mu;
-const std::map<std::string, std::string>* g_config_env = nullptr;  // guarded by g_config_env_mu
+Mutex g_config_env_mu;
+const std::map<std::string, std::string>* g_config_env GUARDED_BY(g_config_env_mu) = nullptr;
 
-const char* ConfigGetEnv(const char* name) {
+// Called by LoadConfig only, inside ConfigFor's critical section.
+const char* ConfigGetEnv(const char* name) REQUIRES(g_config_env_mu) {
   auto it = g_config_env->find(name);
   return it == g_config_env->end() ? nullptr : it->second.c_str();
 }
@@ -147,7 +149,7 @@ vgpu::Config ConfigFor(const std::vector<std::string>& env) {
     size_t eq = e.find('=');
     if (eq != std::string::npos) vars.emplace(e.substr(0, eq), e.substr(eq + 1));
   }
-  std::lock_guard<std::mutex> lock(g_config_env_mu);
+  MutexLock lock(g_config_env_mu);
   g_config_env = &vars;
   vgpu::Config cfg;
   vgpu::LoadConfig(ConfigGetEnv, &cfg);
@@ -226,71 +228,76 @@ int ResolveCommand(const std::string& name, const std::string& path_var, std::st
   return found_unexecutable ? kExitCannotExec : kExitNotFound;
 }
 
-int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
-  // The library to preload.
-  std::string lib = spec.lib.empty() ? layout.lib : spec.lib;
-  if (access(lib.c_str(), R_OK) != 0) {
+namespace {
+
+// The library to preload: --lib, or the layout's libvgpu.so, made absolute. A missing default
+// library is a run failure (the build lacks it); an unreadable --lib is a usage error.
+int FindPreloadLibrary(const RunSpec& spec, const Layout& layout, std::ostream& err,
+                       std::string* lib) {
+  *lib = spec.lib.empty() ? layout.lib : spec.lib;
+  if (access(lib->c_str(), R_OK) != 0) {
     if (spec.lib.empty()) {
-      err << "hamictl: run: libvgpu.so not found at " << lib
+      err << "hamictl: run: libvgpu.so not found at " << *lib
           << " (build it with `cmake --build <build> --target vgpu`, or pass --lib PATH)\n";
       return kExitRunFailed;
     }
-    err << "hamictl: run: --lib " << lib << ": " << strerror(errno) << "\n";
+    err << "hamictl: run: --lib " << *lib << ": " << strerror(errno) << "\n";
     return kExitUsage;
   }
-  lib = Absolute(lib);
+  *lib = Absolute(*lib);
+  return kExitOk;
+}
 
-  RunPaths paths{lib, layout.sim_dir};
-  if (spec.sim) {
-    for (const char* so : {"libcuda.so.1", "libnvidia-ml.so.1"}) {
-      std::string p = layout.sim_dir + "/" + so;
-      if (access(p.c_str(), R_OK) != 0) {
-        err << "hamictl: run: --sim: the simulated driver is missing (" << p
-            << "); build it with `cmake --build <build> --target hami_sim_cuda hami_sim_nvml`\n";
-        return kExitRunFailed;
-      }
+// With --sim, the simulated driver libraries must be built.
+bool HaveSimulatedDriver(const Layout& layout, std::ostream& err) {
+  for (const char* so : {"libcuda.so.1", "libnvidia-ml.so.1"}) {
+    std::string p = layout.sim_dir + "/" + so;
+    if (access(p.c_str(), R_OK) != 0) {
+      err << "hamictl: run: --sim: the simulated driver is missing (" << p
+          << "); build it with `cmake --build <build> --target hami_sim_cuda hami_sim_nvml`\n";
+      return false;
     }
   }
+  return true;
+}
 
-  // The region.
-  TempDir temp;
-  std::string region = spec.region;
-  if (region.empty()) {
-    std::string why;
-    if (!temp.Create(&why)) {
-      err << "hamictl: run: " << why << "\n";
-      return kExitRunFailed;
-    }
-    region = temp.path() + "/vgpu.cache";
-  } else {
-    region = Absolute(region);
+// The region file: --region made absolute, or one in a fresh temp dir that `temp` owns.
+bool ChooseRegion(const RunSpec& spec, TempDir& temp, std::ostream& err, std::string* region) {
+  if (!spec.region.empty()) {
+    *region = Absolute(spec.region);
+    return true;
   }
-
-  std::vector<std::string> env = BuildRunEnv(spec, CurrentEnvironment(), paths, region);
-  if (spec.sim) {
-    // The simulator keeps its node-wide state in this file; make sure its folder exists.
-    auto state = std::filesystem::path(EnvValue(env, "HAMI_SIM_STATE").value_or(""));
-    std::error_code ec;
-    if (state.has_parent_path()) std::filesystem::create_directories(state.parent_path(), ec);
+  std::string why;
+  if (!temp.Create(&why)) {
+    err << "hamictl: run: " << why << "\n";
+    return false;
   }
+  *region = temp.path() + "/vgpu.cache";
+  return true;
+}
 
-  std::string exe, why;
-  // Without PATH, search the system's default path as execvp does.
+// The simulator keeps its node-wide state in this file; make sure its folder exists.
+void MakeSimStateDir(const std::vector<std::string>& env) {
+  auto state = std::filesystem::path(EnvValue(env, "HAMI_SIM_STATE").value_or(""));
+  std::error_code ec;
+  if (state.has_parent_path()) std::filesystem::create_directories(state.parent_path(), ec);
+}
+
+// The command's PATH; without one, the system's default path, as execvp searches.
+std::string SearchPath(const std::vector<std::string>& env) {
   std::string path_var = EnvValue(env, "PATH").value_or("");
   if (!EnvValue(env, "PATH")) {
     char buf[512] = {};
     if (confstr(_CS_PATH, buf, sizeof(buf)) > 0) path_var = buf;
   }
-  if (int rc = ResolveCommand(spec.command[0], path_var, &exe, &why); rc != kExitOk) {
-    err << "hamictl: run: " << why << "\n";
-    return rc;
-  }
+  return path_var;
+}
 
-  if (!PrepareRegion(region, ConfigFor(env), err, &why)) {
-    err << "hamictl: run: " << why << "\n";
-    return spec.region.empty() ? kExitRunFailed : kExitUsage;
-  }
-
+// Runs `exe` with the spec's arguments and `env`, relaying signals to it until it ends; its wait
+// status lands in *status. Returns kExitOk, or kExitRunFailed (reported on `err`) when the child
+// cannot be started or waited for.
+int SpawnAndWait(const RunSpec& spec, const std::string& exe, const std::vector<std::string>& env,
+                 std::ostream& err, int* status) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   std::vector<char*> argv, envp;
   for (const auto& a : spec.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -299,40 +306,74 @@ int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
   envp.push_back(nullptr);
   const std::string exec_failed = "hamictl: run: cannot execute " + exe + "\n";
 
-  int status = 0;
-  {
-    SignalRelay relay;
-    pid_t pid = fork();
-    if (pid < 0) {
-      err << "hamictl: run: fork failed: " << strerror(errno) << "\n";
-      return kExitRunFailed;
-    }
-    if (pid == 0) {
-      sigprocmask(SIG_SETMASK, &relay.previous(), nullptr);  // a signal mask survives exec
-      execve(exe.c_str(), argv.data(), envp.data());
-      int e = errno;
-      ssize_t ignored = write(2, exec_failed.data(), exec_failed.size());
-      (void)ignored;
-      _exit(e == ENOENT ? kExitNotFound : kExitCannotExec);
-    }
-    status = relay.WaitForwarding(pid);
-    if (status < 0) {
-      err << "hamictl: run: waitpid failed: " << strerror(errno) << "\n";
-      return kExitRunFailed;
-    }
+  SignalRelay relay;
+  pid_t pid = fork();
+  if (pid < 0) {
+    err << "hamictl: run: fork failed: " << strerror(errno) << "\n";
+    return kExitRunFailed;
   }
-  int code = WIFEXITED(status)     ? WEXITSTATUS(status)
-             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                   : kExitRunFailed;
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &relay.previous(), nullptr);  // a signal mask survives exec
+    execve(exe.c_str(), argv.data(), envp.data());
+    int e = errno;
+    ssize_t ignored = write(2, exec_failed.data(), exec_failed.size());
+    (void)ignored;
+    _exit(e == ENOENT ? kExitNotFound : kExitCannotExec);
+  }
+  *status = relay.WaitForwarding(pid);
+  if (*status < 0) {
+    err << "hamictl: run: waitpid failed: " << strerror(errno) << "\n";
+    return kExitRunFailed;
+  }
+  return kExitOk;
+}
 
-  if (spec.summary) {
-    RegionPtr r = AttachRegion(region, &why);
-    if (r == nullptr) {
-      err << "hamictl: summary: " << why << "\n";
-    } else {
-      err << RenderSummary(Snapshot(*r->header(), region));
-    }
+// The shell's convention: the exit code, or 128 + the signal that ended the command.
+int ExitCodeOf(int status) {
+  return WIFEXITED(status)     ? WEXITSTATUS(status)
+         : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                               : kExitRunFailed;
+}
+
+void PrintSummary(const std::string& region, std::ostream& err) {
+  std::string why;
+  RegionPtr r = AttachRegion(region, &why);
+  if (r == nullptr) {
+    err << "hamictl: summary: " << why << "\n";
+  } else {
+    err << RenderSummary(Snapshot(*r->header(), region));
   }
+}
+
+}  // namespace
+
+int RunCommand(const RunSpec& spec, const Layout& layout, std::ostream& err) {
+  std::string lib;
+  if (int rc = FindPreloadLibrary(spec, layout, err, &lib); rc != kExitOk) return rc;
+  RunPaths paths{lib, layout.sim_dir};
+  if (spec.sim && !HaveSimulatedDriver(layout, err)) return kExitRunFailed;
+
+  TempDir temp;
+  std::string region;
+  if (!ChooseRegion(spec, temp, err, &region)) return kExitRunFailed;
+
+  std::vector<std::string> env = BuildRunEnv(spec, CurrentEnvironment(), paths, region);
+  if (spec.sim) MakeSimStateDir(env);
+
+  std::string exe, why;
+  if (int rc = ResolveCommand(spec.command[0], SearchPath(env), &exe, &why); rc != kExitOk) {
+    err << "hamictl: run: " << why << "\n";
+    return rc;
+  }
+  if (!PrepareRegion(region, ConfigFor(env), err, &why)) {
+    err << "hamictl: run: " << why << "\n";
+    return spec.region.empty() ? kExitRunFailed : kExitUsage;
+  }
+
+  int status = 0;
+  if (int rc = SpawnAndWait(spec, exe, env, err, &status); rc != kExitOk) return rc;
+  int code = ExitCodeOf(status);
+  if (spec.summary) PrintSummary(region, err);
   if (spec.region.empty() && spec.keep_region) {
     temp.Keep();
     err << "hamictl: region kept at " << region << "\n";

@@ -1,6 +1,5 @@
 #include "ctl/smi.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,45 +8,12 @@
 
 #include "ctl/format.h"
 #include "ctl/json.h"
-#include "vgpu/nvml_abi.h"
+#include "nvml/library.h"
 
 namespace hami::ctl {
 namespace {
 
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
-
-// The NVML entry points smi uses. Optional ones may be null (older drivers).
-struct Nvml {
-  void* handle = nullptr;
-  decltype(&::nvmlInit_v2) init = nullptr;
-  decltype(&::nvmlShutdown) shutdown = nullptr;
-  decltype(&::nvmlErrorString) error_string = nullptr;
-  decltype(&::nvmlSystemGetDriverVersion) driver_version = nullptr;
-  decltype(&::nvmlSystemGetCudaDriverVersion) cuda_version = nullptr;
-  decltype(&::nvmlDeviceGetCount_v2) count = nullptr;
-  decltype(&::nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
-  decltype(&::nvmlDeviceGetName) name = nullptr;
-  decltype(&::nvmlDeviceGetUUID) uuid = nullptr;
-  decltype(&::nvmlDeviceGetMemoryInfo) memory = nullptr;
-  decltype(&::nvmlDeviceGetMemoryInfo_v2) memory_v2 = nullptr;
-  decltype(&::nvmlDeviceGetUtilizationRates) utilization = nullptr;
-  decltype(&::nvmlDeviceGetComputeRunningProcesses_v3) processes_v3 = nullptr;
-  decltype(&::nvmlDeviceGetComputeRunningProcesses_v2) processes_v2 = nullptr;
-
-  ~Nvml() {
-    if (handle != nullptr) dlclose(handle);
-  }
-
-  std::string Error(nvmlReturn_t rc) const {
-    const char* s = error_string != nullptr ? error_string(rc) : nullptr;
-    return (s != nullptr ? std::string(s) : "NVML error") + " (" + std::to_string(rc) + ")";
-  }
-};
-
-template <typename F>
-void Sym(void* h, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(h, name));
-}
 
 std::string ProcessName(unsigned pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
@@ -56,17 +22,17 @@ std::string ProcessName(unsigned pid) {
   return name;
 }
 
-std::vector<SmiProcess> Processes(const Nvml& nvml, nvmlDevice_t dev) {
+std::vector<SmiProcess> Processes(const nvml::Api& api, nvmlDevice_t dev) {
   std::vector<SmiProcess> out;
   std::vector<nvmlProcessInfo_t> infos(64);
   for (int attempt = 0; attempt < 4; ++attempt) {
     unsigned count = static_cast<unsigned>(infos.size());
     nvmlReturn_t rc;
-    if (nvml.processes_v3 != nullptr) {
-      rc = nvml.processes_v3(dev, &count, infos.data());
-    } else if (nvml.processes_v2 != nullptr) {
+    if (api.processes_v3 != nullptr) {
+      rc = api.processes_v3(dev, &count, infos.data());
+    } else if (api.processes_v2 != nullptr) {
       // v2 records have the same layout as nvmlProcessInfo_t.
-      rc = nvml.processes_v2(dev, &count, reinterpret_cast<nvmlProcessInfo_v2_t*>(infos.data()));
+      rc = api.processes_v2(dev, &count, reinterpret_cast<nvmlProcessInfo_v2_t*>(infos.data()));
     } else {
       return out;
     }
@@ -97,89 +63,73 @@ std::string CudaVersionText(int v) {
 
 bool CollectSmi(SmiView* view, std::string* error) {
   *view = SmiView();
-  Nvml nvml;
-  nvml.handle = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-  if (nvml.handle == nullptr) {
-    const char* why = dlerror();
-    *error = std::string("NVML is not available: cannot load libnvidia-ml.so.1 (") +
-             (why != nullptr ? why : "unknown reason") +
-             "); on a machine without an NVIDIA driver use the simulated GPU: "
+  Result<const nvml::Library*> lib = nvml::Library::Load("libnvidia-ml.so.1");
+  if (!lib.ok()) {
+    *error = "NVML is not available: " + lib.status().message() +
+             "; on a machine without an NVIDIA driver use the simulated GPU: "
              "hamictl run --sim -- hamictl smi";
     return false;
   }
-  void* h = nvml.handle;
-  Sym(h, "nvmlInit_v2", &nvml.init);
-  Sym(h, "nvmlShutdown", &nvml.shutdown);
-  Sym(h, "nvmlErrorString", &nvml.error_string);
-  Sym(h, "nvmlSystemGetDriverVersion", &nvml.driver_version);
-  Sym(h, "nvmlSystemGetCudaDriverVersion", &nvml.cuda_version);
-  Sym(h, "nvmlDeviceGetCount_v2", &nvml.count);
-  Sym(h, "nvmlDeviceGetHandleByIndex_v2", &nvml.by_index);
-  Sym(h, "nvmlDeviceGetName", &nvml.name);
-  Sym(h, "nvmlDeviceGetUUID", &nvml.uuid);
-  Sym(h, "nvmlDeviceGetMemoryInfo", &nvml.memory);
-  Sym(h, "nvmlDeviceGetMemoryInfo_v2", &nvml.memory_v2);
-  Sym(h, "nvmlDeviceGetUtilizationRates", &nvml.utilization);
-  Sym(h, "nvmlDeviceGetComputeRunningProcesses_v3", &nvml.processes_v3);
-  Sym(h, "nvmlDeviceGetComputeRunningProcesses_v2", &nvml.processes_v2);
-  if (nvml.init == nullptr || nvml.count == nullptr || nvml.by_index == nullptr) {
-    *error =
-        "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or "
-        "nvmlDeviceGetHandleByIndex_v2";
+  // Everything else is optional: smi shows N/A for what an older driver cannot report.
+  if (Status s = (*lib)->Require(
+          {"nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2"}, "hamictl smi");
+      !s.ok()) {
+    *error = s.message();
     return false;
   }
-  if (nvmlReturn_t rc = nvml.init(); rc != NVML_SUCCESS) {
-    *error = "nvmlInit failed: " + nvml.Error(rc);
+  const nvml::Api& api = (*lib)->api();
+  if (nvmlReturn_t rc = api.init(); rc != NVML_SUCCESS) {
+    *error = "nvmlInit failed: " + api.ErrorText(rc);
     return false;
   }
   char buf[256];
-  if (nvml.driver_version != nullptr && nvml.driver_version(buf, sizeof(buf)) == NVML_SUCCESS) {
+  if (api.driver_version != nullptr && api.driver_version(buf, sizeof(buf)) == NVML_SUCCESS) {
     view->driver_version = std::string(buf, strnlen(buf, sizeof(buf)));
   }
-  if (nvml.cuda_version != nullptr) {
+  if (api.cuda_driver_version != nullptr) {
     int v = 0;
-    if (nvml.cuda_version(&v) == NVML_SUCCESS) view->cuda_version = v;
+    if (api.cuda_driver_version(&v) == NVML_SUCCESS) view->cuda_version = v;
   }
   unsigned count = 0;
-  if (nvmlReturn_t rc = nvml.count(&count); rc != NVML_SUCCESS) {
-    *error = "nvmlDeviceGetCount failed: " + nvml.Error(rc);
-    if (nvml.shutdown != nullptr) nvml.shutdown();
+  if (nvmlReturn_t rc = api.count(&count); rc != NVML_SUCCESS) {
+    *error = "nvmlDeviceGetCount failed: " + api.ErrorText(rc);
+    if (api.shutdown != nullptr) api.shutdown();
     return false;
   }
   for (unsigned i = 0; i < count; ++i) {
     SmiDevice d;
     d.index = i;
     nvmlDevice_t dev;
-    if (nvml.by_index(i, &dev) != NVML_SUCCESS) {
+    if (api.by_index(i, &dev) != NVML_SUCCESS) {
       view->devices.push_back(d);
       continue;
     }
-    if (nvml.name != nullptr && nvml.name(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
+    if (api.name != nullptr && api.name(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
       d.name = std::string(buf, strnlen(buf, sizeof(buf)));
     }
-    if (nvml.uuid != nullptr && nvml.uuid(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
+    if (api.uuid != nullptr && api.uuid(dev, buf, sizeof(buf)) == NVML_SUCCESS) {
       d.uuid = std::string(buf, strnlen(buf, sizeof(buf)));
     }
     nvmlMemory_v2_t m2 = {};
     m2.version = nvmlMemory_v2;
     nvmlMemory_t m1 = {};
-    if (nvml.memory_v2 != nullptr && nvml.memory_v2(dev, &m2) == NVML_SUCCESS) {
+    if (api.memory_v2 != nullptr && api.memory_v2(dev, &m2) == NVML_SUCCESS) {
       d.memory_known = true;
       d.memory_total = m2.total;
       d.memory_used = m2.used;
-    } else if (nvml.memory != nullptr && nvml.memory(dev, &m1) == NVML_SUCCESS) {
+    } else if (api.memory != nullptr && api.memory(dev, &m1) == NVML_SUCCESS) {
       d.memory_known = true;
       d.memory_total = m1.total;
       d.memory_used = m1.used;
     }
     nvmlUtilization_t u = {};
-    if (nvml.utilization != nullptr && nvml.utilization(dev, &u) == NVML_SUCCESS) {
+    if (api.utilization != nullptr && api.utilization(dev, &u) == NVML_SUCCESS) {
       d.gpu_util = static_cast<int>(u.gpu);
     }
-    d.processes = Processes(nvml, dev);
+    d.processes = Processes(api, dev);
     view->devices.push_back(d);
   }
-  if (nvml.shutdown != nullptr) nvml.shutdown();
+  if (api.shutdown != nullptr) api.shutdown();
   return true;
 }
 

@@ -1,47 +1,13 @@
 #include "deviceplugin/nvml_driver.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
 
-#include "common/dl_symbol.h"
-#include "vgpu/nvml_abi.h"
+#include "nvml/library.h"
 
 namespace hami::deviceplugin {
-
-// Resolved entry points; optional ones may be null.
-struct NvmlDriver::Api {
-  decltype(&nvmlInit_v2) init = nullptr;
-  decltype(&nvmlShutdown) shutdown = nullptr;
-  decltype(&nvmlErrorString) error_string = nullptr;
-  decltype(&nvmlSystemGetDriverVersion) driver_version = nullptr;
-  decltype(&nvmlDeviceGetCount_v2) count = nullptr;
-  decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
-  decltype(&nvmlDeviceGetHandleByUUID) by_uuid = nullptr;
-  decltype(&nvmlDeviceGetUUID) uuid = nullptr;
-  decltype(&nvmlDeviceGetName) name = nullptr;
-  decltype(&nvmlDeviceGetMemoryInfo) memory = nullptr;
-  decltype(&nvmlDeviceGetPciInfo_v3) pci = nullptr;
-  decltype(&nvmlDeviceGetNumaNodeId) numa = nullptr;                         // optional
-  decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;                        // optional
-  decltype(&nvmlDeviceGetTopologyCommonAncestor) common_ancestor = nullptr;  // optional
-  decltype(&nvmlDeviceGetNvLinkState) nvlink_state = nullptr;                // optional
-  decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2) nvlink_remote = nullptr;    // optional
-  decltype(&nvmlDeviceGetNvLinkRemoteDeviceType) nvlink_type = nullptr;      // optional
-  decltype(&nvmlEventSetCreate) event_set_create = nullptr;
-  decltype(&nvmlDeviceGetSupportedEventTypes) supported_events = nullptr;
-  decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
-  decltype(&nvmlEventSetWait_v2) event_wait = nullptr;
-  decltype(&nvmlEventSetFree) event_set_free = nullptr;
-
-  std::string Error(nvmlReturn_t r) const {
-    std::string text = error_string != nullptr ? error_string(r) : "";
-    return (text.empty() ? "NVML error" : text) + " (" + std::to_string(r) + ")";
-  }
-};
 
 namespace {
 
@@ -74,121 +40,17 @@ std::string NormalBusId(const char* text) {
   return SysfsPciName(s);  // one spelling for comparisons
 }
 
-}  // namespace
-
-Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& options) {
-  void* handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    return Status(StatusCode::kUnavailable,
-                  "cannot load " + options.library + " (" + (why ? why : "unknown") +
-                      "): is the NVIDIA driver installed and visible to this container?");
-  }
-  auto api = std::make_unique<Api>();
-  bool ok = ResolveSymbol(handle, "nvmlInit_v2", &api->init) &&
-            ResolveSymbol(handle, "nvmlShutdown", &api->shutdown) &&
-            ResolveSymbol(handle, "nvmlErrorString", &api->error_string) &&
-            ResolveSymbol(handle, "nvmlSystemGetDriverVersion", &api->driver_version) &&
-            ResolveSymbol(handle, "nvmlDeviceGetCount_v2", &api->count) &&
-            ResolveSymbol(handle, "nvmlDeviceGetHandleByIndex_v2", &api->by_index) &&
-            ResolveSymbol(handle, "nvmlDeviceGetHandleByUUID", &api->by_uuid) &&
-            ResolveSymbol(handle, "nvmlDeviceGetUUID", &api->uuid) &&
-            ResolveSymbol(handle, "nvmlDeviceGetName", &api->name) &&
-            ResolveSymbol(handle, "nvmlDeviceGetMemoryInfo", &api->memory) &&
-            ResolveSymbol(handle, "nvmlDeviceGetPciInfo_v3", &api->pci) &&
-            ResolveSymbol(handle, "nvmlEventSetCreate", &api->event_set_create) &&
-            ResolveSymbol(handle, "nvmlDeviceGetSupportedEventTypes", &api->supported_events) &&
-            ResolveSymbol(handle, "nvmlDeviceRegisterEvents", &api->register_events) &&
-            ResolveSymbol(handle, "nvmlEventSetWait_v2", &api->event_wait) &&
-            ResolveSymbol(handle, "nvmlEventSetFree", &api->event_set_free);
-  if (!ok) {
-    dlclose(handle);
-    return Status(
-        StatusCode::kUnavailable,
-        options.library + " lacks an NVML entry point the plugin needs (driver too old?)");
-  }
-  ResolveSymbol(handle, "nvmlDeviceGetNumaNodeId", &api->numa);
-  ResolveSymbol(handle, "nvmlDeviceGetMigMode", &api->mig_mode);
-  ResolveSymbol(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->common_ancestor);
-  ResolveSymbol(handle, "nvmlDeviceGetNvLinkState", &api->nvlink_state);
-  ResolveSymbol(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->nvlink_remote);
-  ResolveSymbol(handle, "nvmlDeviceGetNvLinkRemoteDeviceType", &api->nvlink_type);
-  if (nvmlReturn_t r = api->init(); r != NVML_SUCCESS) {
-    std::string why = api->Error(r);
-    dlclose(handle);
-    return Status(StatusCode::kUnavailable, "nvmlInit: " + why);
-  }
-  return std::unique_ptr<NvmlDriver>(new NvmlDriver(options, handle, std::move(api)));
-}
-
-NvmlDriver::NvmlDriver(NvmlDriverOptions options, void* handle, std::unique_ptr<Api> api)
-    : options_(std::move(options)), handle_(handle), api_(std::move(api)) {}
-
-NvmlDriver::~NvmlDriver() {
-  {
-    std::lock_guard<std::mutex> l(events_mu_);
-    if (event_set_ != nullptr) api_->event_set_free(static_cast<nvmlEventSet_t>(event_set_));
-  }
-  api_->shutdown();
-  // The library stays loaded: a driver keeps per-process state for the life of the process (the
-  // simulated one too), and nothing is gained by unmapping it before exit.
-}
-
-Result<Inventory> NvmlDriver::Discover() {
-  const Api& a = *api_;
-  Inventory inv;
-  char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
-  if (a.driver_version(version, sizeof(version)) == NVML_SUCCESS) inv.driver_version = version;
-  unsigned count = 0;
-  if (nvmlReturn_t r = a.count(&count); r != NVML_SUCCESS) {
-    return Status(StatusCode::kUnavailable, "nvmlDeviceGetCount: " + a.Error(r));
-  }
-  std::vector<nvmlDevice_t> handles;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev = nullptr;
-    if (nvmlReturn_t r = a.by_index(i, &dev); r != NVML_SUCCESS) {
-      return Status(StatusCode::kUnavailable,
-                    "nvmlDeviceGetHandleByIndex(" + std::to_string(i) + "): " + a.Error(r));
-    }
-    GpuInfo g;
-    g.index = i;
-    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-    if (nvmlReturn_t r = a.uuid(dev, buf, sizeof(buf)); r != NVML_SUCCESS) {
-      return Status(StatusCode::kUnavailable,
-                    "nvmlDeviceGetUUID(" + std::to_string(i) + "): " + a.Error(r));
-    }
-    g.uuid = buf;
-    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-    if (a.name(dev, name, sizeof(name)) == NVML_SUCCESS) g.name = name;
-    nvmlMemory_t mem{};
-    if (nvmlReturn_t r = a.memory(dev, &mem); r == NVML_SUCCESS) {
-      g.memory_bytes = mem.total;
-    } else if (r != NVML_ERROR_NOT_SUPPORTED) {
-      return Status(StatusCode::kUnavailable,
-                    "nvmlDeviceGetMemoryInfo(" + g.uuid + "): " + a.Error(r));
-    }
-    nvmlPciInfo_t pci{};
-    if (a.pci(dev, &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
-    if (std::optional<int> n = SysfsNumaNode(options_.sysfs_root, g.pci_bus_id)) {
-      g.numa_node = *n;
-    } else if (unsigned node = 0; a.numa != nullptr && a.numa(dev, &node) == NVML_SUCCESS) {
-      g.numa_node = static_cast<int>(node);
-    }
-    unsigned current = 0, pending = 0;
-    if (a.mig_mode != nullptr && a.mig_mode(dev, &current, &pending) == NVML_SUCCESS) {
-      g.mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
-    }
-    inv.gpus.push_back(std::move(g));
-    handles.push_back(dev);
-  }
-
+// Every unordered pair of `gpus` (whose NVML handles are `handles`, in the same order): NVML's
+// common ancestor level, and NVLinks counted from both ends by matching remote PCI bus ids.
+std::vector<GpuPair> Pairs(const nvml::Api& a, const std::vector<GpuInfo>& gpus,
+                           const std::vector<nvmlDevice_t>& handles) {
   // NVLinks seen from each GPU: peer bus id -> links, plus links that end at an NVSwitch.
   std::map<std::string, size_t> by_bus;
-  for (size_t i = 0; i < inv.gpus.size(); ++i) {
-    if (!inv.gpus[i].pci_bus_id.empty()) by_bus[NormalBusId(inv.gpus[i].pci_bus_id.c_str())] = i;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (!gpus[i].pci_bus_id.empty()) by_bus[NormalBusId(gpus[i].pci_bus_id.c_str())] = i;
   }
-  std::vector<std::map<size_t, int>> direct(inv.gpus.size());
-  std::vector<int> to_switch(inv.gpus.size(), 0);
+  std::vector<std::map<size_t, int>> direct(gpus.size());
+  std::vector<int> to_switch(gpus.size(), 0);
   if (a.nvlink_state != nullptr && a.nvlink_remote != nullptr) {
     for (size_t i = 0; i < handles.size(); ++i) {
       for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
@@ -208,6 +70,7 @@ Result<Inventory> NvmlDriver::Discover() {
       }
     }
   }
+  std::vector<GpuPair> pairs;
   for (size_t i = 0; i < handles.size(); ++i) {
     for (size_t j = i + 1; j < handles.size(); ++j) {
       GpuPair p;
@@ -222,23 +85,111 @@ Result<Inventory> NvmlDriver::Discover() {
       int ji = direct[j].count(i) ? direct[j][i] : 0;
       p.asymmetric = ij != ji;
       p.nvlinks = (p.asymmetric ? 0 : ij) + std::min(to_switch[i], to_switch[j]);
-      inv.pairs.push_back(p);
+      pairs.push_back(p);
     }
   }
+  return pairs;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& options) {
+  Result<const nvml::Library*> lib = nvml::Library::Load(options.library);
+  if (!lib.ok()) {
+    return Status(StatusCode::kUnavailable,
+                  lib.status().message() +
+                      ": is the NVIDIA driver installed and visible to this container?");
+  }
+  // What every driver the plugin supports has; the rest (NUMA node, MIG mode, topology) came
+  // later and may be null.
+  HAMI_RETURN_IF_ERROR((*lib)->Require(
+      {"nvmlInit_v2", "nvmlShutdown", "nvmlErrorString", "nvmlSystemGetDriverVersion",
+       "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByUUID",
+       "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo",
+       "nvmlDeviceGetPciInfo_v3", "nvmlEventSetCreate", "nvmlDeviceGetSupportedEventTypes",
+       "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"},
+      "the plugin"));
+  const nvml::Api& a = (*lib)->api();
+  if (nvmlReturn_t r = a.init(); r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable, "nvmlInit: " + a.ErrorText(r));
+  }
+  return std::unique_ptr<NvmlDriver>(new NvmlDriver(options, **lib));
+}
+
+NvmlDriver::NvmlDriver(NvmlDriverOptions options, const nvml::Library& nvml)
+    : options_(std::move(options)), api_(nvml.api()) {}
+
+NvmlDriver::~NvmlDriver() {
+  {
+    MutexLock l(events_mu_);
+    if (event_set_ != nullptr) api_.event_set_free(static_cast<nvmlEventSet_t>(event_set_));
+  }
+  api_.shutdown();  // the library itself stays loaded (nvml::Library's contract)
+}
+
+Result<Inventory> NvmlDriver::Discover() {
+  const nvml::Api& a = api_;
+  Inventory inv;
+  char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (a.driver_version(version, sizeof(version)) == NVML_SUCCESS) inv.driver_version = version;
+  unsigned count = 0;
+  if (nvmlReturn_t r = a.count(&count); r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable, "nvmlDeviceGetCount: " + a.ErrorText(r));
+  }
+  std::vector<nvmlDevice_t> handles;
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t r = a.by_index(i, &dev); r != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetHandleByIndex(" + std::to_string(i) + "): " + a.ErrorText(r));
+    }
+    GpuInfo g;
+    g.index = i;
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvmlReturn_t r = a.uuid(dev, buf, sizeof(buf)); r != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetUUID(" + std::to_string(i) + "): " + a.ErrorText(r));
+    }
+    g.uuid = buf;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (a.name(dev, name, sizeof(name)) == NVML_SUCCESS) g.name = name;
+    nvmlMemory_t mem{};
+    if (nvmlReturn_t r = a.memory(dev, &mem); r == NVML_SUCCESS) {
+      g.memory_bytes = mem.total;
+    } else if (r != NVML_ERROR_NOT_SUPPORTED) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetMemoryInfo(" + g.uuid + "): " + a.ErrorText(r));
+    }
+    nvmlPciInfo_t pci{};
+    if (a.pci(dev, &pci) == NVML_SUCCESS) g.pci_bus_id = pci.busId;
+    if (std::optional<int> n = SysfsNumaNode(options_.sysfs_root, g.pci_bus_id)) {
+      g.numa_node = *n;
+    } else if (unsigned node = 0; a.numa != nullptr && a.numa(dev, &node) == NVML_SUCCESS) {
+      g.numa_node = static_cast<int>(node);
+    }
+    unsigned current = 0, pending = 0;
+    if (a.mig_mode != nullptr && a.mig_mode(dev, &current, &pending) == NVML_SUCCESS) {
+      g.mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
+    }
+    inv.gpus.push_back(std::move(g));
+    handles.push_back(dev);
+  }
+
+  inv.pairs = Pairs(a, inv.gpus, handles);
   return inv;
 }
 
 Status NvmlDriver::WatchXids(const std::vector<std::string>& uuids,
                              std::vector<std::string>* unsupported) {
-  const Api& a = *api_;
-  std::lock_guard<std::mutex> l(events_mu_);
+  const nvml::Api& a = api_;
+  MutexLock l(events_mu_);
   if (event_set_ != nullptr) {
     a.event_set_free(static_cast<nvmlEventSet_t>(event_set_));
     event_set_ = nullptr;
   }
   nvmlEventSet_t set = nullptr;
   if (nvmlReturn_t r = a.event_set_create(&set); r != NVML_SUCCESS) {
-    return Status(StatusCode::kUnavailable, "nvmlEventSetCreate: " + a.Error(r));
+    return Status(StatusCode::kUnavailable, "nvmlEventSetCreate: " + a.ErrorText(r));
   }
   for (const std::string& uuid : uuids) {
     nvmlDevice_t dev = nullptr;
@@ -255,14 +206,16 @@ Status NvmlDriver::WatchXids(const std::vector<std::string>& uuids,
 }
 
 Result<std::optional<XidEvent>> NvmlDriver::WaitXid(std::chrono::milliseconds timeout) {
-  const Api& a = *api_;
-  std::lock_guard<std::mutex> l(events_mu_);
+  const nvml::Api& a = api_;
+  MutexLock l(events_mu_);
   if (event_set_ == nullptr) return Status(StatusCode::kFailedPrecondition, "no XID watch");
   nvmlEventData_t data{};
   nvmlReturn_t r = a.event_wait(static_cast<nvmlEventSet_t>(event_set_), &data,
                                 static_cast<unsigned>(std::max<int64_t>(0, timeout.count())));
   if (r == NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
-  if (r != NVML_SUCCESS) return Status(StatusCode::kUnavailable, "nvmlEventSetWait: " + a.Error(r));
+  if (r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable, "nvmlEventSetWait: " + a.ErrorText(r));
+  }
   if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<XidEvent>();
   XidEvent e;
   e.xid = data.eventData;

@@ -1,5 +1,5 @@
-// NvmlDriver: GpuDriver over NVML, loaded at run time with dlopen("libnvidia-ml.so.1") so the
-// plugin needs no driver at build time and runs unchanged on a real driver and on the simulated
+// NvmlDriver: GpuDriver over NVML, loaded at run time by nvml::Library ("libnvidia-ml.so.1") so
+// the plugin needs no driver at build time and runs unchanged on a real driver and on the simulated
 // one (build/sim). Entry points newer drivers added (NUMA node, NVLink peer type) are optional.
 //
 // NUMA node: /sys/bus/pci/devices/<bus id>/numa_node when that PCI function is an NVIDIA device
@@ -16,7 +16,13 @@
 #include <mutex>
 #include <string>
 
+#include "common/thread_annotations.h"
 #include "deviceplugin/gpu_driver.h"
+
+namespace hami::nvml {
+struct Api;
+class Library;
+}  // namespace hami::nvml
 
 namespace hami::deviceplugin {
 
@@ -38,16 +44,13 @@ class NvmlDriver final : public GpuDriver {
                    std::vector<std::string>* unsupported) override;
   Result<std::optional<XidEvent>> WaitXid(std::chrono::milliseconds timeout) override;
 
-  struct Api;
-
  private:
-  NvmlDriver(NvmlDriverOptions options, void* handle, std::unique_ptr<Api> api);
+  NvmlDriver(NvmlDriverOptions options, const nvml::Library& nvml);
 
   const NvmlDriverOptions options_;
-  void* handle_;  // never dlclose()d (see the destructor)
-  std::unique_ptr<Api> api_;
-  std::mutex events_mu_;
-  void* event_set_ = nullptr;  // guarded by events_mu_ (an nvmlEventSet_t)
+  const nvml::Api& api_;  // the loaded library's, which lives until exit
+  Mutex events_mu_;
+  void* event_set_ GUARDED_BY(events_mu_) = nullptr;  // an nvmlEventSet_t
 };
 
 }  // namespace hami::deviceplugin

@@ -116,6 +116,7 @@ TEST(NvmlDriverOpen, AMissingLibraryIsAClearError) {
   Result<std::unique_ptr<NvmlDriver>> d = NvmlDriver::Open({.library = "libnvidia-ml-nope.so.1"});
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(d.status().message().find("libnvidia-ml-nope.so.1"), std::string::npos);
+  EXPECT_NE(d.status().message().find("is the NVIDIA driver installed"), std::string::npos);
 }
 
 }  // namespace

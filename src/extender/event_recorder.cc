@@ -16,7 +16,7 @@ EventRecorder::EventRecorder(k8s::RestClient& client, size_t max_queued)
 EventRecorder::~EventRecorder() { Stop(); }
 
 void EventRecorder::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
   thread_ = std::thread([this] {
@@ -27,7 +27,7 @@ void EventRecorder::Start() {
 
 void EventRecorder::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -46,7 +46,7 @@ constexpr auto kGather = std::chrono::milliseconds(10);
 void EventRecorder::Record(k8s::EventSpec event) {
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (queue_.size() >= max_queued_) {
       ++dropped_;
       return;
@@ -63,17 +63,18 @@ void EventRecorder::Run() {
   for (;;) {
     batch.clear();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      UniqueLock lock(mu_);
+      cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
-      cv_.wait_for(lock, kGather, [&] { return stopping_ || queue_.size() >= kBatch; });
+      cv_.wait_for(lock.native(), kGather,
+                   [&]() REQUIRES(mu_) { return stopping_ || queue_.size() >= kBatch; });
       while (!queue_.empty() && batch.size() < kBatch) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
     }
     std::vector<Result<k8s::WriteAck>> results = k8s::CreateEvents(client_, batch);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (i < results.size() && results[i].ok()) {
         ++posted_;
@@ -91,15 +92,15 @@ void EventRecorder::Run() {
 }
 
 uint64_t EventRecorder::posted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return posted_;
 }
 uint64_t EventRecorder::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 uint64_t EventRecorder::failed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return failed_;
 }
 

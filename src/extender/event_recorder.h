@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
 
@@ -39,13 +40,13 @@ class EventRecorder {
 
   k8s::RestClient& client_;
   const size_t max_queued_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<k8s::EventSpec> queue_;  // guarded by mu_
-  bool stopping_ = false;             // guarded by mu_
-  uint64_t posted_ = 0;               // guarded by mu_
-  uint64_t dropped_ = 0;              // guarded by mu_
-  uint64_t failed_ = 0;               // guarded by mu_
+  std::deque<k8s::EventSpec> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t posted_ GUARDED_BY(mu_) = 0;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  uint64_t failed_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

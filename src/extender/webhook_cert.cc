@@ -304,17 +304,17 @@ std::string WebhookCertManager::SecretRef() const {
 }
 
 std::shared_ptr<net::CertificateSource> WebhookCertManager::certificate() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return source_;
 }
 
 WebhookCertBundle WebhookCertManager::bundle() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bundle_;
 }
 
 Status WebhookCertManager::Adopt(const WebhookCertBundle& bundle, const std::string& rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!source_ || bundle.tls_crt != bundle_.tls_crt || bundle.tls_key != bundle_.tls_key) {
     CertificatePem pair{bundle.tls_crt, bundle.tls_key};
     if (source_) {

@@ -37,6 +37,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "k8s/rest_client.h"
 #include "net/tls.h"
 
@@ -147,9 +148,9 @@ class WebhookCertManager {
   hami::Clock& clock_;
   const WebhookCertOptions options_;
 
-  mutable std::mutex mu_;
-  std::shared_ptr<net::CertificateSource> source_;  // guarded by mu_
-  WebhookCertBundle bundle_;                        // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<net::CertificateSource> source_ GUARDED_BY(mu_);
+  WebhookCertBundle bundle_ GUARDED_BY(mu_);
   // Only the sync thread (Bootstrap/SyncOnce callers) touches these.
   std::string secret_rv_;  // resourceVersion of the Secret last adopted
 

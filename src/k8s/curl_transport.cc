@@ -12,6 +12,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
+
 namespace hami::k8s {
 
 namespace {
@@ -168,12 +170,12 @@ Status MapCurlError(CURLcode rc, const char* errbuf) {
 }  // namespace
 
 struct CurlTransport::Pool {
-  std::mutex mu;
-  std::vector<CURL*> idle;  // guarded by mu
+  Mutex mu;
+  std::vector<CURL*> idle GUARDED_BY(mu);
 
   CURL* Borrow() {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (!idle.empty()) {
         CURL* h = idle.back();
         idle.pop_back();
@@ -184,7 +186,7 @@ struct CurlTransport::Pool {
   }
   void Return(CURL* h) {
     curl_easy_reset(h);  // keeps live connections and caches
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     idle.push_back(h);
   }
   ~Pool() {

@@ -16,14 +16,14 @@ HttpResponse FakeTransport::Json(int status, std::string body,
 
 void FakeTransport::Push(std::string method, std::string url_substring,
                          Result<HttpResponse> response, std::vector<std::string> stream_chunks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   entries_.push_back(Entry{std::move(method), std::move(url_substring), std::move(response),
                            std::move(stream_chunks)});
   cv_.notify_all();
 }
 
 Result<HttpResponse> FakeTransport::Do(const HttpRequest& request) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   HttpRequest recorded = request;
   recorded.on_body = nullptr;
   recorded.cancel = nullptr;
@@ -37,7 +37,7 @@ Result<HttpResponse> FakeTransport::Do(const HttpRequest& request) {
       }
       Entry entry = std::move(*it);
       entries_.erase(it);
-      lock.unlock();
+      lock.Unlock();
       if (!entry.response.ok()) return entry.response.status();
       HttpResponse resp = std::move(entry.response).value();
       bool ok2xx = resp.status >= 200 && resp.status < 300;
@@ -59,23 +59,23 @@ Result<HttpResponse> FakeTransport::Do(const HttpRequest& request) {
     if (request.cancel->cancelled()) return Status(StatusCode::kCancelled, "cancelled");
     // Park until a new entry arrives or the request is cancelled (polled: Cancellation has its own
     // condition variable).
-    cv_.wait_for(lock, std::chrono::milliseconds(5));
+    cv_.wait_for(lock.native(), std::chrono::milliseconds(5));
   }
 }
 
 std::vector<HttpRequest> FakeTransport::requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return requests_;
 }
 
 size_t FakeTransport::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 void FakeTransport::WaitForRequests(size_t n) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return requests_.size() >= n; });
+  UniqueLock lock(mu_);
+  cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return requests_.size() >= n; });
 }
 
 }  // namespace hami::k8s

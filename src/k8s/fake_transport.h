@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "k8s/transport.h"
 
 namespace hami::k8s {
@@ -46,10 +47,10 @@ class FakeTransport final : public Transport {
     Result<HttpResponse> response;
     std::vector<std::string> chunks;
   };
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
-  std::deque<Entry> entries_;          // guarded by mu_
-  std::vector<HttpRequest> requests_;  // guarded by mu_
+  std::deque<Entry> entries_ GUARDED_BY(mu_);
+  std::vector<HttpRequest> requests_ GUARDED_BY(mu_);
 };
 
 }  // namespace hami::k8s

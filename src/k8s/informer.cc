@@ -32,29 +32,29 @@ void Informer::Stop() {
 }
 
 bool Informer::WaitForSync(const Cancellation* cancel) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (!synced_) {
     if (cancel != nullptr && cancel->cancelled()) return false;
     // Bounded waits so an external Cancellation (which has no link to this condition variable)
     // is noticed.
-    synced_cv_.wait_for(lock, std::chrono::milliseconds(10));
+    synced_cv_.wait_for(lock.native(), std::chrono::milliseconds(10));
   }
   return true;
 }
 
 bool Informer::HasSynced() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return synced_;
 }
 
 ObjectPtr Informer::Get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = store_.find(key);
   return it == store_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Informer::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ObjectPtr> out;
   out.reserve(store_.size());
   for (const auto& [k, v] : store_) out.push_back(v);
@@ -62,12 +62,12 @@ std::vector<ObjectPtr> Informer::List() const {
 }
 
 size_t Informer::Size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return store_.size();
 }
 
 std::string Informer::LastResourceVersion() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return resource_version_;
 }
 
@@ -96,7 +96,7 @@ Status Informer::Relist() {
   std::vector<ObjectPtr> added, deleted;
   std::vector<std::pair<ObjectPtr, ObjectPtr>> updated;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [key, obj] : fresh) {
       auto it = store_.find(key);
       if (it == store_.end()) {
@@ -125,7 +125,7 @@ Status Informer::Relist() {
   // Synced only once the handlers have seen the whole list: a consumer that waits for sync
   // (the scheduler before it places pods) must find every listed object in its own state.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     synced_ = true;
   }
   synced_cv_.notify_all();
@@ -135,7 +135,7 @@ Status Informer::Relist() {
 void Informer::Apply(const WatchEvent& ev) {
   std::string rv = ResourceVersion(*ev.object);
   if (ev.type == WatchEvent::Type::kBookmark) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!rv.empty()) resource_version_ = rv;
     return;
   }
@@ -146,7 +146,7 @@ void Informer::Apply(const WatchEvent& ev) {
                             : ev.object;
   ObjectPtr old_obj;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = store_.find(key);
     if (it != store_.end()) old_obj = it->second;
     if (ev.type == WatchEvent::Type::kDeleted) {

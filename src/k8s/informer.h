@@ -38,6 +38,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
@@ -106,11 +107,11 @@ class Informer {
   const InformerOptions options_;
   std::vector<InformerHandler> handlers_;  // fixed after Start
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable synced_cv_;
-  std::map<std::string, ObjectPtr> store_;  // guarded by mu_
-  std::string resource_version_;            // guarded by mu_
-  bool synced_ = false;                     // guarded by mu_
+  std::map<std::string, ObjectPtr> store_ GUARDED_BY(mu_);
+  std::string resource_version_ GUARDED_BY(mu_);
+  bool synced_ GUARDED_BY(mu_) = false;
 
   MonoTime next_resync_{};     // loop thread only
   uint64_t watch_events_ = 0;  // loop thread only

@@ -10,14 +10,14 @@ LeaderElector::LeaderElector(RestClient& client, LeaderElectionConfig config,
     : client_(client), config_(std::move(config)), callbacks_(std::move(callbacks)) {}
 
 std::string LeaderElector::Holder() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return observed_holder_;
 }
 
 void LeaderElector::Observe(const std::string& holder, const std::string& renew_time) {
   bool holder_changed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     holder_changed = holder != observed_holder_;
     if (holder_changed || renew_time != observed_renew_ || observed_at_ == MonoTime{}) {
       observed_holder_ = holder;
@@ -38,7 +38,7 @@ Result<LeaderElector::Observation> LeaderElector::Follow() {
       GetInt(lease, "/spec/leaseDurationSeconds", config_.lease_duration.count());
   MonoTime observed_at;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     observed_at = observed_at_;
   }
   out.fresh = client_.clock().Now() - observed_at <= std::chrono::seconds(duration);
@@ -79,7 +79,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
   if (!holder.empty() && holder != config_.identity) {
     MonoTime observed_at;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       observed_at = observed_at_;
     }
     if (clock.Now() < observed_at + std::chrono::seconds(their_duration)) return false;

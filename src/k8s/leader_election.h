@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "k8s/rest_client.h"
 
 namespace hami::k8s {
@@ -74,17 +75,17 @@ class LeaderElector {
   std::string Holder() const;
 
  private:
-  void Observe(const std::string& holder, const std::string& renew_time);
+  void Observe(const std::string& holder, const std::string& renew_time) EXCLUDES(mu_);
 
   RestClient& client_;
   const LeaderElectionConfig config_;
   const LeaderCallbacks callbacks_;
   std::atomic<bool> leader_{false};
 
-  mutable std::mutex mu_;
-  std::string observed_holder_;  // guarded by mu_
-  std::string observed_renew_;   // guarded by mu_
-  MonoTime observed_at_{};       // guarded by mu_
+  mutable Mutex mu_;
+  std::string observed_holder_ GUARDED_BY(mu_);
+  std::string observed_renew_ GUARDED_BY(mu_);
+  MonoTime observed_at_ GUARDED_BY(mu_) = {};
 };
 
 }  // namespace hami::k8s

@@ -13,7 +13,7 @@ RateLimiter::RateLimiter(double qps, int burst, Clock& clock)
 
 Duration RateLimiter::Reserve() {
   if (qps_ <= 0) return Duration(0);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MonoTime now = clock_.Now();
   if (now > last_) {
     double elapsed = std::chrono::duration<double>(now - last_).count();

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace hami::k8s {
 
@@ -29,9 +30,9 @@ class RateLimiter {
   const double qps_;
   const double burst_;
   Clock& clock_;
-  std::mutex mu_;
-  double tokens_;  // guarded by mu_; negative while callers are waiting
-  MonoTime last_;  // guarded by mu_
+  Mutex mu_;
+  double tokens_ GUARDED_BY(mu_);  // negative while callers are waiting
+  MonoTime last_ GUARDED_BY(mu_);
 };
 
 }  // namespace hami::k8s

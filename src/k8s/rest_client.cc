@@ -108,7 +108,7 @@ RestClient::RestClient(RestConfig config, std::unique_ptr<Transport> transport, 
 
 Result<std::string> RestClient::BearerToken() {
   if (config_.bearer_token_file.empty()) return config_.bearer_token;
-  std::lock_guard<std::mutex> lock(token_mu_);
+  MutexLock lock(token_mu_);
   MonoTime now = clock_.Now();
   if (!token_read_ || now - token_read_at_ >= kTokenFileRefresh) {
     Result<std::string> t = ReadFileToString(config_.bearer_token_file);

@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "k8s/config.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rate_limiter.h"
@@ -185,10 +186,10 @@ class RestClient {
   RetryPolicy retry_;
   RateLimiter limiter_;
 
-  std::mutex token_mu_;
-  std::string cached_token_;  // guarded by token_mu_
-  MonoTime token_read_at_;    // guarded by token_mu_
-  bool token_read_ = false;   // guarded by token_mu_
+  Mutex token_mu_;
+  std::string cached_token_ GUARDED_BY(token_mu_);
+  MonoTime token_read_at_ GUARDED_BY(token_mu_);
+  bool token_read_ GUARDED_BY(token_mu_) = false;
 };
 
 }  // namespace hami::k8s

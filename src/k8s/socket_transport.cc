@@ -27,6 +27,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "k8s/curl_transport.h"
 #include "net/http_wire.h"
 #include "net/socket_bio.h"
@@ -285,8 +286,8 @@ struct SocketTransport::Impl {
   Status tls_error;  // why the TLS material is unusable (HTTPS exchanges fail with it)
   std::atomic<uint64_t> opened{0};
 
-  std::mutex mu;
-  std::map<std::string, std::vector<std::unique_ptr<Conn>>> idle;  // guarded by mu
+  Mutex mu;
+  std::map<std::string, std::vector<std::unique_ptr<Conn>>> idle GUARDED_BY(mu);
 
   ~Impl() {
     idle.clear();
@@ -358,7 +359,7 @@ std::unique_ptr<Conn> SocketTransport::Impl::TakeIdle(const std::string& key) {
   for (;;) {
     std::unique_ptr<Conn> c;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       auto it = idle.find(key);
       if (it == idle.end() || it->second.empty()) return nullptr;
       c = std::move(it->second.back());
@@ -375,7 +376,7 @@ std::unique_ptr<Conn> SocketTransport::Impl::TakeIdle(const std::string& key) {
 
 void SocketTransport::Impl::Return(std::unique_ptr<Conn> c) {
   c->last_used = SteadyClock::now();
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   std::vector<std::unique_ptr<Conn>>& list = idle[c->key];
   if (list.size() < options.max_idle_connections) list.push_back(std::move(c));
 }

@@ -64,7 +64,76 @@ struct Monitor::Tracked {
   FileId file;
   std::string attach_error;       // the last reason the region could not be mapped
   std::map<int, double> sm_util;  // container device index -> percent (last update)
+
+  // Lets go of a mapped region whose file was replaced, shrank or no longer reads as a region:
+  // the file is writable from inside the container. Attach opens it again.
+  void DropChangedRegion(UpdateResult* result);
+  // Maps the directory's one region file when it can. A new reason it cannot is logged and
+  // reported once; an empty file (libvgpu still creating it) is looked at again next time.
+  void Attach(UpdateResult* result);
 };
+
+void Monitor::Tracked::DropChangedRegion(UpdateResult* result) {
+  struct stat st {};
+  std::string why;
+  if (stat(region_path.c_str(), &st) != 0 || st.st_size != region_size ||
+      FileIdOf(st.st_dev, st.st_ino) != file || !region->Refresh(&why)) {
+    Defer(result, LogLevel::kWarning)
+        << region_path << " changed size, was replaced or cannot be read"
+        << (why.empty() ? "" : " (" + why + ")") << "; opening it again";
+    region.reset();
+    attach_error.clear();
+  }
+}
+
+void Monitor::Tracked::Attach(UpdateResult* result) {
+  std::error_code ec;
+  std::vector<std::string> caches;
+  for (fs::directory_iterator f(path, ec), end; !ec && f != end; f.increment(ec)) {
+    if (f->path().extension() == ".cache" && f->is_regular_file(ec)) {
+      caches.push_back(f->path().string());
+    }
+  }
+  std::string why;
+  if (caches.size() > 1) {
+    why = std::to_string(caches.size()) + " region files (*.cache); expected one";
+  } else if (caches.size() == 1) {
+    struct stat st {};
+    if (stat(caches[0].c_str(), &st) == 0 && st.st_size == 0) {
+      // libvgpu is creating it; look again next time.
+    } else if (std::unique_ptr<RegionAccess> r = OpenRegion(caches[0], &why); r != nullptr) {
+      region = std::move(r);
+      region_path = caches[0];
+      region_size = st.st_size;
+      file = FileIdOf(st.st_dev, st.st_ino);
+      ++result->mapped_now;
+      Defer(result, LogLevel::kInfo)
+          << "watching " << caches[0] << " (" << region->Format() << " region; pod "
+          << id.pod_uid << ", container " << id.container << ")";
+    }
+  }
+  if (!why.empty() && why != attach_error) {
+    Defer(result, LogLevel::kWarning) << path << ": " << why << "; not monitored";
+    result->problems.push_back(path + ": " + why);
+  }
+  attach_error = why;
+}
+
+namespace {
+
+// Time since the directory was last modified; 0 when it cannot be read.
+std::chrono::seconds DirectoryAge(const std::string& path,
+                                  std::chrono::system_clock::time_point now) {
+  struct stat st {};
+  auto age = std::chrono::seconds(0);
+  if (stat(path.c_str(), &st) == 0) {
+    age = std::chrono::duration_cast<std::chrono::seconds>(
+        now - std::chrono::system_clock::from_time_t(st.st_mtime));
+  }
+  return age;
+}
+
+}  // namespace
 
 Monitor::Monitor(MonitorOptions options, GpuStats* gpus, const PodDirectory* pods, ProcFs procfs)
     : options_(std::move(options)), gpus_(gpus), pods_(pods), procfs_(std::move(procfs)) {}
@@ -83,7 +152,7 @@ UpdateResult Monitor::Update(std::chrono::system_clock::time_point now) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     last_gpus_ = gpus;
     Rescan(now, &result);
     MapHostPids(gpus, &result);
@@ -135,60 +204,11 @@ void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* re
   const bool synced = pods_ != nullptr && pods_->Synced();
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     Tracked& t = *it->second;
-    // The file is writable from inside the container: one that was replaced, shrank or no
-    // longer reads as a region is let go and opened again.
-    if (t.region != nullptr) {
-      struct stat st {};
-      std::string why;
-      if (stat(t.region_path.c_str(), &st) != 0 || st.st_size != t.region_size ||
-          FileIdOf(st.st_dev, st.st_ino) != t.file || !t.region->Refresh(&why)) {
-        Defer(result, LogLevel::kWarning)
-            << t.region_path << " changed size, was replaced or cannot be read"
-            << (why.empty() ? "" : " (" + why + ")") << "; opening it again";
-        t.region.reset();
-        t.attach_error.clear();
-      }
-    }
-    if (t.region == nullptr) {
-      std::vector<std::string> caches;
-      for (fs::directory_iterator f(t.path, ec), end; !ec && f != end; f.increment(ec)) {
-        if (f->path().extension() == ".cache" && f->is_regular_file(ec)) {
-          caches.push_back(f->path().string());
-        }
-      }
-      std::string why;
-      if (caches.size() > 1) {
-        why = std::to_string(caches.size()) + " region files (*.cache); expected one";
-      } else if (caches.size() == 1) {
-        struct stat st {};
-        if (stat(caches[0].c_str(), &st) == 0 && st.st_size == 0) {
-          // libvgpu is creating it; look again next time.
-        } else if (std::unique_ptr<RegionAccess> r = OpenRegion(caches[0], &why); r != nullptr) {
-          t.region = std::move(r);
-          t.region_path = caches[0];
-          t.region_size = st.st_size;
-          t.file = FileIdOf(st.st_dev, st.st_ino);
-          ++result->mapped_now;
-          Defer(result, LogLevel::kInfo)
-              << "watching " << caches[0] << " (" << t.region->Format() << " region; pod "
-              << t.id.pod_uid << ", container " << t.id.container << ")";
-        }
-      }
-      if (!why.empty() && why != t.attach_error) {
-        Defer(result, LogLevel::kWarning) << t.path << ": " << why << "; not monitored";
-        result->problems.push_back(t.path + ": " + why);
-      }
-      t.attach_error = why;
-    }
+    if (t.region != nullptr) t.DropChangedRegion(result);
+    if (t.region == nullptr) t.Attach(result);
     // A directory whose pod has left the node: removed once it is old enough and unused.
     if (synced && !pods_->Find(t.id.pod_uid)) {
-      struct stat st {};
-      auto age = std::chrono::seconds(0);
-      if (stat(t.path.c_str(), &st) == 0) {
-        age = std::chrono::duration_cast<std::chrono::seconds>(
-            now - std::chrono::system_clock::from_time_t(st.st_mtime));
-      }
-      if (age >= options_.resync_delay && !AnyProcessAlive(t)) {
+      if (DirectoryAge(t.path, now) >= options_.resync_delay && !AnyProcessAlive(t)) {
         const std::string path = t.path, uid = t.id.pod_uid;
         it = tracked_.erase(it);  // unmaps first
         fs::remove_all(path, ec);
@@ -367,7 +387,7 @@ void Monitor::Feedback(UpdateResult* result) {
 
 MonitorSnapshot Monitor::Snapshot() const {
   MonitorSnapshot snap;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   snap.gpus = last_gpus_;
   for (const auto& [name, tp] : tracked_) {
     const Tracked& t = *tp;

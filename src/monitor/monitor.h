@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "monitor/gpu_stats.h"
 #include "monitor/procfs.h"
 #include "monitor/region_access.h"
@@ -117,10 +118,11 @@ class Monitor {
   struct Tracked;
 
  private:
-  void Rescan(std::chrono::system_clock::time_point now, UpdateResult* result);
-  void MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result);
-  void MeasureSm(const std::vector<HostGpu>& gpus, std::chrono::system_clock::time_point now);
-  void Feedback(UpdateResult* result);
+  void Rescan(std::chrono::system_clock::time_point now, UpdateResult* result) REQUIRES(mu_);
+  void MapHostPids(const std::vector<HostGpu>& gpus, UpdateResult* result) REQUIRES(mu_);
+  void MeasureSm(const std::vector<HostGpu>& gpus, std::chrono::system_clock::time_point now)
+      REQUIRES(mu_);
+  void Feedback(UpdateResult* result) REQUIRES(mu_);
   bool AnyProcessAlive(const Tracked& t) const;
 
   const MonitorOptions options_;
@@ -128,9 +130,9 @@ class Monitor {
   const PodDirectory* pods_;
   const ProcFs procfs_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Tracked>> tracked_;  // guarded by mu_: by dir name
-  std::vector<HostGpu> last_gpus_;                           // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Tracked>> tracked_ GUARDED_BY(mu_);  // by dir name
+  std::vector<HostGpu> last_gpus_ GUARDED_BY(mu_);
 
   // Update thread only.
   struct Resolved {

@@ -1,5 +1,6 @@
-// NvmlStats: GpuStats over NVML, loaded at run time (libnvidia-ml.so.1 from the driver mounted
-// into the container; the simulated driver's in tests). Initialised once, never unloaded.
+// NvmlStats: GpuStats over NVML, loaded at run time by nvml::Library (libnvidia-ml.so.1 from the
+// driver mounted into the container; the simulated driver's in tests). Initialised once, never
+// unloaded.
 //
 // Thread safety: NVML is thread-safe; this class adds no state after Open.
 #pragma once
@@ -9,6 +10,10 @@
 
 #include "common/thread_annotations.h"
 #include "monitor/gpu_stats.h"
+
+namespace hami::nvml {
+struct Api;
+}  // namespace hami::nvml
 
 namespace hami::monitor {
 
@@ -21,11 +26,9 @@ class NvmlStats : public GpuStats {
   Result<std::vector<GpuProcess>> Processes(const std::string& uuid) override;
   Result<std::vector<ProcessSample>> Samples(const std::string& uuid, uint64_t since_us) override;
 
-  struct Api;
-
  private:
-  explicit NvmlStats(std::unique_ptr<Api> api);
-  std::unique_ptr<Api> api_;
+  explicit NvmlStats(const nvml::Api& api);
+  const nvml::Api& api_;  // the loaded library's, which lives until exit
 };
 
 // LateNvmlStats: NVML that may appear after start-up (a driver mounted after the monitor

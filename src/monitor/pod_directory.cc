@@ -58,17 +58,17 @@ void InformerPodDirectory::Put(const k8s::ObjectPtr& pod) {
   }
   std::string uid = k8s::Uid(*pod);
   if (uid.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   by_uid_[uid] = std::move(ref);
 }
 
 void InformerPodDirectory::Drop(const k8s::ObjectPtr& pod) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   by_uid_.erase(k8s::Uid(*pod));
 }
 
 std::optional<PodRef> InformerPodDirectory::Find(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return std::nullopt;
   return it->second;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/thread_annotations.h"
 #include "k8s/informer.h"
 #include "monitor/monitor.h"
 
@@ -29,8 +30,8 @@ class InformerPodDirectory : public PodDirectory {
   void Drop(const k8s::ObjectPtr& pod);
 
   std::unique_ptr<k8s::Informer> informer_;
-  mutable std::mutex mu_;
-  std::map<std::string, PodRef> by_uid_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, PodRef> by_uid_ GUARDED_BY(mu_);
 };
 
 // The pod reduced to what the monitor reads (name, namespace, uid, container names).

@@ -38,6 +38,13 @@
 // prefix wins. "GET" routes also answer HEAD. Unmatched requests get 404 (405 when the path is
 // known for another method). A handler that throws yields 500; the server keeps running.
 //
+// Time: every deadline is read from HttpServerOptions::clock (the real steady clock unless a test
+// injects a FakeClock; SyncForTesting then lets it observe the reactor without waiting).
+//
+// Inside (all under src/net/): net/http_connection.h (one socket's I/O), net/http_exchange.h and
+// net/http_response.h (reading requests, writing answers), net/http_reactor.h (the epoll thread),
+// net/http_worker_pool.h (handlers and deferred answers), net/http_router.h (routes).
+//
 // Thread safety: Handle*/Set*/Add* must be called before Start(). Handlers run concurrently on the
 // worker threads. Start and Stop are called from one owning thread; Stop is idempotent and also
 // run by the destructor.
@@ -48,7 +55,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +62,11 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
+
+namespace hami {
+class Clock;
+}  // namespace hami
 
 namespace hami::net {
 
@@ -157,26 +168,27 @@ struct HttpResponse {
   std::shared_ptr<Responder> deferred;  // set by Defer()
 };
 
-// The promise of a deferred answer (HttpResponse::Defer).
+// The promise of a deferred answer (HttpResponse::Defer). Thread safety: every method may be
+// called from any thread.
 class Responder {
  public:
   // Hands the answer over; only the first call counts. A no-op for the client once the server
   // stopped or the connection is gone.
-  void Send(HttpResponse res);
+  void Send(HttpResponse res) EXCLUDES(mu_);
 
   // For the server: true when the answer was already sent; else false, and `on_answer` runs
   // once (on the sending thread) when it is.
-  bool NotifyWhenSent(std::function<void()> on_answer);
-  bool Sent() const;
+  bool NotifyWhenSent(std::function<void()> on_answer) EXCLUDES(mu_);
+  bool Sent() const EXCLUDES(mu_);
   // For the server: blocks until the answer is sent, then takes it.
-  HttpResponse Wait();
+  HttpResponse Wait() EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<HttpResponse> answer_;  // guarded by mu_
-  bool sent_ = false;                   // guarded by mu_
-  std::function<void()> on_answer_;     // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable cv_;  // notified when the answer is sent
+  std::optional<HttpResponse> answer_ GUARDED_BY(mu_);
+  bool sent_ GUARDED_BY(mu_) = false;
+  std::function<void()> on_answer_ GUARDED_BY(mu_);
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
@@ -212,6 +224,8 @@ struct HttpServerOptions {
   std::optional<TlsOptions> tls;
   // Alternative to `tls`: an already built certificate source (e.g. a generated pair).
   std::shared_ptr<CertificateSource> certificate;
+  // Where every deadline's time comes from; null = the real steady clock. Outlives the server.
+  const Clock* clock = nullptr;
 };
 
 // A listen address as the Go binaries take it: "host:port" or ":port" (everywhere; host
@@ -261,6 +275,14 @@ class HttpServer {
   // a request), not counting those a worker is serving. A client has its answer slightly before
   // its connection is back among these (the worker hands it back after sending).
   size_t WaitingConnections() const;
+  // For tests (a FakeClock in HttpServerOptions::clock makes the deadlines theirs to advance):
+  // returns once the reactor has finished a whole round begun after this call, and so has
+  // accepted every connection and read every byte that had reached the server by then and
+  // closed every connection whose deadline had passed, and WaitingConnections() is at least
+  // `min_waiting`. A connection accepted in that round has its bytes read in a later one: sync
+  // after connecting and again after sending. False when the server is not running, or after
+  // 10 s of real time (a failure, not a way to wait).
+  bool SyncForTesting(size_t min_waiting = 0) const;
   // For TLS servers: the certificate source (to force a reload check or read its generation).
   std::shared_ptr<CertificateSource> certificate() const;
 

@@ -1,4 +1,3 @@
-#include "common/file_util.h"
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/file_util.h"
 #include "gtest/gtest.h"
 #include "net/tls.h"
 
@@ -639,15 +641,44 @@ TEST(HttpServerTest, StalledTlsHandshakesCostNoWorker) {
   for (int fd : held) ::close(fd);
 }
 
+// Whether the server still holds `fd` open at this moment (what it sent is read and dropped).
+bool StillOpen(int fd) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+// With the server's time in `clock`: `fd`, whose deadline of `timeout` started at the clock's
+// present, is still open 1 ms before the deadline and closed by the server once the clock is
+// past it by the reactor's resolution (100 ms).
+void ExpectClosedAtDeadline(const HttpServer& server, FakeClock& clock, int fd,
+                            std::chrono::milliseconds timeout) {
+  clock.Advance(timeout - std::chrono::milliseconds(1));
+  ASSERT_TRUE(server.SyncForTesting());
+  EXPECT_TRUE(StillOpen(fd));
+  clock.Advance(std::chrono::milliseconds(101));
+  ASSERT_TRUE(server.SyncForTesting());
+  EXPECT_TRUE(ClosedByServerWithin(fd, std::chrono::seconds(10)));
+}
+
 TEST(HttpServerTest, DeadlinesCloseSlowConnections) {
   auto pem = GenerateSelfSignedCertificate("deadlines", {"localhost"}, {"127.0.0.1"}).value();
   for (bool tls : {false, true}) {
     SCOPED_TRACE(tls ? "TLS" : "plain");
+    // The deadlines run on this clock: the test moves time, nothing waits for it. Each sync
+    // below makes the reactor take in what the test just did before time moves on (bytes sent
+    // over loopback are in the server's socket when send returns).
+    FakeClock clock;
+    constexpr std::chrono::seconds kTimeout(1);
     HttpServerOptions opts;
     if (tls) opts.certificate = CertificateSource::FromPem(pem).value();
-    opts.handshake_timeout = std::chrono::seconds(1);
-    opts.read_timeout = std::chrono::seconds(1);
-    opts.keep_alive_timeout = std::chrono::seconds(1);
+    opts.handshake_timeout = kTimeout;
+    opts.read_timeout = kTimeout;
+    opts.keep_alive_timeout = kTimeout;
+    opts.clock = &clock;
     auto server = HttpServer::Create(opts).value();
     server->Handle("POST", "/len", [](const HttpRequest& req, HttpResponse& res) {
       res.SetText(200, std::to_string(req.body.size()));
@@ -657,13 +688,15 @@ TEST(HttpServerTest, DeadlinesCloseSlowConnections) {
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     // A connection that does not talk: closed by the handshake deadline (TLS) or the idle one.
     int quiet = Connect(*port);
-    EXPECT_TRUE(ClosedByServerWithin(quiet, std::chrono::seconds(10)));
+    ASSERT_TRUE(server->SyncForTesting(1));  // accepted: its deadline runs from the present
+    ExpectClosedAtDeadline(*server, clock, quiet, kTimeout);
     ::close(quiet);
     // A head that never ends, and a body with a gap longer than the read timeout.
     for (const std::string& bytes :
          {std::string("GET /healthz HTTP/1.1\r\nHost: x"),
           std::string("POST /len HTTP/1.1\r\nContent-Length: 10\r\n\r\n12")}) {
       int fd = Connect(*port);
+      ASSERT_TRUE(server->SyncForTesting(1));
       SSL* ssl = nullptr;
       if (tls) {
         ASSERT_TRUE(TlsHandshake(fd, ctx, &ssl));
@@ -672,20 +705,25 @@ TEST(HttpServerTest, DeadlinesCloseSlowConnections) {
       } else {
         ASSERT_GT(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0);
       }
-      EXPECT_TRUE(ClosedByServerWithin(fd, std::chrono::seconds(10))) << bytes;
+      ASSERT_TRUE(server->SyncForTesting());  // the bytes are read: the read deadline runs
+      ExpectClosedAtDeadline(*server, clock, fd, kTimeout);
       if (ssl) SSL_free(ssl);
       ::close(fd);
     }
     SSL_CTX_free(ctx);
     if (tls) continue;
-    // A body that keeps moving is not cut off, however long it takes in all (pacing, not
-    // synchronisation: each gap stays under the read timeout).
+    // A body that keeps moving is not cut off, however long it takes in all: each gap stays
+    // under the read timeout, 2.4 s pass in all.
     int fd = Connect(*port);
+    ASSERT_TRUE(server->SyncForTesting(1));
     std::string head = "POST /len HTTP/1.1\r\nContent-Length: 6\r\n\r\n";
     ASSERT_GT(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+    ASSERT_TRUE(server->SyncForTesting());
     for (int i = 0; i < 6; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      clock.Advance(std::chrono::milliseconds(400));
+      ASSERT_TRUE(server->SyncForTesting());  // the deadlines are checked at the new time
       ASSERT_GT(::send(fd, "x", 1, MSG_NOSIGNAL), 0);
+      ASSERT_TRUE(server->SyncForTesting());
     }
     EXPECT_EQ(ReadResponses(fd, 1), (std::vector<std::string>{"6"}));
     ::close(fd);
@@ -716,10 +754,7 @@ TEST(HttpServerTest, ConnectionCapsCloseTheLeastRecentlyActive) {
     // A client has its answer a moment before the worker gives the connection back; only
     // connections the server holds between requests can be closed for a newcomer. Wait until
     // all four are back (on a loaded machine a worker may be descheduled in between).
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (server->WaitingConnections() < 4 && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    ASSERT_TRUE(server->SyncForTesting(4));
     ASSERT_EQ(server->WaitingConnections(), 4u);
     // A fifth connection is admitted; the least recently active (the second) is closed.
     int fifth = Connect(*port);

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "common/file_util.h"
+#include "common/thread_annotations.h"
 
 namespace hami::net {
 namespace {
@@ -99,11 +100,16 @@ Result<std::shared_ptr<KeyPair>> ParsePair(const CertificatePem& pem) {
 }  // namespace
 
 struct CertificateSource::Impl {
+  Impl() = default;
+  // A fixed pair (FromPem), served from the start.
+  explicit Impl(std::shared_ptr<KeyPair> fixed) : pair(std::move(fixed)), generation(1) {}
+
   std::string cert_file, key_file;  // empty for a fixed pair
-  mutable std::mutex mu;
-  FileStamp cert_stamp, key_stamp;  // guarded by mu
-  std::shared_ptr<KeyPair> pair;    // guarded by mu
-  int generation = 0;               // guarded by mu
+  mutable Mutex mu;
+  FileStamp cert_stamp GUARDED_BY(mu);
+  FileStamp key_stamp GUARDED_BY(mu);
+  std::shared_ptr<KeyPair> pair GUARDED_BY(mu);
+  int generation GUARDED_BY(mu) = 0;
 };
 
 CertificateSource::CertificateSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -121,9 +127,7 @@ Result<std::shared_ptr<CertificateSource>> CertificateSource::FromFiles(std::str
 
 Result<std::shared_ptr<CertificateSource>> CertificateSource::FromPem(const CertificatePem& pem) {
   HAMI_ASSIGN_OR_RETURN(std::shared_ptr<KeyPair> pair, ParsePair(pem));
-  auto impl = std::make_unique<Impl>();
-  impl->pair = std::move(pair);
-  impl->generation = 1;
+  auto impl = std::make_unique<Impl>(std::move(pair));
   return std::shared_ptr<CertificateSource>(new CertificateSource(std::move(impl)));
 }
 
@@ -131,14 +135,14 @@ Status CertificateSource::ReloadIfChanged() {
   if (impl_->cert_file.empty()) return OkStatus();
   FileStamp cs = Stamp(impl_->cert_file), ks = Stamp(impl_->key_file);
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->pair && cs == impl_->cert_stamp && ks == impl_->key_stamp) return OkStatus();
   }
   CertificatePem pem;
   HAMI_ASSIGN_OR_RETURN(pem.cert_pem, ReadFileToString(impl_->cert_file));
   HAMI_ASSIGN_OR_RETURN(pem.key_pem, ReadFileToString(impl_->key_file));
   Result<std::shared_ptr<KeyPair>> pair = ParsePair(pem);
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   // Remember the stamps even on failure so a half-written rotation is not re-parsed on every
   // handshake; the next change to either file triggers another attempt.
   impl_->cert_stamp = cs;
@@ -151,14 +155,14 @@ Status CertificateSource::ReloadIfChanged() {
 
 Status CertificateSource::Replace(const CertificatePem& pem) {
   HAMI_ASSIGN_OR_RETURN(std::shared_ptr<KeyPair> pair, ParsePair(pem));
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->pair = std::move(pair);
   ++impl_->generation;
   return OkStatus();
 }
 
 int CertificateSource::generation() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->generation;
 }
 
@@ -166,7 +170,7 @@ bool CertificateSource::InstallOn(void* ssl_ptr) {
   (void)ReloadIfChanged();  // a failed rotation keeps serving the previous pair
   std::shared_ptr<KeyPair> pair;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     pair = impl_->pair;
   }
   if (!pair) return false;

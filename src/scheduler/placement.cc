@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "device/text_util.h"
 
 namespace hami::scheduler {
@@ -421,26 +422,17 @@ class NodeEvaluator {
   }
 
  private:
+  // Fits one request of `container` on the node, taking devices into s_.work; on failure fills
+  // `failure`. Steps: count the vendor's devices, check each (CollectCandidates), order them by
+  // policy, narrow to one NUMA node where asked, then take devices by the vendor's topology
+  // plug-in, by link score (topology-aware policy), or in preference order.
   bool FitRequest(uint16_t container, const Req& req, NodeFailure* failure) {
-    const Ledger& l = *ctx_.ledger;
-    const LedgerStrings& strs = l.strings();
-    const LedgerNode& node = *node_;
     const VendorFilter& f = ctx_.filters[req.vendor];
     const GpuPolicy& policy = *policy_;
-    const ContainerRequest& r = req.r;
-    int64_t cores = std::min<int64_t>(r.cores, device::kExclusiveCores);
-    int32_t need = r.count;
+    int32_t need = req.r.count;
 
-    s_.cands.clear();
-    uint16_t total = 0;
-    uint16_t n = static_cast<uint16_t>(node.devices.size());
     bool has_mig = false;
-    for (uint16_t i = 0; i < n; ++i) {
-      const LedgerDevice& d = node.devices[i];
-      if (d.vendor != req.vendor) continue;
-      ++total;
-      has_mig = has_mig || d.mode == DeviceMode::kMig;
-    }
+    uint16_t total = CountVendorDevices(req.vendor, &has_mig);
     bool mig_request = has_mig && f.mig_allowed;
     if (total == 0 || (!mig_request && need > total)) {
       failure->kind = NodeFailure::Kind::kNodeInsufficientDevice;
@@ -449,6 +441,55 @@ class NodeEvaluator {
     NodeFailure fails;
     fails.kind = NodeFailure::Kind::kCards;
     fails.total = total;
+    CollectCandidates(container, req, &fails);
+    OrderCandidates(f, policy);
+
+    // Restrict to one NUMA node when bound (hard) or preferred (numa-first, soft).
+    const std::vector<uint16_t>* pool = &s_.order;
+    if (f.numa_bind || (policy.numa_first && need > 1)) {
+      if (FindNumaGroup(need, mig_request)) {
+        pool = &s_.group;
+      } else if (f.numa_bind) {
+        if (!s_.order.empty())
+          fails.Add(CardReason::kNumaNotFit, static_cast<uint16_t>(s_.order.size()));
+        *failure = fails;
+        return false;
+      }
+    }
+    if (f.topology != nullptr && !mig_request) {
+      return TakeByTopologyPlugin(container, req, *pool, fails, failure);
+    }
+    s_.pick.clear();
+    if (policy.topology && !mig_request) {
+      return TakeByLinkScore(container, req, *pool, fails, failure);
+    }
+    return TakeInOrder(container, req, *pool, fails, failure);
+  }
+
+  // The node's devices of `vendor`; *has_mig is set when one of them is in MIG mode.
+  uint16_t CountVendorDevices(uint8_t vendor, bool* has_mig) const {
+    const LedgerNode& node = *node_;
+    uint16_t total = 0;
+    uint16_t n = static_cast<uint16_t>(node.devices.size());
+    for (uint16_t i = 0; i < n; ++i) {
+      const LedgerDevice& d = node.devices[i];
+      if (d.vendor != vendor) continue;
+      ++total;
+      *has_mig = *has_mig || d.mode == DeviceMode::kMig;
+    }
+    return total;
+  }
+
+  // Checks every device of the request's vendor (recording a verdict per device when a decision
+  // is traced); the ones that pass become s_.cands, the others' reasons go to `fails`.
+  void CollectCandidates(uint16_t container, const Req& req, NodeFailure* fails) {
+    const LedgerStrings& strs = ctx_.ledger->strings();
+    const LedgerNode& node = *node_;
+    const VendorFilter& f = ctx_.filters[req.vendor];
+    const ContainerRequest& r = req.r;
+    int64_t cores = std::min<int64_t>(r.cores, device::kExclusiveCores);
+    s_.cands.clear();
+    uint16_t n = static_cast<uint16_t>(node.devices.size());
     for (uint16_t i = 0; i < n; ++i) {
       const LedgerDevice& d = node.devices[i];
       if (d.vendor != req.vendor) continue;
@@ -463,7 +504,7 @@ class NodeEvaluator {
       if (dcores < 0) dcores = int64_t{d.devcore} + 1;
       CardReason why = d.devcore <= 0 && f.cores_in_units
                            ? CardReason::kCardInsufficientCore
-                           : CheckDevice(strs, node, i, d, u, f, policy, memreq, dcores, s_);
+                           : CheckDevice(strs, node, i, d, u, f, *policy_, memreq, dcores, s_);
       if (why == CardReason::kCount && f.one_device && !OnPodsDevice(req.vendor, container, i)) {
         why = CardReason::kCardNotFoundCustomFilterRule;
       }
@@ -474,7 +515,7 @@ class NodeEvaluator {
                           why == CardReason::kCount, why, score});
       }
       if (why != CardReason::kCount) {
-        fails.Add(why);
+        fails->Add(why);
         continue;
       }
       double vendor_pref = f.share != nullptr && node.task_classes
@@ -483,7 +524,10 @@ class NodeEvaluator {
       s_.cands.push_back(Cand{i, u.slots == 0, d.numa, d.index, memreq, dcores,
                               d.devmem - u.mem - memreq, score, vendor_pref});
     }
-    // Preference order over passing devices.
+  }
+
+  // s_.order: the candidates in preference order (the vendor's own preference first, if any).
+  void OrderCandidates(const VendorFilter& f, const GpuPolicy& policy) {
     s_.order.resize(s_.cands.size());
     for (uint16_t k = 0; k < s_.order.size(); ++k) s_.order[k] = k;
     if (f.share != nullptr) {
@@ -497,102 +541,113 @@ class NodeEvaluator {
       std::sort(s_.order.begin(), s_.order.end(),
                 [&](uint16_t a, uint16_t b) { return Before(policy, s_.cands[a], s_.cands[b]); });
     }
+  }
 
-    // Restrict to one NUMA node when bound (hard) or preferred (numa-first, soft).
-    const std::vector<uint16_t>* pool = &s_.order;
-    if (f.numa_bind || (policy.numa_first && need > 1)) {
-      bool found = false;
-      for (size_t gi = 0; gi < s_.order.size() && !found; ++gi) {
-        int32_t numa = s_.cands[s_.order[gi]].numa;
-        // Each NUMA node is tried once, at its most preferred device.
-        bool seen = false;
-        for (size_t k = 0; k < gi; ++k) seen = seen || s_.cands[s_.order[k]].numa == numa;
-        if (seen) continue;
-        s_.group.clear();
-        for (uint16_t k : s_.order) {
-          if (s_.cands[k].numa == numa) s_.group.push_back(k);
-        }
-        if (static_cast<int32_t>(s_.group.size()) >= need ||
-            (mig_request && !s_.group.empty() && Capacity(s_.group, need) >= need)) {
-          found = true;
-        }
+  // Looks for a NUMA node whose candidates can hold the request, trying NUMA nodes in the order
+  // of their most preferred device. True with that node's candidates in s_.group (in order).
+  bool FindNumaGroup(int32_t need, bool mig_request) {
+    for (size_t gi = 0; gi < s_.order.size(); ++gi) {
+      int32_t numa = s_.cands[s_.order[gi]].numa;
+      // Each NUMA node is tried once, at its most preferred device.
+      bool seen = false;
+      for (size_t k = 0; k < gi; ++k) seen = seen || s_.cands[s_.order[k]].numa == numa;
+      if (seen) continue;
+      s_.group.clear();
+      for (uint16_t k : s_.order) {
+        if (s_.cands[k].numa == numa) s_.group.push_back(k);
       }
-      if (found) {
-        pool = &s_.group;
-      } else if (f.numa_bind) {
-        if (!s_.order.empty())
-          fails.Add(CardReason::kNumaNotFit, static_cast<uint16_t>(s_.order.size()));
-        *failure = fails;
-        return false;
+      if (static_cast<int32_t>(s_.group.size()) >= need ||
+          (mig_request && !s_.group.empty() && Capacity(s_.group, need) >= need)) {
+        return true;
       }
     }
+    return false;
+  }
 
-    if (f.topology != nullptr && !mig_request) {
-      s_.topo.clear();
-      for (uint16_t k : *pool) {
-        const LedgerDevice& d = node.devices[s_.cands[k].dev];
-        s_.topo.push_back(device::DeviceCandidate{d.index, s_.cands[k].idle,
-                                                  strs.modes.Get(d.mode_name), d.group});
-      }
-      device::TopologyChoice choice = f.topology->ChooseDevices(s_.topo, need);
-      if (static_cast<int32_t>(choice.picked.size()) != need) {
-        if (!pool->empty()) {
-          fails.Add(choice.topology_mismatch ? CardReason::kNumaNotFit
-                                             : CardReason::kAllocatedCardsInsufficientRequest,
-                    static_cast<uint16_t>(pool->size()));
-        }
-        *failure = fails;
-        return false;
-      }
-      for (size_t p : choice.picked) {
-        const Cand& c = s_.cands[(*pool)[p]];
-        Take(container, req, c.dev, c.memreq, c.cores);
-      }
-      return true;
+  // The vendor's topology plug-in chooses `need` devices among `pool`.
+  bool TakeByTopologyPlugin(uint16_t container, const Req& req, const std::vector<uint16_t>& pool,
+                            NodeFailure& fails, NodeFailure* failure) {
+    const LedgerStrings& strs = ctx_.ledger->strings();
+    const LedgerNode& node = *node_;
+    int32_t need = req.r.count;
+    s_.topo.clear();
+    for (uint16_t k : pool) {
+      const LedgerDevice& d = node.devices[s_.cands[k].dev];
+      s_.topo.push_back(device::DeviceCandidate{d.index, s_.cands[k].idle,
+                                                strs.modes.Get(d.mode_name), d.group});
     }
-
-    s_.pick.clear();
-    if (policy.topology && !mig_request) {
-      if (static_cast<int32_t>(pool->size()) < need) {
-        if (!pool->empty()) {
-          fails.Add(CardReason::kAllocatedCardsInsufficientRequest,
-                    static_cast<uint16_t>(pool->size()));
-        }
-        *failure = fails;
-        return false;
+    device::TopologyChoice choice = ctx_.filters[req.vendor].topology->ChooseDevices(s_.topo, need);
+    if (static_cast<int32_t>(choice.picked.size()) != need) {
+      if (!pool.empty()) {
+        fails.Add(choice.topology_mismatch ? CardReason::kNumaNotFit
+                                           : CardReason::kAllocatedCardsInsufficientRequest,
+                  static_cast<uint16_t>(pool.size()));
       }
-      if (static_cast<int32_t>(pool->size()) == need) {
-        s_.pick = *pool;
-      } else if (need == 1) {
-        // Keep well-connected GPUs free: take the one least linked to the others.
-        int64_t best = -1;
-        uint16_t best_k = (*pool)[0];
-        for (uint16_t a : *pool) {
-          int64_t sum = 0;
-          for (uint16_t b : *pool) {
-            if (a != b) sum += node.PairScore(s_.cands[a].dev, s_.cands[b].dev);
-          }
-          if (best < 0 || sum < best) {
-            best = sum;
-            best_k = a;
-          }
-        }
-        s_.pick.push_back(best_k);
-      } else {
-        std::vector<uint16_t> chosen;
-        BestCombination(node, *pool, s_.cands, static_cast<size_t>(need), &chosen);
-        s_.pick = std::move(chosen);
-      }
-      for (uint16_t k : s_.pick) {
-        Take(container, req, s_.cands[k].dev, s_.cands[k].memreq, s_.cands[k].cores);
-      }
-      return true;
+      *failure = fails;
+      return false;
     }
+    for (size_t p : choice.picked) {
+      const Cand& c = s_.cands[pool[p]];
+      Take(container, req, c.dev, c.memreq, c.cores);
+    }
+    return true;
+  }
 
-    // Walk the preference order; a MIG device may host several instances of this request.
-    int32_t remaining = need;
+  // Topology-aware policy: `need` devices of `pool` by link score. One device is the one least
+  // linked to the others (keeping well-connected GPUs free); several, the best-linked set.
+  bool TakeByLinkScore(uint16_t container, const Req& req, const std::vector<uint16_t>& pool,
+                       NodeFailure& fails, NodeFailure* failure) {
+    const LedgerNode& node = *node_;
+    int32_t need = req.r.count;
+    if (static_cast<int32_t>(pool.size()) < need) {
+      if (!pool.empty()) {
+        fails.Add(CardReason::kAllocatedCardsInsufficientRequest,
+                  static_cast<uint16_t>(pool.size()));
+      }
+      *failure = fails;
+      return false;
+    }
+    if (static_cast<int32_t>(pool.size()) == need) {
+      s_.pick = pool;
+    } else if (need == 1) {
+      s_.pick.push_back(LeastLinked(node, pool));
+    } else {
+      std::vector<uint16_t> chosen;
+      BestCombination(node, pool, s_.cands, static_cast<size_t>(need), &chosen);
+      s_.pick = std::move(chosen);
+    }
+    for (uint16_t k : s_.pick) {
+      Take(container, req, s_.cands[k].dev, s_.cands[k].memreq, s_.cands[k].cores);
+    }
+    return true;
+  }
+
+  // The candidate of `pool` with the smallest sum of link scores to the others (the first such).
+  uint16_t LeastLinked(const LedgerNode& node, const std::vector<uint16_t>& pool) const {
+    int64_t best = -1;
+    uint16_t best_k = pool[0];
+    for (uint16_t a : pool) {
+      int64_t sum = 0;
+      for (uint16_t b : pool) {
+        if (a != b) sum += node.PairScore(s_.cands[a].dev, s_.cands[b].dev);
+      }
+      if (best < 0 || sum < best) {
+        best = sum;
+        best_k = a;
+      }
+    }
+    return best_k;
+  }
+
+  // Walks the preference order; a MIG device may host several instances of this request.
+  bool TakeInOrder(uint16_t container, const Req& req, const std::vector<uint16_t>& pool,
+                   NodeFailure& fails, NodeFailure* failure) {
+    const LedgerStrings& strs = ctx_.ledger->strings();
+    const LedgerNode& node = *node_;
+    const VendorFilter& f = ctx_.filters[req.vendor];
+    int32_t remaining = req.r.count;
     uint16_t taken_devices = 0;
-    for (uint16_t k : *pool) {
+    for (uint16_t k : pool) {
       if (remaining == 0) break;
       uint16_t dev = s_.cands[k].dev;
       const LedgerDevice& d = node.devices[dev];
@@ -600,7 +655,7 @@ class NodeEvaluator {
       --remaining;
       ++taken_devices;
       while (remaining > 0 && d.mode == DeviceMode::kMig &&
-             CheckDevice(strs, node, dev, d, s_.work[dev], f, policy, s_.cands[k].memreq,
+             CheckDevice(strs, node, dev, d, s_.work[dev], f, *policy_, s_.cands[k].memreq,
                          s_.cands[k].cores, s_) == CardReason::kCount) {
         Take(container, req, dev, s_.cands[k].memreq, s_.cands[k].cores);
         --remaining;
@@ -638,10 +693,12 @@ class NodeEvaluator {
       int32_t n = 0;
       for (size_t a = 0; a < s_.taken.size(); ++a) {
         const Taken& t = s_.taken[a];
-        // A device two containers share counts once.
+        // A device two containers share counts once. (`vi` is copied into the lambda: clang 14,
+        // which runs the thread-safety analysis, cannot capture a structured binding.)
         n += t.vendor == vi &&
-             std::none_of(s_.taken.begin(), s_.taken.begin() + a,
-                          [&](const Taken& u) { return u.vendor == vi && u.dev == t.dev; });
+             std::none_of(s_.taken.begin(), s_.taken.begin() + a, [&, v = vi](const Taken& u) {
+               return u.vendor == v && u.dev == t.dev;
+             });
       }
       const std::map<int32_t, double>& m =
           policy == NodePolicy::kSpread ? table.spread : table.binpack;
@@ -1086,40 +1143,43 @@ struct CachedVerdict {
 class VerdictCache {
  public:
   struct Shape {
-    std::mutex mu;                       // held while a placement reads and fills the entries
-    std::vector<CachedVerdict> by_slot;  // guarded by mu
-    uint64_t last_use = 0;               // guarded by VerdictCache::mu_
+    Mutex mu;  // held while a placement reads and fills the entries
+    std::vector<CachedVerdict> by_slot GUARDED_BY(mu);
   };
 
   std::shared_ptr<Shape> Get(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::shared_ptr<Shape>& s = shapes_[key];
-    if (!s) {
-      s = std::make_shared<Shape>();
+    MutexLock lock(mu_);
+    Entry& e = shapes_[key];
+    if (!e.shape) {
+      e.shape = std::make_shared<Shape>();
       if (shapes_.size() > kMaxShapes) {
         auto oldest = shapes_.end();
         for (auto it = shapes_.begin(); it != shapes_.end(); ++it) {
-          if (it->second != s &&
-              (oldest == shapes_.end() || it->second->last_use < oldest->second->last_use)) {
+          if (it->second.shape != e.shape &&
+              (oldest == shapes_.end() || it->second.last_use < oldest->second.last_use)) {
             oldest = it;
           }
         }
         shapes_.erase(oldest);
       }
     }
-    s->last_use = ++tick_;
-    return s;
+    e.last_use = ++tick_;
+    return e.shape;
   }
   void Drop(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     shapes_.erase(key);
   }
 
  private:
   static constexpr size_t kMaxShapes = 64;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Shape>> shapes_;  // guarded by mu_
-  uint64_t tick_ = 0;                                               // guarded by mu_
+  struct Entry {
+    std::shared_ptr<Shape> shape;
+    uint64_t last_use = 0;  // tick_ at the shape's last Get
+  };
+  Mutex mu_;
+  std::unordered_map<std::string, Entry> shapes_ GUARDED_BY(mu_);
+  uint64_t tick_ GUARDED_BY(mu_) = 0;
 };
 
 PlacementEngine::PlacementEngine(EngineOptions options)
@@ -1169,46 +1229,53 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
   d.verdicts.resize(names.size());
   double best = 0;
   use_cache = use_cache && trace == TraceLevel::kNodes;
+  // Judges every node, reusing and refreshing `entries` (a shape's verdicts by node slot; null
+  // without the cache); true when any verdict was reused.
+  auto judge_nodes = [&](std::vector<CachedVerdict>* entries) {
+    bool reused = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      NodeVerdict& v = d.verdicts[i];
+      v.node = names[i];
+      v.slot = slots[i];
+      if (slots[i] < 0) {
+        v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
+        continue;
+      }
+      const LedgerNode& node = ledger.nodes()[slots[i]];
+      v.node = ledger.strings().nodes.Get(node.name);
+      CachedVerdict* cached = entries != nullptr ? &(*entries)[slots[i]] : nullptr;
+      if (cached != nullptr && cached->version == node.version) {
+        v.fit = cached->fit;
+        v.policy = cached->policy;
+        v.score = cached->score;
+        v.preference = cached->preference;
+        v.failure = cached->failure;
+        reused = true;
+      } else {
+        s.verdict = static_cast<uint32_t>(i);
+        eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
+        if (cached != nullptr)
+          *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.preference, v.failure};
+      }
+      if (!v.fit) continue;
+      double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.preference;
+      if (d.chosen < 0 || pref > best) {
+        best = pref;
+        d.chosen = static_cast<int32_t>(i);
+      }
+    }
+    return reused;
+  };
   std::string shape_key;
-  std::shared_ptr<VerdictCache::Shape> shape;
-  std::unique_lock<std::mutex> shape_lock;
+  bool from_cache = false;  // whether any verdict was reused
   if (use_cache) {
     shape_key = ShapeKey(ctx);
-    shape = cache_->Get(shape_key);
-    shape_lock = std::unique_lock<std::mutex>(shape->mu);
+    std::shared_ptr<VerdictCache::Shape> shape = cache_->Get(shape_key);
+    MutexLock shape_lock(shape->mu);
     if (shape->by_slot.size() < ledger.nodes().size()) shape->by_slot.resize(ledger.nodes().size());
-  }
-  bool from_cache = false;  // whether any verdict was reused
-  for (size_t i = 0; i < names.size(); ++i) {
-    NodeVerdict& v = d.verdicts[i];
-    v.node = names[i];
-    v.slot = slots[i];
-    if (slots[i] < 0) {
-      v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
-      continue;
-    }
-    const LedgerNode& node = ledger.nodes()[slots[i]];
-    v.node = ledger.strings().nodes.Get(node.name);
-    CachedVerdict* cached = use_cache ? &shape->by_slot[slots[i]] : nullptr;
-    if (cached != nullptr && cached->version == node.version) {
-      v.fit = cached->fit;
-      v.policy = cached->policy;
-      v.score = cached->score;
-      v.preference = cached->preference;
-      v.failure = cached->failure;
-      from_cache = true;
-    } else {
-      s.verdict = static_cast<uint32_t>(i);
-      eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
-      if (cached != nullptr)
-        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.preference, v.failure};
-    }
-    if (!v.fit) continue;
-    double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.preference;
-    if (d.chosen < 0 || pref > best) {
-      best = pref;
-      d.chosen = static_cast<int32_t>(i);
-    }
+    from_cache = judge_nodes(&shape->by_slot);
+  } else {
+    judge_nodes(nullptr);
   }
   if (d.chosen < 0) return d;
 
@@ -1226,7 +1293,6 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
     // decide again from scratch. Never expected; the warning makes a missed version bump visible.
     HAMI_LOG(Warning) << "placement verdict cache was stale for " << d.node
                       << "; placing without it";
-    shape_lock.unlock();
     cache_->Drop(shape_key);
     return PlaceSlots(ledger, pod, names, slots, trace, false);
   }

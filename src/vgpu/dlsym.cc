@@ -12,10 +12,10 @@
 
 #include <atomic>
 
+#include "nvml/abi.h"
 #include "vgpu/cuda_abi.h"
 #include "vgpu/dlsym_hook.h"
 #include "vgpu/export.h"
-#include "vgpu/nvml_abi.h"
 #include "vgpu/runtime.h"
 
 // Every exported CUDA hook; defined in hooks_cuda.cc.

@@ -19,10 +19,10 @@
 
 #include <atomic>
 
+#include "nvml/abi.h"
 #include "vgpu/alloc_table.h"
 #include "vgpu/config.h"
 #include "vgpu/cuda_abi.h"
-#include "vgpu/nvml_abi.h"
 #include "vgpu/region.h"
 
 namespace hami::vgpu {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "nvml/abi.h"
 #include "vgpu/cuda_abi.h"
-#include "vgpu/nvml_abi.h"
 
 namespace hami::simtest {
 

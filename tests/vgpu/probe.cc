@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "common/quantity.h"
+#include "nvml/abi.h"
 #include "vgpu/cuda_abi.h"
-#include "vgpu/nvml_abi.h"
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include "common/base64.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "common/uuid.h"
 #include "net/http_server.h"
 #include "net/http_wire.h"
@@ -219,12 +220,20 @@ class ApiServer::Impl {
         store(options.history_window),
         watches(store, registry, ExpiredEventLine) {}
 
+  // Start's steps. ConfigureTls serves the given certificate files, or a generated self-signed
+  // certificate, or plain HTTP, and keeps the CA clients should trust in ca_pem. The Handle*
+  // functions register routes on `s`; the handlers use this Impl, which outlives the server.
+  Status ConfigureTls(net::HttpServerOptions& server_options);
+  void HandleDiscovery(net::HttpServer& s);
+  void HandleOpenApi(net::HttpServer& s);
+  void HandleResources(net::HttpServer& s);
+
   ApiServerOptions options;
   ResourceRegistry registry;
   Store store;
   WatchHub watches;  // every watch stream's fan-out
-  mutable std::mutex counts_mu;
-  std::map<std::string, uint64_t> request_counts;  // guarded by counts_mu
+  mutable Mutex counts_mu;
+  std::map<std::string, uint64_t> request_counts GUARDED_BY(counts_mu);
   std::unique_ptr<net::HttpServer> http;
   std::string ca_pem;
   std::string url;
@@ -238,9 +247,10 @@ class ApiServer::Impl {
   struct Decisions {
     std::map<std::string, uint64_t> allowed, denied;
   };
-  mutable std::mutex rbac_mu;
-  mutable std::map<std::string, std::pair<std::string, std::string>> sa_tokens;  // rbac_mu
-  mutable std::map<std::string, Decisions> decisions;                            // rbac_mu
+  mutable Mutex rbac_mu;
+  mutable std::map<std::string, std::pair<std::string, std::string>> sa_tokens
+      GUARDED_BY(rbac_mu);
+  mutable std::map<std::string, Decisions> decisions GUARDED_BY(rbac_mu);
 
   // Who sent the request: nullopt (and a 401 written) when it is not authenticated.
   std::optional<UserInfo> Authenticate(const HttpRequest& req, HttpResponse& res) const {
@@ -252,7 +262,7 @@ class ApiServer::Impl {
     if (options.rbac && auth.rfind("Bearer ", 0) == 0) {
       std::pair<std::string, std::string> sa;
       {
-        std::lock_guard<std::mutex> lock(rbac_mu);
+        MutexLock lock(rbac_mu);
         auto it = sa_tokens.find(auth.substr(7));
         if (it != sa_tokens.end()) sa = it->second;
       }
@@ -313,7 +323,7 @@ class ApiServer::Impl {
     std::string key =
         a.verb + " " + t.resource->qualified() + (a.subresource.empty() ? "" : "/" + a.subresource);
     {
-      std::lock_guard<std::mutex> lock(rbac_mu);
+      MutexLock lock(rbac_mu);
       Decisions& d = decisions[user.name];
       ++(ok ? d.allowed : d.denied)[key];
     }
@@ -331,7 +341,7 @@ class ApiServer::Impl {
     Result<ObjectPtr> account = store.Get(Res("", "serviceaccounts"), ns, name);
     if (!account.ok()) return account.status();
     std::string token = "hami-sim-sa." + RandomSuffix(32);
-    std::lock_guard<std::mutex> lock(rbac_mu);
+    MutexLock lock(rbac_mu);
     sa_tokens[token] = {ns, name};
     return token;
   }
@@ -373,7 +383,7 @@ class ApiServer::Impl {
 
   std::string DecisionReport() const {
     json out = json::object();
-    std::lock_guard<std::mutex> lock(rbac_mu);
+    MutexLock lock(rbac_mu);
     for (const auto& [user, d] : decisions) {
       out[user] = {{"allowed", d.allowed}, {"denied", d.denied}};
     }
@@ -620,7 +630,7 @@ class ApiServer::Impl {
       key += ' ';
       key += r.resource;
       if (!t.sub.empty()) key += "/" + t.sub;
-      std::lock_guard<std::mutex> lock(counts_mu);
+      MutexLock lock(counts_mu);
       ++request_counts[key];
     }
     json details = {{"name", t.name}, {"group", r.group}, {"kind", r.resource}};
@@ -1249,35 +1259,27 @@ class ApiServer::Impl {
 ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiServer::~ApiServer() { Stop(); }
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
-  if (options.rbac && options.token.empty()) {
-    return InvalidArgumentError("RBAC needs an administrator token (--token)");
-  }
-  auto impl = std::make_unique<Impl>(std::move(options));
-  const ApiServerOptions& o = impl->options;
-  net::HttpServerOptions http;
-  http.host = o.host;
-  http.port = o.port;
-  http.worker_threads = o.worker_threads;
-  http.keep_alive_timeout = std::chrono::seconds(10);
+Status ApiServer::Impl::ConfigureTls(net::HttpServerOptions& server_options) {
+  const ApiServerOptions& o = options;
   if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
     if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
       return InvalidArgumentError("--tls-cert and --tls-key go together");
     }
-    http.tls = net::TlsOptions{o.tls_cert_file, o.tls_key_file};
-    impl->ca_pem = ReadFileToString(o.tls_cert_file).value_or("");
+    server_options.tls = net::TlsOptions{o.tls_cert_file, o.tls_key_file};
+    ca_pem = ReadFileToString(o.tls_cert_file).value_or("");
   } else if (o.self_signed) {
     HAMI_ASSIGN_OR_RETURN(
         net::CertificatePem pem,
         net::GenerateSelfSignedCertificate("hami-sim-apiserver", {"localhost"}, {"127.0.0.1"}));
-    HAMI_ASSIGN_OR_RETURN(http.certificate, net::CertificateSource::FromPem(pem));
-    impl->ca_pem = pem.cert_pem;
+    HAMI_ASSIGN_OR_RETURN(server_options.certificate, net::CertificateSource::FromPem(pem));
+    ca_pem = pem.cert_pem;
   }
-  HAMI_ASSIGN_OR_RETURN(impl->http, net::HttpServer::Create(std::move(http)));
-  impl->SeedNamespaces();
+  return OkStatus();
+}
 
-  Impl* self = impl.get();
-  net::HttpServer& s = *impl->http;
+// /version, /debug/authorization, and the API discovery documents.
+void ApiServer::Impl::HandleDiscovery(net::HttpServer& s) {
+  Impl* self = this;
   s.Handle("GET", "/version", [self](const HttpRequest& req, HttpResponse& res) {
     if (!self->Authorized(req, res)) return;
     json v = {{"major", "1"},
@@ -1310,6 +1312,11 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
     if (!self->Authorized(req, res)) return;
     res.SetJson(200, self->registry.Groups());
   });
+}
+
+// The OpenAPI v3 index and its per group-version documents.
+void ApiServer::Impl::HandleOpenApi(net::HttpServer& s) {
+  Impl* self = this;
   s.Handle("GET", "/openapi/v3", [self](const HttpRequest& req, HttpResponse& res) {
     if (!self->Authorized(req, res)) return;
     res.SetJson(200, self->registry.OpenApiV3Index());
@@ -1328,6 +1335,11 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
     }
     res.SetJson(200, std::move(doc));
   });
+}
+
+// Every verb on the core (/api/) and group (/apis/) resource paths.
+void ApiServer::Impl::HandleResources(net::HttpServer& s) {
+  Impl* self = this;
   auto resource = [self](const HttpRequest& req, HttpResponse& res) {
     self->HandleResource(req, res);
   };
@@ -1335,6 +1347,27 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
     s.HandlePrefix(method, "/api/", resource);
     s.HandlePrefix(method, "/apis/", resource);
   }
+}
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
+  if (options.rbac && options.token.empty()) {
+    return InvalidArgumentError("RBAC needs an administrator token (--token)");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  const ApiServerOptions& o = impl->options;
+  net::HttpServerOptions http;
+  http.host = o.host;
+  http.port = o.port;
+  http.worker_threads = o.worker_threads;
+  http.keep_alive_timeout = std::chrono::seconds(10);
+  HAMI_RETURN_IF_ERROR(impl->ConfigureTls(http));
+  HAMI_ASSIGN_OR_RETURN(impl->http, net::HttpServer::Create(std::move(http)));
+  impl->SeedNamespaces();
+
+  net::HttpServer& s = *impl->http;
+  impl->HandleDiscovery(s);
+  impl->HandleOpenApi(s);
+  impl->HandleResources(s);
   impl->watches.Start();
   HAMI_ASSIGN_OR_RETURN(impl->port, s.Start());
   // A wildcard bind address is reached through loopback (which the generated cert names too).
@@ -1367,7 +1400,7 @@ void ApiServer::ServeInProcess(const net::HttpRequest& req, net::HttpResponse& r
 }
 
 std::map<std::string, uint64_t> ApiServer::RequestCounts() const {
-  std::lock_guard<std::mutex> lock(impl_->counts_mu);
+  MutexLock lock(impl_->counts_mu);
   return impl_->request_counts;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 #include "common/thread_name.h"
 #include "extender/node_locker.h"
 #include "k8s/informer.h"
@@ -47,7 +48,7 @@ class FakeDevicePlugin {
   }
   ~FakeDevicePlugin() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -57,7 +58,7 @@ class FakeDevicePlugin {
 
   // Allocations acknowledged so far.
   uint64_t acknowledged() const {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return acknowledged_;
   }
 
@@ -68,7 +69,7 @@ class FakeDevicePlugin {
       // Terminating: as its node's kubelet would once the (here nonexistent) containers are gone,
       // confirm with a deletion of no grace period.
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         if (!finalized_.insert(k8s::Uid(*p)).second) return;
         queue_.push_back(p);
       }
@@ -77,7 +78,7 @@ class FakeDevicePlugin {
     }
     if (k8s::GetString(*p, "/metadata/annotations/hami.io~1bind-phase") != "allocating") return;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       // Once per pod: later events of the same allocation (before our success lands) are echoes.
       if (!offered_.insert(k8s::Uid(*p)).second) return;
       queue_.push_back(p);
@@ -88,8 +89,8 @@ class FakeDevicePlugin {
     for (;;) {
       k8s::ObjectPtr p;
       {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        UniqueLock l(mu_);
+        cv_.wait(l.native(), [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
         if (stop_) return;
         p = queue_.front();
         queue_.pop_front();
@@ -108,7 +109,7 @@ class FakeDevicePlugin {
       status["status"]["phase"] = "Running";
       (void)client_.PatchAck(k8s::kPods, ns, name, k8s::PatchType::kMerge, status.dump(), "status");
       (void)locker_.Release(node, ns, name);
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       ++acknowledged_;
     }
   }
@@ -117,13 +118,13 @@ class FakeDevicePlugin {
   hami::RealClock clock_;
   scheduler::NodeLocker locker_;
   k8s::Informer pods_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<k8s::ObjectPtr> queue_;  // guarded by mu_
-  bool stop_ = false;                 // guarded by mu_
-  uint64_t acknowledged_ = 0;         // guarded by mu_
-  std::set<std::string> offered_;     // guarded by mu_: pod UIDs queued once
-  std::set<std::string> finalized_;   // guarded by mu_: terminating pods' UIDs queued once
+  std::deque<k8s::ObjectPtr> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t acknowledged_ GUARDED_BY(mu_) = 0;
+  std::set<std::string> offered_ GUARDED_BY(mu_);    // pod UIDs queued once
+  std::set<std::string> finalized_ GUARDED_BY(mu_);  // terminating pods' UIDs queued once
   std::vector<std::thread> workers_;
 };
 

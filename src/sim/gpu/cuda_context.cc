@@ -67,8 +67,7 @@ CUresult CheckDevice(CUdevice dev) {
   return PhysOf(dev) < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
 }
 
-CUctx_st* NewContext(int ordinal, bool primary, unsigned flags) {
-  Driver& d = Drv();
+CUctx_st* NewContext(Driver& d, int ordinal, bool primary, unsigned flags) REQUIRES(d.mu) {
   auto* ctx = new CUctx_st();
   ctx->ordinal = ordinal;
   ctx->phys = PhysOf(ordinal);
@@ -170,7 +169,7 @@ Driver& Drv() {
 CUresult CheckInit() {
   Driver& d = Drv();
   if (d.initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(d.mu);
+  hami::MutexLock lock(d.mu);
   return d.init_result != CUDA_SUCCESS ? d.init_result : CUDA_ERROR_NOT_INITIALIZED;
 }
 
@@ -212,7 +211,7 @@ HAMI_SIM_EXPORT CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
   if (d.initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(d.mu);
+  hami::MutexLock lock(d.mu);
   if (d.initialized.load()) return CUDA_SUCCESS;
   SimRuntime* rt = SimRuntime::Get();
   if (rt == nullptr) {
@@ -386,9 +385,9 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev)
   Driver& d = Drv();
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     if (d.primary[dev] == nullptr) {
-      d.primary[dev] = NewContext(dev, true, d.primary_flags[dev]);
+      d.primary[dev] = NewContext(d, dev, true, d.primary_flags[dev]);
     }
     CUctx_st* ctx = d.primary[dev];
     if (d.primary_refs[dev]++ == 0) {
@@ -408,7 +407,7 @@ void DeactivatePrimary(int dev, bool was_active) {
   Driver& d = Drv();
   CUctx_st* ctx = nullptr;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     ctx = d.primary[dev];
     if (ctx == nullptr) return;
     d.primary_refs[dev] = 0;
@@ -416,7 +415,7 @@ void DeactivatePrimary(int dev, bool was_active) {
   SynchronizeStream(ctx->legacy_stream);
   FreeContextAllocations(ctx);
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     ctx->destroyed = true;
   }
   if (was_active) NoteContext(PhysOf(dev), -1);
@@ -428,7 +427,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (rc != CUDA_SUCCESS) return rc;
   Driver& d = Drv();
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     if (d.primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (--d.primary_refs[dev] > 0) return CUDA_SUCCESS;
   }
@@ -442,7 +441,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* 
   if (rc != CUDA_SUCCESS) return rc;
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
-  std::lock_guard<std::mutex> lock(d.mu);
+  hami::MutexLock lock(d.mu);
   *flags = d.primary_flags[dev];
   *active = d.primary_refs[dev] > 0 ? 1 : 0;
   return CUDA_SUCCESS;
@@ -453,7 +452,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned in
   if (rc != CUDA_SUCCESS) return rc;
   if (flags & ~0x1Fu) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
-  std::lock_guard<std::mutex> lock(d.mu);
+  hami::MutexLock lock(d.mu);
   d.primary_flags[dev] = flags;
   if (d.primary[dev] != nullptr) d.primary[dev]->flags = flags;
   return CUDA_SUCCESS;
@@ -464,7 +463,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (rc != CUDA_SUCCESS) return rc;
   bool active;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     active = Drv().primary_refs[dev] > 0;
   }
   DeactivatePrimary(dev, active);
@@ -479,8 +478,8 @@ HAMI_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUd
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
-    ctx = NewContext(dev, false, flags);
+    hami::MutexLock lock(Drv().mu);
+    ctx = NewContext(Drv(), dev, false, flags);
   }
   NoteContext(ctx->phys, +1);
   t_ctx_stack.push_back(ctx);
@@ -505,13 +504,13 @@ HAMI_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (ctx == nullptr || ctx->magic != kCtxMagic) return CUDA_ERROR_INVALID_CONTEXT;
   if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     if (ctx->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   }
   SleepUntilMonotonic(ctx->max_tail_ns.load());
   FreeContextAllocations(ctx);
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     ctx->destroyed = true;
   }
   RemoveFromThreadStack(ctx);

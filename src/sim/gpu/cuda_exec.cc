@@ -41,8 +41,9 @@ void AtomicMax(std::atomic<uint64_t>* a, uint64_t v) {
   }
 }
 
-// Blocks while the stream's launch queue is full. Holds s->mu (released while sleeping).
-void ApplyBackPressure(CUstream_st* s, std::unique_lock<std::mutex>* lock) {
+// Blocks while the stream's launch queue is full. Called with s->mu held; releases it while
+// sleeping and holds it again on return.
+void ApplyBackPressure(CUstream_st* s) REQUIRES(s->mu) {
   const uint64_t max_queued_ns = Drv().rt->max_queued_ns();
   for (;;) {
     uint64_t now = MonotonicNs();
@@ -53,9 +54,9 @@ void ApplyBackPressure(CUstream_st* s, std::unique_lock<std::mutex>* lock) {
     }
     if (s->tail_ns > now + max_queued_ns) wake = std::max(wake, s->tail_ns - max_queued_ns);
     if (wake <= now) return;
-    lock->unlock();
+    s->mu.Unlock();
     SleepUntilMonotonic(wake);
-    lock->lock();
+    s->mu.Lock();
   }
 }
 
@@ -90,9 +91,9 @@ CUresult Enqueue(CUstream_st* s, const LaunchArgs& a) {
   CUctx_st* ctx = s->ctx;
   if (!a.func->spin || a.spin_ns == 0) {
     // Fast path: zero-time kernel; never touches the shared state.
-    std::unique_lock<std::mutex> lock(s->mu);
+    hami::MutexLock lock(s->mu);
     if (s->tail_ns > MonotonicNs()) {
-      ApplyBackPressure(s, &lock);
+      ApplyBackPressure(s);
       s->pending.push_back(s->tail_ns);
     }
     return CUDA_SUCCESS;
@@ -108,8 +109,8 @@ CUresult Enqueue(CUstream_st* s, const LaunchArgs& a) {
   }
   int slot = ProcessSlot();
   if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::unique_lock<std::mutex> lock(s->mu);
-  ApplyBackPressure(s, &lock);
+  hami::MutexLock lock(s->mu);
+  ApplyBackPressure(s);
   uint64_t t0 = std::max(MonotonicNs(), s->tail_ns);
   uint64_t end = Drv().rt->state().ScheduleKernel(slot, ctx->phys, t0, a.blocks, a.spin_ns);
   s->tail_ns = end;
@@ -162,7 +163,7 @@ CUresult LoadModule(CUmodule* module) {
   auto* m = new CUmod_st();
   m->ctx = ctx;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     Drv().immortal.push_back(m);
   }
   *module = m;
@@ -252,7 +253,7 @@ CUresult ResolveStream(CUstream stream, bool per_thread, CUstream_st** out) {
 void SynchronizeStream(CUstream_st* s) {
   uint64_t tail;
   {
-    std::lock_guard<std::mutex> lock(s->mu);
+    hami::MutexLock lock(s->mu);
     tail = s->tail_ns;
   }
   SleepUntilMonotonic(tail);
@@ -296,7 +297,7 @@ HAMI_SIM_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, c
   if (rc != CUDA_SUCCESS) return rc;
   if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (hmod == nullptr || hmod->magic != kModuleMagic) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard<std::mutex> lock(hmod->mu);
+  hami::MutexLock lock(hmod->mu);
   auto it = hmod->functions.find(name);
   if (it == hmod->functions.end()) {
     auto* f = new CUfunc_st();
@@ -434,7 +435,7 @@ HAMI_SIM_EXPORT CUresult cuStreamQuery(CUstream hStream) {
   CUstream_st* s;
   rc = ResolveStream(hStream, false, &s);
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(s->mu);
+  hami::MutexLock lock(s->mu);
   return MonotonicNs() >= s->tail_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -459,7 +460,7 @@ HAMI_SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   CUstream_st* s;
   rc = ResolveStream(hStream, false, &s);
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(s->mu);
+  hami::MutexLock lock(s->mu);
   hEvent->time_ns.store(std::max(MonotonicNs(), s->tail_ns), std::memory_order_release);
   return CUDA_SUCCESS;
 }

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "sim/gpu/sim_runtime.h"
 #include "vgpu/cuda_abi.h"
 
@@ -74,9 +75,9 @@ struct CUstream_st {
   CUctx_st* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
-  std::mutex mu;
-  uint64_t tail_ns = 0;          // GUARDED_BY(mu): completion time of the last queued work
-  std::deque<uint64_t> pending;  // GUARDED_BY(mu): completion times of queued kernels
+  hami::Mutex mu;
+  uint64_t tail_ns GUARDED_BY(mu) = 0;          // completion time of the last queued work
+  std::deque<uint64_t> pending GUARDED_BY(mu);  // completion times of queued kernels
 };
 
 struct CUevent_st {
@@ -89,8 +90,8 @@ struct CUevent_st {
 struct CUmod_st {
   uint32_t magic = hami::sim::kModuleMagic;
   CUctx_st* ctx = nullptr;
-  std::mutex mu;
-  std::map<std::string, CUfunc_st*> functions;  // GUARDED_BY(mu)
+  hami::Mutex mu;
+  std::map<std::string, CUfunc_st*> functions GUARDED_BY(mu);
 };
 
 struct CUfunc_st {
@@ -107,7 +108,7 @@ struct CUmemPoolHandle_st {
   bool is_default = false;
   bool destroyed = false;
   CUmemPoolProps props{};
-  // All GUARDED_BY(Driver::mu):
+  // All guarded by Driver::mu (Drv().mu), which is not in scope here to annotate them with:
   uint64_t release_threshold = 0;
   uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
   int reuse_follow_event = 1, reuse_opportunistic = 1, reuse_internal = 1;
@@ -186,27 +187,28 @@ struct Mapping {
 
 // Process-wide driver state. Accessed through Drv().
 struct Driver {
-  std::mutex mu;
+  Mutex mu;
   std::atomic<bool> initialized{false};
-  CUresult init_result = CUDA_SUCCESS;  // GUARDED_BY(mu)
-  SimRuntime* rt = nullptr;             // set once by cuInit
+  CUresult init_result GUARDED_BY(mu) = CUDA_SUCCESS;
+  SimRuntime* rt = nullptr;  // set once by cuInit
 
-  // All GUARDED_BY(mu):
-  std::vector<CUctx_st*> primary;  // per ordinal
-  std::vector<int> primary_refs;
-  std::vector<unsigned> primary_flags;
-  std::vector<CUmemPoolHandle_st*> default_pool;  // per ordinal
-  std::vector<CUmemPoolHandle_st*> current_pool;  // per ordinal
-  std::map<uintptr_t, Allocation> allocations;    // device-visible allocations by base
-  std::map<uintptr_t, HostAllocation> host;       // pinned host memory by base
-  std::map<CUmemGenericAllocationHandle, PhysicalHandle> handles;
-  std::map<uintptr_t, uint64_t> reservations;  // VA reservations: base -> size
-  std::map<uintptr_t, Mapping> mappings;       // VMM mappings: base -> mapping
+  std::vector<CUctx_st*> primary GUARDED_BY(mu);  // per ordinal
+  std::vector<int> primary_refs GUARDED_BY(mu);
+  std::vector<unsigned> primary_flags GUARDED_BY(mu);
+  // Per ordinal; written by cuInit (under mu) before `initialized` is published, read-only after.
+  std::vector<CUmemPoolHandle_st*> default_pool;
+  std::vector<CUmemPoolHandle_st*> current_pool GUARDED_BY(mu);  // per ordinal
+  // Device-visible allocations by base.
+  std::map<uintptr_t, Allocation> allocations GUARDED_BY(mu);
+  std::map<uintptr_t, HostAllocation> host GUARDED_BY(mu);  // pinned host memory by base
+  std::map<CUmemGenericAllocationHandle, PhysicalHandle> handles GUARDED_BY(mu);
+  std::map<uintptr_t, uint64_t> reservations GUARDED_BY(mu);  // VA reservations: base -> size
+  std::map<uintptr_t, Mapping> mappings GUARDED_BY(mu);       // VMM mappings: base -> mapping
   // Contexts, modules (and through them functions) and pools live for the whole process, so
   // stale handles stay safe to check; this keeps them reachable.
-  std::vector<void*> immortal;
-  CUmemGenericAllocationHandle next_handle = 0x1000;
-  uint64_t next_ctx_id = 1;
+  std::vector<void*> immortal GUARDED_BY(mu);
+  CUmemGenericAllocationHandle next_handle GUARDED_BY(mu) = 0x1000;
+  uint64_t next_ctx_id GUARDED_BY(mu) = 1;
 };
 
 Driver& Drv();

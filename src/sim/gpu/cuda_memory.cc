@@ -65,7 +65,7 @@ CUresult AllocateOnDevice(CUctx_st* ctx, uint64_t bytes, AllocKind kind, CUmemPo
   a.ctx = ctx;
   a.pool = pool;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     Drv().allocations[reinterpret_cast<uintptr_t>(p)] = a;
   }
   *out = reinterpret_cast<CUdeviceptr>(p);
@@ -78,10 +78,9 @@ void ReleaseAllocation(uintptr_t base, const Allocation& a) {
   UnchargeDevice(a.phys, a.size);
 }
 
-// Releases free blocks of `pool` until its reserved size is at most `keep`. Holds Drv().mu.
-void TrimPoolLocked(CUmemPoolHandle_st* pool, uint64_t keep,
-                    std::vector<std::pair<uintptr_t, Allocation>>* released) {
-  Driver& d = Drv();
+// Releases free blocks of `pool` until its reserved size is at most `keep`.
+void TrimPoolLocked(Driver& d, CUmemPoolHandle_st* pool, uint64_t keep,
+                    std::vector<std::pair<uintptr_t, Allocation>>* released) REQUIRES(d.mu) {
   // Largest blocks first: fewest releases to get under the target.
   while (pool->reserved > keep && !pool->free_blocks.empty()) {
     auto it = std::prev(pool->free_blocks.end());
@@ -99,9 +98,10 @@ void FinishRelease(const std::vector<std::pair<uintptr_t, Allocation>>& released
   for (const auto& [base, a] : released) ReleaseAllocation(base, a);
 }
 
-// Finds the allocation containing `ptr`. Holds Drv().mu.
-std::map<uintptr_t, Allocation>::iterator FindContaining(uintptr_t ptr) {
-  auto& m = Drv().allocations;
+// Finds the allocation containing `ptr`.
+std::map<uintptr_t, Allocation>::iterator FindContaining(Driver& d, uintptr_t ptr)
+    REQUIRES(d.mu) {
+  auto& m = d.allocations;
   auto it = m.upper_bound(ptr);
   if (it == m.begin()) return m.end();
   --it;
@@ -158,7 +158,7 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstre
   if (rc != CUDA_SUCCESS) return rc;
   Driver& d = Drv();
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     if (pool == nullptr) pool = d.current_pool[s->ctx->ordinal];
     if (pool->magic != kPoolMagic || pool->destroyed) return CUDA_ERROR_INVALID_VALUE;
     // Reuse the smallest free block that fits.
@@ -182,14 +182,14 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstre
     // Like the real allocator, give back unused pool memory before reporting failure.
     std::vector<std::pair<uintptr_t, Allocation>> released;
     {
-      std::lock_guard<std::mutex> lock(d.mu);
-      TrimPoolLocked(pool, 0, &released);
+      hami::MutexLock lock(d.mu);
+      TrimPoolLocked(d, pool, 0, &released);
     }
     FinishRelease(released);
     if (!released.empty()) rc = AllocateOnDevice(s->ctx, bytesize, AllocKind::kPool, pool, dptr);
   }
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(d.mu);
+  hami::MutexLock lock(d.mu);
   pool->reserved += bytesize;
   pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
   pool->used += bytesize;
@@ -215,7 +215,7 @@ CUresult PoolFree(CUdeviceptr dptr, CUstream hStream, bool per_thread) {
   Driver& d = Drv();
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     auto it = d.allocations.find(static_cast<uintptr_t>(dptr));
     if (it == d.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     if (it->second.kind != AllocKind::kPool) {
@@ -245,12 +245,12 @@ void TrimPoolsAtSync() {
   Driver& d = Drv();
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     for (CUmemPoolHandle_st* pool : d.default_pool) {
-      TrimPoolLocked(pool, pool->release_threshold, &released);
+      TrimPoolLocked(d, pool, pool->release_threshold, &released);
     }
     for (CUmemPoolHandle_st* pool : d.current_pool) {
-      if (!pool->is_default) TrimPoolLocked(pool, pool->release_threshold, &released);
+      if (!pool->is_default) TrimPoolLocked(d, pool, pool->release_threshold, &released);
     }
   }
   FinishRelease(released);
@@ -260,7 +260,7 @@ void FreeContextAllocations(CUctx_st* ctx) {
   Driver& d = Drv();
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     for (auto it = d.allocations.begin(); it != d.allocations.end();) {
       if (it->second.ctx == ctx && it->second.kind != AllocKind::kPool) {
         released.emplace_back(it->first, it->second);
@@ -294,7 +294,7 @@ HAMI_SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Driver& d = Drv();
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    hami::MutexLock lock(d.mu);
     auto it = d.allocations.find(static_cast<uintptr_t>(dptr));
     if (it == d.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     if (it->second.kind == AllocKind::kPool) return PoolFreeLocked(it->first, &it->second);
@@ -343,7 +343,7 @@ HAMI_SIM_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int
   uint64_t len = PageRound(bytesize);
   void* p = MapAnonymous(len);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   Drv().host[reinterpret_cast<uintptr_t>(p)] = HostAllocation{bytesize, len, false};
   *pp = p;
   return CUDA_SUCCESS;
@@ -358,7 +358,7 @@ HAMI_SIM_EXPORT CUresult cuMemFreeHost(void* p) {
   if (rc != CUDA_SUCCESS) return rc;
   HostAllocation h;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     auto it = Drv().host.find(reinterpret_cast<uintptr_t>(p));
     if (it == Drv().host.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;
     h = it->second;
@@ -373,7 +373,7 @@ HAMI_SIM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
   CUresult rc = CurrentContext(&ctx);
   if (rc != CUDA_SUCCESS) return rc;
   if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   auto& host = Drv().host;
   uintptr_t base = reinterpret_cast<uintptr_t>(p);
   auto it = host.upper_bound(base + bytesize - 1);
@@ -387,7 +387,7 @@ HAMI_SIM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
 HAMI_SIM_EXPORT CUresult cuMemHostUnregister(void* p) {
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   auto it = Drv().host.find(reinterpret_cast<uintptr_t>(p));
   if (it == Drv().host.end() || !it->second.registered) return kErrHostMemoryNotRegistered;
   Drv().host.erase(it);
@@ -412,8 +412,8 @@ HAMI_SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psi
                                                  CUdeviceptr dptr) {
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(Drv().mu);
-  auto it = FindContaining(static_cast<uintptr_t>(dptr));
+  hami::MutexLock lock(Drv().mu);
+  auto it = FindContaining(Drv(), static_cast<uintptr_t>(dptr));
   if (it != Drv().allocations.end()) {
     if (pbase != nullptr) *pbase = it->first;
     if (psize != nullptr) *psize = it->second.size;
@@ -437,8 +437,8 @@ HAMI_SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(Drv().mu);
-  auto it = FindContaining(static_cast<uintptr_t>(ptr));
+  hami::MutexLock lock(Drv().mu);
+  auto it = FindContaining(Drv(), static_cast<uintptr_t>(ptr));
   if (it != Drv().allocations.end()) {
     const Allocation& a = it->second;
     switch (attribute) {
@@ -535,7 +535,7 @@ HAMI_SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProp
   p->phys = phys;
   p->props = *poolProps;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
+    hami::MutexLock lock(Drv().mu);
     Drv().immortal.push_back(p);
   }
   *pool = p;
@@ -550,8 +550,8 @@ HAMI_SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   }
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
-    TrimPoolLocked(pool, 0, &released);
+    hami::MutexLock lock(Drv().mu);
+    TrimPoolLocked(Drv(), pool, 0, &released);
     pool->destroyed = true;
     for (auto& cur : Drv().current_pool) {
       if (cur == pool) cur = Drv().default_pool[pool->ordinal];
@@ -569,8 +569,8 @@ HAMI_SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKee
   }
   std::vector<std::pair<uintptr_t, Allocation>> released;
   {
-    std::lock_guard<std::mutex> lock(Drv().mu);
-    TrimPoolLocked(pool, minBytesToKeep, &released);
+    hami::MutexLock lock(Drv().mu);
+    TrimPoolLocked(Drv(), pool, minBytesToKeep, &released);
   }
   FinishRelease(released);
   return CUDA_SUCCESS;
@@ -583,7 +583,7 @@ HAMI_SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attr
   if (pool == nullptr || pool->magic != kPoolMagic || pool->destroyed || value == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
       *static_cast<int*>(value) = pool->reuse_follow_event;
@@ -621,7 +621,7 @@ HAMI_SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attr
   if (pool == nullptr || pool->magic != kPoolMagic || pool->destroyed || value == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   switch (attr) {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
       pool->reuse_follow_event = *static_cast<int*>(value);
@@ -663,7 +663,7 @@ HAMI_SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   if (rc != CUDA_SUCCESS) return rc;
   if (PhysOf(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   *pool = Drv().current_pool[dev];
   return CUDA_SUCCESS;
 }
@@ -675,7 +675,7 @@ HAMI_SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   if (pool == nullptr || pool->magic != kPoolMagic || pool->destroyed || pool->ordinal != dev) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   Drv().current_pool[dev] = pool;
   return CUDA_SUCCESS;
 }
@@ -715,7 +715,7 @@ HAMI_SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     UnchargeDevice(phys, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   CUmemGenericAllocationHandle h = Drv().next_handle++;
   Drv().handles[h] = PhysicalHandle{fd, size, phys, ordinal, false, 0};
   *handle = h;
@@ -723,24 +723,24 @@ HAMI_SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
 }
 
 namespace {
-// Frees a physical handle once it is released and unmapped. Holds Drv().mu.
-void MaybeDestroyHandleLocked(CUmemGenericAllocationHandle h) {
-  auto it = Drv().handles.find(h);
-  if (it == Drv().handles.end() || !it->second.released || it->second.mappings > 0) return;
+// Frees a physical handle once it is released and unmapped.
+void MaybeDestroyHandleLocked(Driver& d, CUmemGenericAllocationHandle h) REQUIRES(d.mu) {
+  auto it = d.handles.find(h);
+  if (it == d.handles.end() || !it->second.released || it->second.mappings > 0) return;
   close(it->second.fd);
   UnchargeDevice(it->second.phys, it->second.size);
-  Drv().handles.erase(it);
+  d.handles.erase(it);
 }
 }  // namespace
 
 HAMI_SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   auto it = Drv().handles.find(handle);
   if (it == Drv().handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
-  MaybeDestroyHandleLocked(handle);
+  MaybeDestroyHandleLocked(Drv(), handle);
   return CUDA_SUCCESS;
 }
 
@@ -761,7 +761,7 @@ HAMI_SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
   if (base > raw) munmap(p, base - raw);
   uintptr_t tail = base + size;
   if (raw + len > tail) munmap(reinterpret_cast<void*>(tail), raw + len - tail);
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   Drv().reservations[base] = size;
   *ptr = base;
   return CUDA_SUCCESS;
@@ -770,7 +770,7 @@ HAMI_SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
 HAMI_SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(Drv().mu);
+  hami::MutexLock lock(Drv().mu);
   auto it = Drv().reservations.find(static_cast<uintptr_t>(ptr));
   if (it == Drv().reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
   auto m = Drv().mappings.lower_bound(static_cast<uintptr_t>(ptr));
@@ -787,8 +787,8 @@ HAMI_SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (flags != 0 || size == 0 || size % kVmmGranularity != 0 || offset % kVmmGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
   Driver& d = Drv();
+  hami::MutexLock lock(d.mu);
   auto h = d.handles.find(handle);
   if (h == d.handles.end() || h->second.released || offset + size > h->second.size) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -812,8 +812,8 @@ HAMI_SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 HAMI_SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   CUresult rc = CheckInit();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(Drv().mu);
   Driver& d = Drv();
+  hami::MutexLock lock(d.mu);
   // The range must be exactly covered by whole mappings.
   uintptr_t cur = static_cast<uintptr_t>(ptr);
   const uintptr_t end = cur + size;
@@ -833,7 +833,7 @@ HAMI_SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     auto h = d.handles.find(mp.handle);
     if (h != d.handles.end()) {
       --h->second.mappings;
-      MaybeDestroyHandleLocked(mp.handle);
+      MaybeDestroyHandleLocked(d, mp.handle);
     }
   }
   return CUDA_SUCCESS;
@@ -851,8 +851,8 @@ HAMI_SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUme
     }
     flags |= desc[i].flags;
   }
-  std::lock_guard<std::mutex> lock(Drv().mu);
   Driver& d = Drv();
+  hami::MutexLock lock(d.mu);
   uintptr_t cur = static_cast<uintptr_t>(ptr);
   const uintptr_t end = cur + size;
   while (cur < end) {

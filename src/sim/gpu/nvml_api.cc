@@ -15,10 +15,11 @@
 #include <mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
+#include "nvml/abi.h"
 #include "sim/gpu/clock.h"
 #include "sim/gpu/log.h"
 #include "sim/gpu/sim_runtime.h"
-#include "vgpu/nvml_abi.h"
 
 #define HAMI_SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -29,13 +30,13 @@ struct nvmlDevice_st {
 
 struct nvmlEventSet_st {
   uint32_t magic;
-  std::mutex mu;
+  hami::Mutex mu;
   struct Registration {
     nvmlDevice_t device;
     unsigned long long mask;
     uint64_t last_seq;  // XIDs up to this sequence number were already delivered (or predate)
   };
-  std::vector<Registration> regs;  // GUARDED_BY(mu)
+  std::vector<Registration> regs GUARDED_BY(mu);
 };
 
 namespace hami::sim {
@@ -49,13 +50,13 @@ constexpr unsigned long long kSupportedEvents =
 // Window of nvmlDeviceGetUtilizationRates.
 constexpr uint64_t kUtilWindowNs = 1000000000ull;
 
-std::mutex g_mu;
-int g_init_count = 0;        // GUARDED_BY(g_mu)
+Mutex g_mu;
+int g_init_count GUARDED_BY(g_mu) = 0;
 SimRuntime* g_rt = nullptr;  // set on first successful init, never cleared
 nvmlDevice_st g_devices[kMaxDevices];
 
 bool Initialized() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  hami::MutexLock lock(g_mu);
   return g_init_count > 0;
 }
 
@@ -97,7 +98,7 @@ void FillPci(const SharedDeviceInfo& d, nvmlPciInfo_t* pci) {
 }
 
 nvmlReturn_t InitCommon() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  hami::MutexLock lock(g_mu);
   if (g_init_count > 0) {
     ++g_init_count;
     return NVML_SUCCESS;
@@ -162,7 +163,7 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 }
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlShutdown(void) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  hami::MutexLock lock(g_mu);
   if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
   --g_init_count;
   return NVML_SUCCESS;
@@ -639,7 +640,7 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
   if (eventTypes & ~kSupportedEvents) return NVML_ERROR_NOT_SUPPORTED;
   // Only events that happen after registration are delivered.
   uint64_t seq = g_rt->state().LatestXidSeq(phys);
-  std::lock_guard<std::mutex> lock(set->mu);
+  hami::MutexLock lock(set->mu);
   for (auto& r : set->regs) {
     if (r.device == device) {
       r.mask |= eventTypes;
@@ -662,7 +663,7 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventDa
     // Read the generation before scanning so an injection racing the scan wakes the wait.
     uint32_t gen = state.XidGeneration();
     {
-      std::lock_guard<std::mutex> lock(set->mu);
+      hami::MutexLock lock(set->mu);
       for (auto& r : set->regs) {
         if (!(r.mask & nvmlEventTypeXidCriticalError)) continue;
         XidRecord rec;

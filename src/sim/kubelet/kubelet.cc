@@ -20,6 +20,7 @@
 
 #include "common/file_util.h"
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "common/thread_name.h"
 #include "device/resource_quantity.h"
 #include "k8s/api_error.h"
@@ -182,15 +183,15 @@ class Kubelet::Impl {
   // The pod worker of <ns>/<name>, or null.
   std::shared_ptr<PodWorker> WorkerOf(const std::string& ns, const std::string& name);
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                                      // guarded by mu_
-  bool status_dirty_ = true;                                   // guarded by mu_
-  std::deque<k8s::ObjectPtr> admit_queue_;                     // guarded by mu_
-  std::map<std::string, std::shared_ptr<PodWorker>> workers_;  // guarded by mu_: by pod UID
-  std::map<std::string, std::string> uid_of_;                  // guarded by mu_: "ns/name" -> UID
-  std::set<std::string> terminating_;  // guarded by mu_: UIDs being stopped after a deletion
-  std::vector<std::thread> reapers_;  // guarded by mu_: deleted pods' workers
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool status_dirty_ GUARDED_BY(mu_) = true;
+  std::deque<k8s::ObjectPtr> admit_queue_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PodWorker>> workers_ GUARDED_BY(mu_);  // by pod UID
+  std::map<std::string, std::string> uid_of_ GUARDED_BY(mu_);  // "ns/name" -> UID
+  std::set<std::string> terminating_ GUARDED_BY(mu_);  // UIDs being stopped after a deletion
+  std::vector<std::thread> reapers_ GUARDED_BY(mu_);   // deleted pods' workers
   std::string start_time_ = Now();
   // Extended resources an earlier run of this kubelet reported (written by RegisterNode, then
   // read by the heartbeat thread).
@@ -241,7 +242,7 @@ class PodWorker {
       thread_ = std::thread([this, st] {
         SetCurrentThreadName("pod-worker");
         WriteStatusUntilDone(st);
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         finished_ = true;
       });
       return;
@@ -257,7 +258,7 @@ class PodWorker {
   // terminationGracePeriodSeconds).
   void Kill(int64_t grace = -1) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (deleting_) return;
       deleting_ = true;
       if (grace >= 0) grace_ = grace;
@@ -271,12 +272,12 @@ class PodWorker {
   // Kubelet shutdown: no grace.
   void KillNow() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       grace_ = 0;
     }
     Kill();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       kill_deadline_ = std::chrono::steady_clock::now();
     }
     Wake();
@@ -286,7 +287,7 @@ class PodWorker {
   }
 
   std::string LogPath(const std::string& container) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (const Container& c : containers_) {
       if (c.spec.name == container) return c.log_path;
     }
@@ -295,7 +296,7 @@ class PodWorker {
   // What `kubectl exec` into `container` runs: `command` in the container's environment and
   // working directory, inside its PID and mount namespaces when it has its own.
   Result<ExecProcess> ExecInto(const std::string& container, std::vector<std::string> command) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (const Container& c : containers_) {
       if (c.spec.name != container) continue;
       if (c.state != Container::State::kRunning) {
@@ -324,7 +325,7 @@ class PodWorker {
     return Status(StatusCode::kNotFound, "container \"" + container + "\" is not in pod " + name_);
   }
   std::vector<std::string> ContainerNames() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     std::vector<std::string> out;
     for (const Container& c : containers_) {
       if (!c.init) out.push_back(c.spec.name);
@@ -432,7 +433,7 @@ class PodWorker {
                          launch.status().message() + "\n";
       if (log >= 0) (void)!write(log, line.data(), line.size());
       if (log >= 0) close(log);
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       c.state = Container::State::kTerminated;
       c.exit_code = 128;
       c.started_at = c.finished_at = Now();
@@ -477,7 +478,7 @@ class PodWorker {
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (log >= 0) close(log);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (rc != 0) {
       c.state = Container::State::kTerminated;
       c.exit_code = 127;
@@ -498,7 +499,7 @@ class PodWorker {
     std::vector<pollfd> fds;
     std::vector<Container*> who;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       for (Container& c : containers_) {
         if (c.state == Container::State::kRunning && c.pidfd >= 0) {
           fds.push_back({c.pidfd, POLLIN, 0});
@@ -517,7 +518,7 @@ class PodWorker {
       Container& c = *who[i];
       int status = 0;
       if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       close(c.pidfd);
       c.pidfd = -1;
       c.state = Container::State::kTerminated;
@@ -621,11 +622,11 @@ class PodWorker {
   }
 
   bool IsDeleting() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return deleting_;
   }
   bool IsRunning(const Container& c) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return c.state == Container::State::kRunning;
   }
   // Sleeps `d` unless woken for deletion; false when deleting.
@@ -651,14 +652,14 @@ class PodWorker {
       bool running = false;
       SteadyTime deadline;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         deadline = kill_deadline_;
         for (Container& c : containers_) running = running || c.state == Container::State::kRunning;
       }
       if (!running) break;
       auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         for (Container& c : containers_) {
           if (c.state == Container::State::kRunning) ::kill(-c.pid, SIGKILL);
         }
@@ -673,7 +674,7 @@ class PodWorker {
       WaitForExits(ms);
     }
     k_.devices_->FreePod(uid_);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     finished_ = true;
   }
 
@@ -682,7 +683,7 @@ class PodWorker {
     ReportStatus();
     while (status_dirty_ && Sleep(std::chrono::seconds(1))) ReportStatus();
     k_.devices_->FreePod(uid_);  // a finished pod holds no devices
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     finished_ = true;
   }
 
@@ -691,7 +692,7 @@ class PodWorker {
     std::string phase = "Pending";
     bool any_running = false, all_done = true, all_ok = true, init_done = true;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (deleting_) return;
       for (const Container& c : containers_) {
         Json s;
@@ -791,11 +792,11 @@ class PodWorker {
   std::map<std::string, std::vector<ContainerDevices>> answers_;  // by container name
   std::thread thread_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<Container> containers_;  // states guarded by mu_ (the vector is fixed at Admit)
-  bool deleting_ = false;              // guarded by mu_
-  bool finished_ = false;              // guarded by mu_
-  SteadyTime kill_deadline_ = SteadyTime::max();  // guarded by mu_
+  bool deleting_ GUARDED_BY(mu_) = false;
+  bool finished_ GUARDED_BY(mu_) = false;
+  SteadyTime kill_deadline_ GUARDED_BY(mu_) = SteadyTime::max();
 };
 
 Status Kubelet::Impl::Start() {
@@ -815,7 +816,7 @@ Status Kubelet::Impl::Start() {
     }
   }
   devices_->SetOnChange([this] {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     status_dirty_ = true;
     cv_.notify_all();
   });
@@ -865,7 +866,7 @@ Status Kubelet::Impl::Start() {
 
 void Kubelet::Impl::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -875,14 +876,14 @@ void Kubelet::Impl::Stop() {
   if (heartbeat_.joinable()) heartbeat_.join();
   std::map<std::string, std::shared_ptr<PodWorker>> workers;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     workers.swap(workers_);
   }
   for (auto& [uid, w] : workers) w->KillNow();
   for (auto& [uid, w] : workers) w->Join();
   std::vector<std::thread> reapers;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     reapers.swap(reapers_);
   }
   for (std::thread& t : reapers) t.join();
@@ -976,16 +977,16 @@ Status Kubelet::Impl::RenewLease() {
 
 void Kubelet::Impl::HeartbeatLoop() {
   auto next = std::chrono::steady_clock::now() + options_.heartbeat;
-  std::unique_lock<std::mutex> l(mu_);
+  UniqueLock l(mu_);
   while (!stopping_) {
-    cv_.wait_until(l, next, [&] { return stopping_ || status_dirty_; });
+    cv_.wait_until(l.native(), next, [&]() REQUIRES(mu_) { return stopping_ || status_dirty_; });
     if (stopping_) break;
     bool beat = std::chrono::steady_clock::now() >= next;
     status_dirty_ = false;
-    l.unlock();
+    l.Unlock();
     if (Status s = UpdateNodeStatus(); !s.ok()) {
       HAMI_LOG(Warning) << "kubelet " << options_.node_name << ": node status: " << s.message();
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(mu_);
       status_dirty_ = true;  // try again at the next beat
     }
     if (beat) {
@@ -993,11 +994,11 @@ void Kubelet::Impl::HeartbeatLoop() {
         HAMI_LOG(Warning) << "kubelet " << options_.node_name << ": lease: " << s.message();
       }
     }
-    l.lock();
+    l.Lock();
     if (beat) next = std::chrono::steady_clock::now() + options_.heartbeat;
     if (status_dirty_ && !beat) {
       // A failed write: wait for the beat instead of spinning.
-      cv_.wait_until(l, next, [&] { return stopping_; });
+      cv_.wait_until(l.native(), next, [&]() REQUIRES(mu_) { return stopping_; });
     }
   }
 }
@@ -1007,7 +1008,7 @@ void Kubelet::Impl::OnPod(const k8s::ObjectPtr& pod) {
   std::string uid = k8s::Uid(*pod);
   if (!k8s::GetString(*pod, "/metadata/deletionTimestamp").empty()) return OnTerminating(pod);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (workers_.count(uid) || phase == "Succeeded" || phase == "Failed") return;
   }
   if (phase == "Running") {
@@ -1021,7 +1022,7 @@ void Kubelet::Impl::OnPod(const k8s::ObjectPtr& pod) {
                            k8s::PatchType::kMerge, st.dump(), "status");
     return;
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (stopping_ || workers_.count(uid)) return;
   auto w = std::make_shared<PodWorker>(*this, pod);
   workers_[uid] = w;
@@ -1037,7 +1038,7 @@ void Kubelet::Impl::OnTerminating(const k8s::ObjectPtr& pod) {
   std::string uid = k8s::Uid(*pod);
   std::shared_ptr<PodWorker> w;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stopping_ || terminating_.count(uid)) return;
     terminating_.insert(uid);
     auto it = workers_.find(uid);
@@ -1053,7 +1054,7 @@ void Kubelet::Impl::OnTerminating(const k8s::ObjectPtr& pod) {
                  << " is terminating: stopping its containers"
                  << (grace >= 0 ? " (grace " + std::to_string(grace) + " s)" : "");
   if (w) w->Kill(grace);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   reapers_.emplace_back([this, w, uid, ns, name, dir = options_.root_dir + "/pods/" + uid] {
     if (w) w->Join();
     std::error_code ec;
@@ -1075,7 +1076,7 @@ void Kubelet::Impl::OnTerminating(const k8s::ObjectPtr& pod) {
 void Kubelet::Impl::OnDelete(const k8s::ObjectPtr& pod) {
   std::shared_ptr<PodWorker> w;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     terminating_.erase(k8s::Uid(*pod));
     auto it = workers_.find(k8s::Uid(*pod));
     if (it == workers_.end()) return;
@@ -1087,7 +1088,7 @@ void Kubelet::Impl::OnDelete(const k8s::ObjectPtr& pod) {
                  << " deleted: stopping its containers";
   w->Kill();
   // The worker finishes on its own thread; a reaper joins it so the informer is not held.
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   reapers_.emplace_back([w, dir = options_.root_dir + "/pods/" + w->uid()] {
     w->Join();
     std::error_code ec;
@@ -1100,8 +1101,8 @@ void Kubelet::Impl::AdmitLoop() {
     k8s::ObjectPtr pod;
     std::shared_ptr<PodWorker> w;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stopping_ || !admit_queue_.empty(); });
+      UniqueLock l(mu_);
+      cv_.wait(l.native(), [&]() REQUIRES(mu_) { return stopping_ || !admit_queue_.empty(); });
       if (stopping_) return;
       pod = admit_queue_.front();
       admit_queue_.pop_front();
@@ -1134,7 +1135,7 @@ std::vector<std::string> PodContainerPath(const std::string& path, const std::st
 
 std::shared_ptr<PodWorker> Kubelet::Impl::WorkerOf(const std::string& ns,
                                                    const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto uid = uid_of_.find(ns + "/" + name);
   if (uid == uid_of_.end()) return nullptr;
   auto it = workers_.find(uid->second);

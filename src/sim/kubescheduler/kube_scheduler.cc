@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "k8s/informer.h"
 #include "k8s/leader_election.h"
 #include "k8s/object.h"
@@ -46,7 +47,7 @@ class WorkPool {
   WorkPool& operator=(const WorkPool&) = delete;
 
   void Submit(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     tasks_.push_back(std::move(task));
     cv_.notify_one();
@@ -54,7 +55,7 @@ class WorkPool {
 
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopped_) return;
       stopped_ = true;
       tasks_.clear();
@@ -68,8 +69,8 @@ class WorkPool {
     while (true) {
       std::function<void()> task;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopped_ || !tasks_.empty(); });
+        UniqueLock lock(mu_);
+        cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return stopped_ || !tasks_.empty(); });
         if (stopped_) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -78,10 +79,10 @@ class WorkPool {
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopped_ = false;                     // guarded by mu_
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -266,14 +267,14 @@ class KubeScheduler::Impl {
   KubeSchedulerStats Stats() const {
     KubeSchedulerStats out;
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       out = stats_;
     }
     out.queue = queue_.Sizes();
     return out;
   }
   int Attempts(const std::string& key) const {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     auto it = attempts_.find(key);
     return it == attempts_.end() ? 0 : it->second;
   }
@@ -317,19 +318,19 @@ class KubeScheduler::Impl {
   hami::Cancellation stop_;
   std::atomic<bool> leader_{false};
 
-  std::mutex lifecycle_mu_;
-  bool started_ = false;  // guarded by lifecycle_mu_
-  bool stopped_ = false;  // guarded by lifecycle_mu_
+  Mutex lifecycle_mu_;
+  bool started_ GUARDED_BY(lifecycle_mu_) = false;
+  bool stopped_ GUARDED_BY(lifecycle_mu_) = false;
 
-  mutable std::mutex stats_mu_;
-  KubeSchedulerStats stats_;             // guarded by stats_mu_
-  std::map<std::string, int> attempts_;  // guarded by stats_mu_
-  size_t next_start_node_ = 0;           // guarded by stats_mu_; where the next cycle's walk starts
+  mutable Mutex stats_mu_;
+  KubeSchedulerStats stats_ GUARDED_BY(stats_mu_);
+  std::map<std::string, int> attempts_ GUARDED_BY(stats_mu_);
+  size_t next_start_node_ GUARDED_BY(stats_mu_) = 0;  // where the next cycle's walk starts
 };
 
 Status KubeScheduler::Impl::Start() {
   {
-    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    MutexLock lock(lifecycle_mu_);
     if (started_) return FailedPreconditionError("kube-scheduler already started");
     started_ = true;
   }
@@ -372,7 +373,7 @@ Status KubeScheduler::Impl::Start() {
 
 void KubeScheduler::Impl::Stop() {
   {
-    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    MutexLock lock(lifecycle_mu_);
     if (!started_ || stopped_) return;
     stopped_ = true;
   }
@@ -413,7 +414,7 @@ void KubeScheduler::Impl::OnPodDelete(const ObjectPtr& pod) {
   std::string key = k8s::ObjectKey(*pod);
   queue_.Delete(key);
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     attempts_.erase(key);
   }
   if (IsAssigned(*pod)) queue_.MoveAllToActiveOrBackoff();
@@ -463,7 +464,7 @@ Decision KubeScheduler::Impl::Decide(const Object& pod, const std::vector<Object
   const size_t want = NumFeasibleNodesToFind(config_.percentage_of_nodes_to_score, nodes.size());
   size_t start;
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     start = next_start_node_ % nodes.size();
   }
   size_t processed = 0;
@@ -482,7 +483,7 @@ Decision KubeScheduler::Impl::Decide(const Object& pod, const std::vector<Object
     }
   }
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     next_start_node_ = (start + processed) % nodes.size();
   }
 
@@ -492,7 +493,7 @@ Decision KubeScheduler::Impl::Decide(const Object& pod, const std::vector<Object
     hami::MonoTime t0 = clock_.Now();
     Result<ExtenderFilterResult> r = ext->Filter(pod, feasible);
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       stats_.extender_filter_calls++;
       stats_.filter_latency.Record(clock_.Now() - t0);
       if (!r.ok()) stats_.extender_filter_errors++;
@@ -526,20 +527,20 @@ void KubeScheduler::Impl::RunCycle(const QueuedPod& qp) {
   ObjectPtr pod = pods_.Get(qp.key);
   if (!pod || !IsPendingForUs(*pod)) {
     queue_.Done(qp.key, CycleOutcome::kDropped);
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.dropped++;
     return;
   }
   hami::MonoTime start = clock_.Now();
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.cycles++;
     attempts_[qp.key] = qp.attempt;
   }
   HAMI_VLOG(2) << "pod " << qp.key << ": scheduling attempt " << qp.attempt;
   Decision d = Decide(*pod, nodes_.List());
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.cycle_latency.Record(clock_.Now() - start);
   }
   if (d.outcome != CycleOutcome::kScheduled) return Fail(qp, pod, d.message, d.outcome);
@@ -562,7 +563,7 @@ void KubeScheduler::Impl::Bind(const QueuedPod& qp, const ObjectPtr& pod, const 
                                : k8s::BindPod(client_, ns, name, uid, node);
   hami::MonoTime t1 = clock_.Now();
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     stats_.bind_latency.Record(t1 - t0);
     if (binder != nullptr) {
       stats_.extender_bind_calls++;
@@ -594,7 +595,7 @@ void KubeScheduler::Impl::Bind(const QueuedPod& qp, const ObjectPtr& pod, const 
 void KubeScheduler::Impl::Fail(const QueuedPod& qp, const ObjectPtr& pod,
                                const std::string& message, CycleOutcome outcome) {
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     if (outcome == CycleOutcome::kUnschedulable) {
       stats_.unschedulable++;
     } else {
@@ -624,7 +625,7 @@ void KubeScheduler::Impl::RecordEvent(const ObjectPtr& pod, const char* type, co
     if (!r.ok()) {
       HAMI_VLOG(1) << "event " << spec.reason << " for pod " << k8s::ObjectKey(*spec.involved)
                    << " not recorded: " << r.status().message();
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      MutexLock lock(stats_mu_);
       stats_.events_failed++;
     }
   });

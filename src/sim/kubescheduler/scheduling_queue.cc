@@ -61,7 +61,7 @@ void SchedulingQueue::Requeue(Map::iterator it, hami::MonoTime now) {
 }
 
 void SchedulingQueue::AddOrUpdate(const std::string& key, bool changed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return;
   hami::MonoTime now = clock_.Now();
   auto it = pods_.find(key);
@@ -96,7 +96,7 @@ void SchedulingQueue::AddOrUpdate(const std::string& key, bool changed) {
 }
 
 void SchedulingQueue::Delete(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
   if (it->second.state == State::kInFlight) {
@@ -108,7 +108,7 @@ void SchedulingQueue::Delete(const std::string& key) {
 }
 
 void SchedulingQueue::MoveAllToActiveOrBackoff() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++moves_;
   hami::MonoTime now = clock_.Now();
   std::vector<std::string> keys;
@@ -152,13 +152,13 @@ std::optional<QueuedPod> SchedulingQueue::PopLocked(hami::MonoTime now) {
 }
 
 std::optional<QueuedPod> SchedulingQueue::TryPop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return std::nullopt;
   return PopLocked(clock_.Now());
 }
 
 std::optional<QueuedPod> SchedulingQueue::Pop(const hami::Cancellation* cancel) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (true) {
     if (closed_ || (cancel != nullptr && cancel->cancelled())) return std::nullopt;
     hami::MonoTime now = clock_.Now();
@@ -171,12 +171,12 @@ std::optional<QueuedPod> SchedulingQueue::Pop(const hami::Cancellation* cancel) 
       wait = std::clamp(std::chrono::duration_cast<std::chrono::nanoseconds>(next - now),
                         std::chrono::nanoseconds(0), wait);
     }
-    cv_.wait_for(lock, wait);
+    cv_.wait_for(lock.native(), wait);
   }
 }
 
 void SchedulingQueue::Done(const std::string& key, CycleOutcome outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(key);
   if (it == pods_.end() || it->second.state != State::kInFlight) return;
   Entry& e = it->second;
@@ -216,19 +216,19 @@ void SchedulingQueue::Done(const std::string& key, CycleOutcome outcome) {
 }
 
 void SchedulingQueue::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   cv_.notify_all();
 }
 
 void SchedulingQueue::SetPaused(bool paused) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   paused_ = paused;
   cv_.notify_all();
 }
 
 QueueSizes SchedulingQueue::Sizes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   QueueSizes s;
   s.active = active_.size();
   s.backoff = backoff_.size();
@@ -241,7 +241,7 @@ QueueSizes SchedulingQueue::Sizes() const {
 }
 
 int SchedulingQueue::Attempts(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(key);
   return it == pods_.end() ? 0 : it->second.attempts;
 }

@@ -37,6 +37,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace hami::sim {
 
@@ -116,30 +117,30 @@ class SchedulingQueue {
   using Map = std::map<std::string, Entry>;
 
   // The helpers below run with mu_ held.
-  void ToActive(Map::iterator it);
-  void ToBackoff(Map::iterator it);
+  void ToActive(Map::iterator it) REQUIRES(mu_);
+  void ToBackoff(Map::iterator it) REQUIRES(mu_);
   // Moves an unschedulable or failed pod on: backoff while its backoff lasts, else active.
-  void Requeue(Map::iterator it, hami::MonoTime now);
-  void Unlink(Map::iterator it);
+  void Requeue(Map::iterator it, hami::MonoTime now) REQUIRES(mu_);
+  void Unlink(Map::iterator it) REQUIRES(mu_);
   // Moves expired backoffs and timed-out unschedulable pods to active.
-  void Flush(hami::MonoTime now);
-  std::optional<QueuedPod> PopLocked(hami::MonoTime now);
+  void Flush(hami::MonoTime now) REQUIRES(mu_);
+  std::optional<QueuedPod> PopLocked(hami::MonoTime now) REQUIRES(mu_);
   // The earliest time Flush() could move something (MonoTime::max() when nothing waits).
-  hami::MonoTime NextDeadline() const;
+  hami::MonoTime NextDeadline() const REQUIRES(mu_);
 
   hami::Clock& clock_;
   const SchedulingQueueOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  Map pods_;                                                        // guarded by mu_
-  std::map<uint64_t, std::string> active_;                          // guarded by mu_; seq -> key
-  std::set<std::pair<hami::MonoTime, std::string>> backoff_;        // guarded by mu_; (until, key)
-  std::set<std::pair<hami::MonoTime, std::string>> unschedulable_;  // guarded by mu_; (since, key)
-  uint64_t next_seq_ = 0;                                           // guarded by mu_
-  uint64_t moves_ = 0;                                              // guarded by mu_
-  bool closed_ = false;                                             // guarded by mu_
-  bool paused_ = false;                                             // guarded by mu_
+  Map pods_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::string> active_ GUARDED_BY(mu_);  // seq -> key
+  std::set<std::pair<hami::MonoTime, std::string>> backoff_ GUARDED_BY(mu_);  // (until, key)
+  std::set<std::pair<hami::MonoTime, std::string>> unschedulable_ GUARDED_BY(mu_);  // (since, key)
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t moves_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool paused_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hami::sim

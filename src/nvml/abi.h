@@ -1,9 +1,11 @@
 // Minimal declarations of the NVML (NVIDIA Management Library) C ABI, written from the public API
 // reference.
 //
-// The project must build without the CUDA toolkit or the driver development headers, so both the
-// simulated driver (src/sim/gpu) and the enforcement library (src/vgpu) compile against this
-// header instead of <nvml.h>. Only what those components touch is declared. Values, field order
+// The project must build without the CUDA toolkit or the driver development headers, so the
+// simulated driver (src/sim/gpu), the enforcement library (src/vgpu) and the NVML loader
+// (src/nvml/library.h) compile against this header instead of <nvml.h>. Only what those components
+// touch is declared. It stays header-only C with no dependencies: libvgpu includes it under
+// -fno-exceptions and a forced glibc_floor.h include. Values, field order
 // and signatures are those of the real library ABI (NVML API version 12, drivers R525 and later);
 // changing any of them breaks binary compatibility with real tools and the real
 // libnvidia-ml.so.1.
