@@ -31,10 +31,8 @@ namespace {
 
 using json_util::Json;
 
-Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
-  if (!e.is_object()) return InvalidArgumentError(path + ": expected an object");
-  HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "name", path, &n->name));
-  if (n->name.empty()) return InvalidArgumentError(path + ".name: required");
+// How the node's devices are shared: operatingmode, devicesplitcount and the two scaling factors.
+Status ReadSharingFields(const Json& e, const std::string& path, NodeConfigEntry* n) {
   auto field = [&](std::string_view k) { return json_util::Field(path, k); };
   if (const Json* v = json_util::Member(e, "operatingmode")) {
     std::string mode;
@@ -60,6 +58,57 @@ Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
       *slot = x;
     }
   }
+  return OkStatus();
+}
+
+// libcudaloglevel, 0 to 4, as a number or as a string holding one.
+Status ReadLibCudaLogLevel(const Json& v, const std::string& where, std::optional<int32_t>* out) {
+  int64_t x = 0;
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (text::ParseInt(s, 0, 4, &x) != nullptr) {
+      return InvalidArgumentError(where + ": " + text::Quote(s) +
+                                  " is not a level between 0 and 4");
+    }
+  } else {
+    HAMI_RETURN_IF_ERROR(json_util::ReadInt64(v, where, 0, 4, &x));
+  }
+  *out = static_cast<int32_t>(x);
+  return OkStatus();
+}
+
+// filterdevices: {"uuid": [string...], "index": [uint32...]}, either list optional.
+Status ReadFilterDevices(const Json& v, const std::string& fp, std::optional<FilterDevices>* out) {
+  if (!v.is_object()) return InvalidArgumentError(fp + ": expected an object");
+  FilterDevices f;
+  if (const Json* u = json_util::Member(v, "uuid")) {
+    if (!u->is_array()) return InvalidArgumentError(fp + ".uuid: expected an array");
+    for (size_t i = 0; i < u->size(); ++i) {
+      std::string s;
+      HAMI_RETURN_IF_ERROR(json_util::ReadString((*u)[i], json_util::Indexed(fp + ".uuid", i), &s));
+      f.uuids.push_back(std::move(s));
+    }
+  }
+  if (const Json* ix = json_util::Member(v, "index")) {
+    if (!ix->is_array()) return InvalidArgumentError(fp + ".index: expected an array");
+    for (size_t i = 0; i < ix->size(); ++i) {
+      uint32_t x = 0;
+      HAMI_RETURN_IF_ERROR(
+          json_util::ReadUint32((*ix)[i], json_util::Indexed(fp + ".index", i), &x));
+      f.indexes.push_back(x);
+    }
+  }
+  *out = std::move(f);
+  return OkStatus();
+}
+
+// One nodeconfig entry. Fields are read in a fixed order and the first bad one is the error.
+Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
+  if (!e.is_object()) return InvalidArgumentError(path + ": expected an object");
+  HAMI_RETURN_IF_ERROR(json_util::ReadOptional(e, "name", path, &n->name));
+  if (n->name.empty()) return InvalidArgumentError(path + ".name: required");
+  HAMI_RETURN_IF_ERROR(ReadSharingFields(e, path, n));
+  auto field = [&](std::string_view k) { return json_util::Field(path, k); };
   if (const Json* v = json_util::Member(e, "preconfigureddevicememory")) {
     int64_t x = 0;
     HAMI_RETURN_IF_ERROR(json_util::ReadInt64(*v, field("preconfigureddevicememory"), 0,
@@ -67,17 +116,7 @@ Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
     n->preconfigured_device_memory_mib = x;
   }
   if (const Json* v = json_util::Member(e, "libcudaloglevel")) {
-    int64_t x = 0;
-    if (v->is_string()) {
-      const std::string& s = v->get_ref<const std::string&>();
-      if (text::ParseInt(s, 0, 4, &x) != nullptr) {
-        return InvalidArgumentError(field("libcudaloglevel") + ": " + text::Quote(s) +
-                                    " is not a level between 0 and 4");
-      }
-    } else {
-      HAMI_RETURN_IF_ERROR(json_util::ReadInt64(*v, field("libcudaloglevel"), 0, 4, &x));
-    }
-    n->lib_cuda_log_level = static_cast<int32_t>(x);
+    HAMI_RETURN_IF_ERROR(ReadLibCudaLogLevel(*v, field("libcudaloglevel"), &n->lib_cuda_log_level));
   }
   for (auto [key, slot] :
        {std::pair{"enablenumatopology", &n->enable_numa_topology},
@@ -94,28 +133,7 @@ Status ReadEntry(const Json& e, const std::string& path, NodeConfigEntry* n) {
     n->mig_strategy = s;
   }
   if (const Json* v = json_util::Member(e, "filterdevices")) {
-    std::string fp = field("filterdevices");
-    if (!v->is_object()) return InvalidArgumentError(fp + ": expected an object");
-    FilterDevices f;
-    if (const Json* u = json_util::Member(*v, "uuid")) {
-      if (!u->is_array()) return InvalidArgumentError(fp + ".uuid: expected an array");
-      for (size_t i = 0; i < u->size(); ++i) {
-        std::string s;
-        HAMI_RETURN_IF_ERROR(
-            json_util::ReadString((*u)[i], json_util::Indexed(fp + ".uuid", i), &s));
-        f.uuids.push_back(std::move(s));
-      }
-    }
-    if (const Json* ix = json_util::Member(*v, "index")) {
-      if (!ix->is_array()) return InvalidArgumentError(fp + ".index: expected an array");
-      for (size_t i = 0; i < ix->size(); ++i) {
-        uint32_t x = 0;
-        HAMI_RETURN_IF_ERROR(
-            json_util::ReadUint32((*ix)[i], json_util::Indexed(fp + ".index", i), &x));
-        f.indexes.push_back(x);
-      }
-    }
-    n->filter_devices = std::move(f);
+    HAMI_RETURN_IF_ERROR(ReadFilterDevices(*v, field("filterdevices"), &n->filter_devices));
   }
   return OkStatus();
 }

@@ -32,9 +32,70 @@ void LegacyContainerLabels(PromPage& p, const Row& r) {
   p.Label("deviceuuid", Uuid(r.d->uuid));
 }
 
-}  // namespace
+// A per-GPU family: one series per host GPU.
+struct HostFamily {
+  const char* name;
+  const char* help;
+  double (*value)(const HostGpu&);
+};
 
-std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOptions& o) {
+// A per-container family: one series per (container, vGPU) row.
+struct Family {
+  const char* name;
+  const char* help;
+  double (*value)(const Row&);
+};
+
+using RowLabels = void (*)(PromPage&, const Row&);
+
+constexpr HostFamily kHost[] = {
+    {"hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes",
+     [](const HostGpu& g) { return static_cast<double>(g.memory_used); }},
+    {"hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent",
+     [](const HostGpu& g) { return static_cast<double>(g.utilization); }},
+    {"hami_host_gpu_memory_controller_utilization_ratio",
+     "GPU memory controller utilisation, in percent",
+     [](const HostGpu& g) { return static_cast<double>(g.memory_utilization); }},
+};
+
+constexpr Family kFamilies[] = {
+    {"hami_vgpu_memory_used_bytes", "Device memory a container uses on a vGPU, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->used); }},
+    {"hami_vgpu_memory_limit_bytes", "Device memory limit of a container's vGPU, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->limit); }},
+    {"hami_container_device_memory_bytes", "Device memory a container uses, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->used); }},
+    {"hami_container_device_utilization_ratio",
+     "SM utilisation of a container's processes on a GPU, in percent",
+     [](const Row& r) { return r.d->sm_util; }},
+    {"hami_vgpu_memory_context_bytes", "Device memory of a container's CUDA contexts, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->context); }},
+    {"hami_vgpu_memory_module_bytes", "Device memory of a container's loaded modules, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->module); }},
+    {"hami_vgpu_memory_buffer_bytes", "Device memory of a container's allocations, in bytes",
+     [](const Row& r) { return static_cast<double>(r.d->buffer); }},
+};
+
+constexpr HostFamily kLegacyHost[] = {
+    {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)",
+     kHost[0].value},
+    {"HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)",
+     kHost[1].value},
+};
+
+constexpr Family kLegacy[] = {
+    {"vGPU_device_memory_usage_in_bytes", "Device memory a container uses (legacy name)",
+     [](const Row& r) { return static_cast<double>(r.d->used); }},
+    {"vGPU_device_memory_limit_in_bytes", "Device memory limit of a container (legacy name)",
+     [](const Row& r) { return static_cast<double>(r.d->limit); }},
+    {"Device_utilization_desc_of_container",
+     "SM utilisation of a container, in percent (legacy name)",
+     [](const Row& r) { return r.d->sm_util; }},
+};
+
+// One row per device of each container that its pod still declares; usage left behind by a
+// container the pod no longer has is not exported.
+std::vector<Row> CollectRows(const MonitorSnapshot& snap) {
   std::vector<Row> rows;
   for (const ContainerUsage& c : snap.containers) {
     if (!c.pod) continue;
@@ -42,25 +103,13 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
     if (std::find(names.begin(), names.end(), c.container) == names.end()) continue;
     for (const ContainerDeviceUsage& d : c.devices) rows.push_back({&c, &d});
   }
-  PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
+  return rows;
+}
 
-  // Per GPU, each series with its node (upstream leaves `node` off the memory-controller family,
-  // which made it impossible to tell two nodes' GPU 0 apart; an added label breaks no query that
-  // matches on the others).
-  struct HostFamily {
-    const char* name;
-    const char* help;
-    double (*value)(const HostGpu&);
-  };
-  static const HostFamily kHost[] = {
-      {"hami_host_gpu_memory_used_bytes", "GPU device memory used on the node, in bytes",
-       [](const HostGpu& g) { return static_cast<double>(g.memory_used); }},
-      {"hami_host_gpu_utilization_ratio", "GPU utilisation on the node, in percent",
-       [](const HostGpu& g) { return static_cast<double>(g.utilization); }},
-      {"hami_host_gpu_memory_controller_utilization_ratio",
-       "GPU memory controller utilisation, in percent",
-       [](const HostGpu& g) { return static_cast<double>(g.memory_utilization); }},
-  };
+// Per GPU, each series with its node (upstream leaves `node` off the memory-controller family,
+// which made it impossible to tell two nodes' GPU 0 apart; an added label breaks no query that
+// matches on the others).
+void RenderHostFamilies(PromPage& p, const MonitorSnapshot& snap, const ExporterOptions& o) {
   for (const HostFamily& f : kHost) {
     p.Family(f.name, f.help);
     for (const HostGpu& g : snap.gpus) {
@@ -72,62 +121,10 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
       p.End(f.value(g));
     }
   }
+}
 
-  struct Family {
-    const char* name;
-    const char* help;
-    double (*value)(const Row&);
-  };
-  static const Family kFamilies[] = {
-      {"hami_vgpu_memory_used_bytes", "Device memory a container uses on a vGPU, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->used); }},
-      {"hami_vgpu_memory_limit_bytes", "Device memory limit of a container's vGPU, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->limit); }},
-      {"hami_container_device_memory_bytes", "Device memory a container uses, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->used); }},
-      {"hami_container_device_utilization_ratio",
-       "SM utilisation of a container's processes on a GPU, in percent",
-       [](const Row& r) { return r.d->sm_util; }},
-      {"hami_vgpu_memory_context_bytes", "Device memory of a container's CUDA contexts, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->context); }},
-      {"hami_vgpu_memory_module_bytes", "Device memory of a container's loaded modules, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->module); }},
-      {"hami_vgpu_memory_buffer_bytes", "Device memory of a container's allocations, in bytes",
-       [](const Row& r) { return static_cast<double>(r.d->buffer); }},
-  };
-  for (const Family& f : kFamilies) {
-    p.Family(f.name, f.help);
-    for (const Row& r : rows) {
-      p.Begin();
-      ContainerLabels(p, r);
-      p.End(f.value(r));
-    }
-  }
-  p.Family("hami_container_last_kernel_elapsed_seconds",
-           "Seconds since a container last launched a kernel");
-  for (const Row& r : rows) {
-    if (r.c->last_kernel_time == 0) continue;
-    p.Begin();
-    ContainerLabels(p, r);
-    p.End(o.now_s > r.c->last_kernel_time ? static_cast<double>(o.now_s - r.c->last_kernel_time)
-                                          : 0.0);
-  }
-  p.Family("hami_build_info", "Build of the running hami-monitor (always 1)");
-  p.Begin();
-  p.Label("version", o.version);
-  p.Label("revision", o.revision);
-  p.Label("build_date", o.build_date);
-  p.Label("compiler", o.compiler);
-  p.Label("platform", o.platform);
-  p.End(1);
-
-  if (!o.legacy) return p.Take();
-  static const HostFamily kLegacyHost[] = {
-      {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)",
-       kHost[0].value},
-      {"HostCoreUtilization", "GPU utilisation on the node, in percent (legacy name)",
-       kHost[1].value},
-  };
+void RenderLegacyHostFamilies(PromPage& p, const MonitorSnapshot& snap,
+                              const ExporterOptions& o) {
   for (const HostFamily& f : kLegacyHost) {
     p.Family(f.name, f.help);
     for (const HostGpu& g : snap.gpus) {
@@ -139,32 +136,53 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
       p.End(f.value(g));
     }
   }
-  static const Family kLegacy[] = {
-      {"vGPU_device_memory_usage_in_bytes", "Device memory a container uses (legacy name)",
-       [](const Row& r) { return static_cast<double>(r.d->used); }},
-      {"vGPU_device_memory_limit_in_bytes", "Device memory limit of a container (legacy name)",
-       [](const Row& r) { return static_cast<double>(r.d->limit); }},
-      {"Device_utilization_desc_of_container",
-       "SM utilisation of a container, in percent (legacy name)",
-       [](const Row& r) { return r.d->sm_util; }},
-  };
-  for (const Family& f : kLegacy) {
+}
+
+template <size_t N>
+void RenderRowFamilies(PromPage& p, const Family (&families)[N], const std::vector<Row>& rows,
+                       RowLabels labels) {
+  for (const Family& f : families) {
     p.Family(f.name, f.help);
     for (const Row& r : rows) {
       p.Begin();
-      LegacyContainerLabels(p, r);
+      labels(p, r);
       p.End(f.value(r));
     }
   }
-  p.Family("Device_last_kernel_of_container",
-           "Seconds since a container last launched a kernel (legacy name)");
+}
+
+// Containers that never launched a kernel (time 0) have no series; a clock behind the recorded
+// launch time reads as 0 seconds rather than a negative age.
+void RenderLastKernel(PromPage& p, const std::vector<Row>& rows, const ExporterOptions& o,
+                      RowLabels labels) {
   for (const Row& r : rows) {
     if (r.c->last_kernel_time == 0) continue;
     p.Begin();
-    LegacyContainerLabels(p, r);
+    labels(p, r);
     p.End(o.now_s > r.c->last_kernel_time ? static_cast<double>(o.now_s - r.c->last_kernel_time)
                                           : 0.0);
   }
+}
+
+void RenderBuildInfo(PromPage& p, const ExporterOptions& o) {
+  p.Family("hami_build_info", "Build of the running hami-monitor (always 1)");
+  p.Begin();
+  p.Label("version", o.version);
+  p.Label("revision", o.revision);
+  p.Label("build_date", o.build_date);
+  p.Label("compiler", o.compiler);
+  p.Label("platform", o.platform);
+  p.End(1);
+}
+
+// The pre-rename families that upstream dashboards still query, after the current ones.
+void RenderLegacyFamilies(PromPage& p, const MonitorSnapshot& snap, const std::vector<Row>& rows,
+                          const ExporterOptions& o) {
+  RenderLegacyHostFamilies(p, snap, o);
+  RenderRowFamilies(p, kLegacy, rows, LegacyContainerLabels);
+  p.Family("Device_last_kernel_of_container",
+           "Seconds since a container last launched a kernel (legacy name)");
+  RenderLastKernel(p, rows, o, LegacyContainerLabels);
   p.Family("Device_memory_desc_of_container",
            "Device memory a container uses, with its breakdown as labels (legacy name)");
   for (const Row& r : rows) {
@@ -176,6 +194,20 @@ std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOpti
     p.IntLabel("offset", 0);
     p.End(static_cast<double>(r.d->used));
   }
+}
+
+}  // namespace
+
+std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOptions& o) {
+  std::vector<Row> rows = CollectRows(snap);
+  PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
+  RenderHostFamilies(p, snap, o);
+  RenderRowFamilies(p, kFamilies, rows, ContainerLabels);
+  p.Family("hami_container_last_kernel_elapsed_seconds",
+           "Seconds since a container last launched a kernel");
+  RenderLastKernel(p, rows, o, ContainerLabels);
+  RenderBuildInfo(p, o);
+  if (o.legacy) RenderLegacyFamilies(p, snap, rows, o);
   return p.Take();
 }
 

@@ -241,6 +241,86 @@ Status ApplyOrder(json& list, const json& order, const json& before, const std::
   return OkStatus();
 }
 
+// $retainKeys: drops every key of `into` the list does not name.
+Status RetainKeys(json& into, const json& keys) {
+  if (!keys.is_array()) return InvalidArgumentError("$retainKeys must be a list of keys");
+  for (auto it = into.begin(); it != into.end();) {
+    if (std::find(keys.begin(), keys.end(), json(it.key())) == keys.end()) {
+      it = into.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return OkStatus();
+}
+
+// The list directives that act before the fields merge: $deleteFromPrimitiveList removes its
+// values, and $setElementOrder records the list as it was (in `before`, by field) so that the
+// order can be applied after the merge.
+Status ApplyListDirectives(json& into, const json& patch, std::map<std::string, json>* before) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string& k = it.key();
+    if (StartsWith(k, kSetOrder)) {
+      std::string field = k.substr(sizeof(kSetOrder) - 1);
+      (*before)[field] = into.value(field, json::array());
+    } else if (StartsWith(k, kDeleteFrom)) {
+      std::string field = k.substr(sizeof(kDeleteFrom) - 1);
+      if (!it->is_array()) return InvalidArgumentError(k + " must be a list");
+      auto list = into.find(field);
+      if (list == into.end() || !list->is_array()) continue;
+      for (const json& gone : *it) {
+        list->erase(std::remove(list->begin(), list->end(), gone), list->end());
+      }
+    }
+  }
+  return OkStatus();
+}
+
+// Merges the patch's value `v` for key `k` into `into`: null deletes, an object merges (or is
+// created), a list the schema declares mergeable merges by its key, anything else replaces.
+Status MergeField(json& into, const std::string& k, const json& v, const Field* schema) {
+  const Field* child = Child(schema, k);
+  if (v.is_null()) {
+    into.erase(k);
+  } else if (v.is_object()) {
+    auto cur = into.find(k);
+    Result<bool> keep = true;
+    if (cur != into.end() && cur->is_object()) {
+      keep = MergeMap(*cur, v, child);
+    } else {
+      json fresh;
+      keep = Fresh(fresh, v, child);
+      if (keep.ok() && *keep) into[k] = std::move(fresh);
+    }
+    if (!keep.ok()) return keep.status();
+    if (!*keep) into.erase(k);
+  } else if (v.is_array() && child != nullptr && child->merge_list) {
+    HAMI_ASSIGN_OR_RETURN(json merged, MergeList(into.value(k, json::array()), v, child, k));
+    into[k] = std::move(merged);
+  } else if (v.is_array()) {
+    json fresh;
+    HAMI_ASSIGN_OR_RETURN(bool keep, Fresh(fresh, v, nullptr));
+    if (keep) into[k] = std::move(fresh);
+  } else {
+    into[k] = v;
+  }
+  return OkStatus();
+}
+
+// $setElementOrder, after the merge, for the lists ApplyListDirectives recorded.
+Status ApplyOrders(json& into, const json& patch, const std::map<std::string, json>& before,
+                   const Field* schema) {
+  for (auto& [field, was] : before) {
+    const Field* child = Child(schema, field);
+    auto list = into.find(field);
+    if (child == nullptr || !child->merge_list || list == into.end() || !list->is_array()) {
+      continue;  // an order for a list that is replaced, or absent, changes nothing
+    }
+    HAMI_RETURN_IF_ERROR(ApplyOrder(*list, patch[kSetOrder + field], was, child->merge_key, field));
+  }
+  return OkStatus();
+}
+
 Result<bool> MergeMap(json& into, const json& patch, const Field* schema) {
   if (!into.is_object()) into = json::object();
   if (auto d = patch.find("$patch"); d != patch.end()) {
@@ -256,73 +336,20 @@ Result<bool> MergeMap(json& into, const json& patch, const Field* schema) {
     if (*d != "merge") return InvalidArgumentError("unknown patch type: " + d->dump());
   }
   if (auto r = patch.find("$retainKeys"); r != patch.end()) {
-    if (!r->is_array()) return InvalidArgumentError("$retainKeys must be a list of keys");
-    for (auto it = into.begin(); it != into.end();) {
-      if (std::find(r->begin(), r->end(), json(it.key())) == r->end()) {
-        it = into.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    HAMI_RETURN_IF_ERROR(RetainKeys(into, *r));
   }
   std::map<std::string, json> before;  // lists as they were, for $setElementOrder
+  HAMI_RETURN_IF_ERROR(ApplyListDirectives(into, patch, &before));
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     const std::string& k = it.key();
-    if (StartsWith(k, kSetOrder)) {
-      std::string field = k.substr(sizeof(kSetOrder) - 1);
-      before[field] = into.value(field, json::array());
-    } else if (StartsWith(k, kDeleteFrom)) {
-      std::string field = k.substr(sizeof(kDeleteFrom) - 1);
-      if (!it->is_array()) return InvalidArgumentError(k + " must be a list");
-      auto list = into.find(field);
-      if (list == into.end() || !list->is_array()) continue;
-      for (const json& gone : *it) {
-        list->erase(std::remove(list->begin(), list->end(), gone), list->end());
-      }
-    }
-  }
-  for (auto it = patch.begin(); it != patch.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
     if (k == "$patch" || k == "$retainKeys" || StartsWith(k, kSetOrder) ||
         StartsWith(k, kDeleteFrom)) {
       continue;
     }
     if (!k.empty() && k[0] == '$') return InvalidArgumentError("unknown directive " + k);
-    const Field* child = Child(schema, k);
-    if (v.is_null()) {
-      into.erase(k);
-    } else if (v.is_object()) {
-      auto cur = into.find(k);
-      Result<bool> keep = true;
-      if (cur != into.end() && cur->is_object()) {
-        keep = MergeMap(*cur, v, child);
-      } else {
-        json fresh;
-        keep = Fresh(fresh, v, child);
-        if (keep.ok() && *keep) into[k] = std::move(fresh);
-      }
-      if (!keep.ok()) return keep.status();
-      if (!*keep) into.erase(k);
-    } else if (v.is_array() && child != nullptr && child->merge_list) {
-      HAMI_ASSIGN_OR_RETURN(json merged, MergeList(into.value(k, json::array()), v, child, k));
-      into[k] = std::move(merged);
-    } else if (v.is_array()) {
-      json fresh;
-      HAMI_ASSIGN_OR_RETURN(bool keep, Fresh(fresh, v, nullptr));
-      if (keep) into[k] = std::move(fresh);
-    } else {
-      into[k] = v;
-    }
+    HAMI_RETURN_IF_ERROR(MergeField(into, k, it.value(), schema));
   }
-  for (auto& [field, was] : before) {
-    const Field* child = Child(schema, field);
-    auto list = into.find(field);
-    if (child == nullptr || !child->merge_list || list == into.end() || !list->is_array()) {
-      continue;  // an order for a list that is replaced, or absent, changes nothing
-    }
-    HAMI_RETURN_IF_ERROR(ApplyOrder(*list, patch[kSetOrder + field], was, child->merge_key, field));
-  }
+  HAMI_RETURN_IF_ERROR(ApplyOrders(into, patch, before, schema));
   return true;
 }
 

@@ -81,7 +81,46 @@ struct WatchHub::Watch {
   bool closing GUARDED_BY(mu) = false;   // send `queue`, then end
   bool done GUARDED_BY(mu) = false;      // the stream is broken or ended
   std::string queue GUARDED_BY(mu);      // event lines not sent yet (one chunk)
+
+  // The dispatcher's steps for this watch, called with the hub's mu_ held.
+  // Gathers `e` into `out` when it is of this watch's resource and newer than `start`.
+  void Collect(const WatchEvent& e);
+  // Hands `out` (and a bookmark when one is due) to the watch's thread, or ends the watch at its
+  // deadline or when its server stopped. Returns whether the watch has ended.
+  bool Flush(SteadyClock::time_point now);
+  void AppendBookmark(SteadyClock::time_point now);
 };
+
+void WatchHub::Watch::Collect(const WatchEvent& e) {
+  if (spec.resource == e.resource && e.revision > start) spec.AppendEvent(e, &out);
+}
+
+bool WatchHub::Watch::Flush(SteadyClock::time_point now) {
+  bool ended = false;
+  if (now >= spec.deadline || !writer->ServerRunning()) {
+    End(*this, std::move(out));
+    ended = true;
+  } else {
+    if (spec.bookmarks && now >= next_bookmark) AppendBookmark(now);
+    if (!out.empty()) Deliver(*this, std::move(out));
+    MutexLock wl(mu);
+    ended = done || closing;
+  }
+  out.clear();
+  return ended;
+}
+
+void WatchHub::Watch::AppendBookmark(SteadyClock::time_point now) {
+  const ResourceInfo& r = *spec.resource;
+  out.append("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"")
+      .append(r.kind)
+      .append("\",\"apiVersion\":\"")
+      .append(r.api_version())
+      .append("\",\"metadata\":{\"resourceVersion\":\"")
+      .append(std::to_string(start))
+      .append("\"}}}\n");
+  next_bookmark = now + spec.bookmark_every;
+}
 
 WatchHub::WatchHub(Store& store, const ResourceRegistry& registry,
                    std::function<std::string(const std::string&)> expired_event)
@@ -259,38 +298,14 @@ void WatchHub::Loop() {
         position_ = std::max(position_, now_rev);
       } else {
         for (const WatchEvent& e : events) {
-          for (auto& w : watches_) {
-            if (w->spec.resource == e.resource && e.revision > w->start) {
-              w->spec.AppendEvent(e, &w->out);
-            }
-          }
+          for (auto& w : watches_) w->Collect(e);
         }
         position_ = now_rev;
         const SteadyClock::time_point now = SteadyClock::now();
         for (size_t i = 0; i < watches_.size();) {
           Watch& w = *watches_[i];
           w.start = std::max(w.start, position_);
-          bool ended = false;
-          if (now >= w.spec.deadline || !w.writer->ServerRunning()) {
-            End(w, std::move(w.out));
-            ended = true;
-          } else {
-            if (w.spec.bookmarks && now >= w.next_bookmark) {
-              const ResourceInfo& r = *w.spec.resource;
-              w.out.append("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"")
-                  .append(r.kind)
-                  .append("\",\"apiVersion\":\"")
-                  .append(r.api_version())
-                  .append("\",\"metadata\":{\"resourceVersion\":\"")
-                  .append(std::to_string(w.start))
-                  .append("\"}}}\n");
-              w.next_bookmark = now + w.spec.bookmark_every;
-            }
-            if (!w.out.empty()) Deliver(w, std::move(w.out));
-            MutexLock wl(w.mu);
-            ended = w.done || w.closing;
-          }
-          w.out.clear();
+          const bool ended = w.Flush(now);
           if (ended) {
             w.listed = false;
             watched_[IndexOf(*w.spec.resource)].fetch_sub(1);

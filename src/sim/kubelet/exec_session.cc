@@ -89,6 +89,66 @@ struct Child {
   }
 };
 
+// The pty's slave becomes the child's stdin, stdout and stderr; `c` gets the master, sized 24x80.
+// On failure returns false with `*what` set and errno as the failing call left it.
+bool OpenPseudoTerminal(posix_spawn_file_actions_t& fa, Child& c, std::string* what) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+    if (master >= 0) ::close(master);
+    *what = "cannot open a pseudo terminal";
+    return false;
+  }
+  char name[128];
+  if (::ptsname_r(master, name, sizeof name) != 0) {
+    ::close(master);
+    *what = "cannot name the pseudo terminal";
+    return false;
+  }
+  c.pty = true;
+  c.in = c.out = master;
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = 80;
+  ::ioctl(master, TIOCSWINSZ, &ws);
+  // Opened after setsid (POSIX_SPAWN_SETSID acts before the file actions): the terminal
+  // becomes the process's controlling terminal.
+  posix_spawn_file_actions_addopen(&fa, 0, name, O_RDWR, 0);
+  posix_spawn_file_actions_adddup2(&fa, 0, 1);
+  posix_spawn_file_actions_adddup2(&fa, 0, 2);
+  return true;
+}
+
+// Child stream `child_fd`: a pipe whose other end goes to *parent_end when `wanted` (the child's
+// end is added to `child_ends`, for the parent to close after the spawn), /dev/null otherwise.
+// False when the pipe cannot be made.
+bool PipeFor(posix_spawn_file_actions_t& fa, std::vector<int>& child_ends, bool wanted,
+             int child_fd, bool child_reads, int* parent_end) {
+  if (!wanted) {
+    posix_spawn_file_actions_addopen(&fa, child_fd, "/dev/null", child_reads ? O_RDONLY : O_WRONLY,
+                                     0);
+    return true;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  int mine = child_reads ? fds[1] : fds[0], theirs = child_reads ? fds[0] : fds[1];
+  *parent_end = mine;
+  child_ends.push_back(theirs);
+  posix_spawn_file_actions_adddup2(&fa, theirs, child_fd);
+  return true;
+}
+
+// The child runs in a session of its own with no signal blocked and every signal at its default.
+void InitSpawnAttributes(posix_spawnattr_t* attr) {
+  posix_spawnattr_init(attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(attr, &none);
+  posix_spawnattr_setsigdefault(attr, &all);
+  posix_spawnattr_setflags(attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+}
+
 // Starts the process with pipes (or a pseudo terminal) for the streams the client asked for.
 Result<Child> Spawn(const ExecRequest& req, const ExecProcess& p, const std::string& program) {
   Child c;
@@ -102,58 +162,16 @@ Result<Child> Spawn(const ExecRequest& req, const ExecProcess& p, const std::str
     return Status(StatusCode::kInternal, what + ": " + std::strerror(errno));
   };
   if (req.tty) {
-    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
-      if (master >= 0) ::close(master);
-      return fail("cannot open a pseudo terminal");
-    }
-    char name[128];
-    if (::ptsname_r(master, name, sizeof name) != 0) {
-      ::close(master);
-      return fail("cannot name the pseudo terminal");
-    }
-    c.pty = true;
-    c.in = c.out = master;
-    winsize ws{};
-    ws.ws_row = 24;
-    ws.ws_col = 80;
-    ::ioctl(master, TIOCSWINSZ, &ws);
-    // Opened after setsid (POSIX_SPAWN_SETSID acts before the file actions): the terminal
-    // becomes the process's controlling terminal.
-    posix_spawn_file_actions_addopen(&fa, 0, name, O_RDWR, 0);
-    posix_spawn_file_actions_adddup2(&fa, 0, 1);
-    posix_spawn_file_actions_adddup2(&fa, 0, 2);
-  } else {
-    auto pipe_for = [&](bool wanted, int child_fd, bool child_reads, int* parent_end) {
-      if (!wanted) {
-        posix_spawn_file_actions_addopen(&fa, child_fd, "/dev/null", child_reads ? O_RDONLY
-                                                                                 : O_WRONLY,
-                                         0);
-        return true;
-      }
-      int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-      int mine = child_reads ? fds[1] : fds[0], theirs = child_reads ? fds[0] : fds[1];
-      *parent_end = mine;
-      child_ends.push_back(theirs);
-      posix_spawn_file_actions_adddup2(&fa, theirs, child_fd);
-      return true;
-    };
-    if (!pipe_for(req.in, 0, true, &c.in) || !pipe_for(req.out, 1, false, &c.out) ||
-        !pipe_for(req.err, 2, false, &c.err)) {
-      return fail("cannot make pipes");
-    }
+    std::string what;
+    if (!OpenPseudoTerminal(fa, c, &what)) return fail(what);
+  } else if (!PipeFor(fa, child_ends, req.in, 0, true, &c.in) ||
+             !PipeFor(fa, child_ends, req.out, 1, false, &c.out) ||
+             !PipeFor(fa, child_ends, req.err, 2, false, &c.err)) {
+    return fail("cannot make pipes");
   }
   posix_spawn_file_actions_addchdir_np(&fa, p.workdir.empty() ? "/" : p.workdir.c_str());
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  InitSpawnAttributes(&attr);
   std::vector<std::string> args = p.argv;
   std::vector<std::string> env = p.env;
   if (req.tty && EnvValue(env, "TERM").empty()) env.push_back("TERM=xterm");

@@ -246,19 +246,17 @@ Status ParseLeaderElection(const YAML::Node& node, LeaderElectionSettings* le) {
   return OkStatus();
 }
 
-Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
-  if (!root.IsMap()) return InvalidArgumentError("configuration must be a YAML mapping");
-  Fields f(root, "");
-  KubeSchedulerConfig cfg;
-  HAMI_RETURN_IF_ERROR(f.String("apiVersion", &cfg.api_version));
-  if (cfg.api_version.empty()) return InvalidArgumentError("apiVersion: required");
-  if (cfg.api_version.rfind(kGroup, 0) != 0) {
-    return InvalidArgumentError("apiVersion: unknown group in " + cfg.api_version +
+// apiVersion (group and version), kind, and the top-level keys that version allows.
+Status ParseTypeMeta(const Fields& f, KubeSchedulerConfig* cfg) {
+  HAMI_RETURN_IF_ERROR(f.String("apiVersion", &cfg->api_version));
+  if (cfg->api_version.empty()) return InvalidArgumentError("apiVersion: required");
+  if (cfg->api_version.rfind(kGroup, 0) != 0) {
+    return InvalidArgumentError("apiVersion: unknown group in " + cfg->api_version +
                                 " (want kubescheduler.config.k8s.io/v1)");
   }
-  std::string version = cfg.api_version.substr(kGroup.size());
+  std::string version = cfg->api_version.substr(kGroup.size());
   if (version != "v1" && version != "v1beta3" && version != "v1beta2") {
-    return InvalidArgumentError("apiVersion: unsupported version " + cfg.api_version +
+    return InvalidArgumentError("apiVersion: unsupported version " + cfg->api_version +
                                 " (supported: v1, v1beta3, v1beta2)");
   }
   std::string kind;
@@ -280,9 +278,14 @@ Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
                      "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders",
                      "delayCacheUntilActive"}));
   }
+  return OkStatus();
+}
 
-  HAMI_RETURN_IF_ERROR(f.Int("percentageOfNodesToScore", &cfg.percentage_of_nodes_to_score));
-  if (cfg.percentage_of_nodes_to_score < 0 || cfg.percentage_of_nodes_to_score > 100) {
+// percentageOfNodesToScore, then the profiles: each is validated, only the first is served (the
+// simulation runs one scheduler name), and its own percentage, when set, wins.
+Status ParseProfiles(const Fields& f, KubeSchedulerConfig* cfg) {
+  HAMI_RETURN_IF_ERROR(f.Int("percentageOfNodesToScore", &cfg->percentage_of_nodes_to_score));
+  if (cfg->percentage_of_nodes_to_score < 0 || cfg->percentage_of_nodes_to_score > 100) {
     return InvalidArgumentError("percentageOfNodesToScore: must be in the range [0, 100]");
   }
   int64_t profile_percentage = -1;  // unset
@@ -301,25 +304,28 @@ Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
       return InvalidArgumentError(pf.Path("percentageOfNodesToScore") +
                                   ": must be in the range [0, 100]");
     }
-    // Only the first profile is served (the simulation runs one scheduler name).
     if (i == 0) {
-      if (!name.empty()) cfg.scheduler_name = name;
+      if (!name.empty()) cfg->scheduler_name = name;
       profile_percentage = percentage;
     }
   }
-  if (profile_percentage >= 0) cfg.percentage_of_nodes_to_score = profile_percentage;
+  if (profile_percentage >= 0) cfg->percentage_of_nodes_to_score = profile_percentage;
+  return OkStatus();
+}
 
-  HAMI_ASSIGN_OR_RETURN(YAML::Node le, f.Map("leaderElection"));
-  HAMI_RETURN_IF_ERROR(ParseLeaderElection(le, &cfg.leader_election));
-
+Status ParseClientConnection(const Fields& f, KubeSchedulerConfig* cfg) {
   HAMI_ASSIGN_OR_RETURN(YAML::Node conn, f.Map("clientConnection"));
   Fields cf(conn, "clientConnection");
   HAMI_RETURN_IF_ERROR(
       cf.CheckKeys({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}));
-  HAMI_RETURN_IF_ERROR(cf.String("kubeconfig", &cfg.kubeconfig));
-  HAMI_RETURN_IF_ERROR(cf.Double("qps", &cfg.qps));
-  HAMI_RETURN_IF_ERROR(cf.Int("burst", &cfg.burst));
+  HAMI_RETURN_IF_ERROR(cf.String("kubeconfig", &cfg->kubeconfig));
+  HAMI_RETURN_IF_ERROR(cf.Double("qps", &cfg->qps));
+  HAMI_RETURN_IF_ERROR(cf.Int("burst", &cfg->burst));
+  return OkStatus();
+}
 
+// The unschedulable-pod backoff, kube-scheduler's defaults 1 s and 10 s.
+Status ParseBackoff(const Fields& f, KubeSchedulerConfig* cfg) {
   int64_t initial_s = 1;
   int64_t max_s = 10;
   HAMI_RETURN_IF_ERROR(f.Int("podInitialBackoffSeconds", &initial_s));
@@ -328,9 +334,13 @@ Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
   if (max_s < initial_s) {
     return InvalidArgumentError("podMaxBackoffSeconds: must be at least podInitialBackoffSeconds");
   }
-  cfg.pod_initial_backoff = std::chrono::seconds(initial_s);
-  cfg.pod_max_backoff = std::chrono::seconds(max_s);
+  cfg->pod_initial_backoff = std::chrono::seconds(initial_s);
+  cfg->pod_max_backoff = std::chrono::seconds(max_s);
+  return OkStatus();
+}
 
+// The extenders, of which at most one may bind.
+Status ParseExtenders(const Fields& f, KubeSchedulerConfig* cfg) {
   HAMI_ASSIGN_OR_RETURN(YAML::Node extenders, f.Sequence("extenders"));
   int binders = 0;
   for (size_t i = 0; i < extenders.size(); ++i) {
@@ -339,8 +349,22 @@ Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
     if (!e.bind_verb.empty() && ++binders > 1) {
       return InvalidArgumentError(path + ".bindVerb: only one extender may implement bind");
     }
-    cfg.extenders.push_back(std::move(e));
+    cfg->extenders.push_back(std::move(e));
   }
+  return OkStatus();
+}
+
+Result<KubeSchedulerConfig> ParseRoot(const YAML::Node& root) {
+  if (!root.IsMap()) return InvalidArgumentError("configuration must be a YAML mapping");
+  Fields f(root, "");
+  KubeSchedulerConfig cfg;
+  HAMI_RETURN_IF_ERROR(ParseTypeMeta(f, &cfg));
+  HAMI_RETURN_IF_ERROR(ParseProfiles(f, &cfg));
+  HAMI_ASSIGN_OR_RETURN(YAML::Node le, f.Map("leaderElection"));
+  HAMI_RETURN_IF_ERROR(ParseLeaderElection(le, &cfg.leader_election));
+  HAMI_RETURN_IF_ERROR(ParseClientConnection(f, &cfg));
+  HAMI_RETURN_IF_ERROR(ParseBackoff(f, &cfg));
+  HAMI_RETURN_IF_ERROR(ParseExtenders(f, &cfg));
   return cfg;
 }
 

@@ -195,100 +195,135 @@ std::vector<MetricSample> ParseExposition(const std::string& text) {
   return out;
 }
 
-std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
-  std::vector<DemoCheck> checks;
-  auto check = [&](const std::string& scenario, bool ok, const std::string& text) {
-    checks.push_back({scenario, ok, text});
-  };
-  auto running = [&](const DemoPod* p) { return p != nullptr && p->phase == "Running"; };
-  auto gpu_of = [&](const DemoPod* p, size_t i = 0) -> const DemoGpu* {
+namespace {
+
+// Collects the pass/fail lines of the seed examples' expectations, one scenario at a time, over
+// one report. Lookups tolerate missing pods, containers and GPUs: a missing piece fails the
+// check that needs it rather than stopping the evaluation.
+class SeedChecks {
+ public:
+  explicit SeedChecks(const DemoReport& r) : r_(r) {}
+
+  std::vector<DemoCheck> Take() { return std::move(checks_); }
+
+  void Check(const std::string& scenario, bool ok, const std::string& text) {
+    checks_.push_back({scenario, ok, text});
+  }
+
+  const DemoPod* Pod(const std::string& name) const { return r_.Pod(name); }
+  const DemoReport& report() const { return r_; }
+
+  static bool Running(const DemoPod* p) { return p != nullptr && p->phase == "Running"; }
+
+  // The i-th GPU of the pod's first container, or null.
+  const DemoGpu* GpuOf(const DemoPod* p, size_t i = 0) const {
     if (p == nullptr || p->containers.empty() || p->containers[0].gpus.size() <= i) {
       return nullptr;
     }
-    return r.Gpu(p->node, p->containers[0].gpus[i]);
-  };
-  auto type_of = [&](const DemoPod* p) {
-    const DemoGpu* g = gpu_of(p);
-    return g == nullptr ? std::string() : g->type;
-  };
-  auto first = [](const DemoPod* p) -> const DemoContainer* {
-    return p == nullptr || p->containers.empty() ? nullptr : &p->containers[0];
-  };
+    return r_.Gpu(p->node, p->containers[0].gpus[i]);
+  }
 
-  // 01
-  const DemoPod* a = r.Pod("inference-service-a");
-  const DemoPod* b = r.Pod("inference-service-b");
-  check("01", running(a) && running(b), "both pods run");
-  check("01",
-        gpu_of(a) != nullptr && gpu_of(b) != nullptr && a->node == b->node &&
-            gpu_of(a)->uuid == gpu_of(b)->uuid,
-        "both on the same physical GPU");
+  std::string TypeOf(const DemoPod* p) const {
+    const DemoGpu* g = GpuOf(p);
+    return g == nullptr ? std::string() : g->type;
+  }
+
+  static const DemoContainer* First(const DemoPod* p) {
+    return p == nullptr || p->containers.empty() ? nullptr : &p->containers[0];
+  }
+
+ private:
+  const DemoReport& r_;
+  std::vector<DemoCheck> checks_;
+};
+
+std::string NameOr(const DemoPod* p) { return p ? p->name : std::string("?"); }
+
+// The container's measured SM use, rounded to a whole percent, or "?".
+std::string SmUtilText(const DemoContainer* c) {
+  return c ? std::to_string(static_cast<int>(std::lround(c->sm_util))) : "?";
+}
+
+void CheckTwoPodsShareOneGpu(SeedChecks& k) {
+  const DemoPod* a = k.Pod("inference-service-a");
+  const DemoPod* b = k.Pod("inference-service-b");
+  k.Check("01", SeedChecks::Running(a) && SeedChecks::Running(b), "both pods run");
+  k.Check("01",
+          k.GpuOf(a) != nullptr && k.GpuOf(b) != nullptr && a->node == b->node &&
+              k.GpuOf(a)->uuid == k.GpuOf(b)->uuid,
+          "both on the same physical GPU");
   for (const DemoPod* p : {a, b}) {
-    const DemoContainer* c = first(p);
-    check("01",
-          c != nullptr && c->quota_mib == std::vector<int64_t>{8192} &&
-              c->quota_cores == std::vector<int>{50} && c->sees_mib == 8192 &&
-              c->sm_limit_env == "50",
-          (p ? p->name : std::string("?")) + " sees 8192 MiB and runs with a 50 % SM limit");
+    const DemoContainer* c = SeedChecks::First(p);
+    k.Check("01",
+            c != nullptr && c->quota_mib == std::vector<int64_t>{8192} &&
+                c->quota_cores == std::vector<int>{50} && c->sees_mib == 8192 &&
+                c->sm_limit_env == "50",
+            NameOr(p) + " sees 8192 MiB and runs with a 50 % SM limit");
   }
   for (const DemoPod* p : {a, b}) {
-    const DemoContainer* c = first(p);
-    check("01", c != nullptr && c->sm_util >= 0 && c->sm_util <= 60,
-          (p ? p->name : std::string("?")) + " is held to its share of the SMs (uses " +
-              (c ? std::to_string(static_cast<int>(std::lround(c->sm_util))) : "?") + " %)");
+    const DemoContainer* c = SeedChecks::First(p);
+    k.Check("01", c != nullptr && c->sm_util >= 0 && c->sm_util <= 60,
+            NameOr(p) + " is held to its share of the SMs (uses " + SmUtilText(c) + " %)");
   }
-  // 02
-  const DemoPod* mem = r.Pod("memory-only-isolation");
-  const DemoContainer* mc = first(mem);
-  check("02", running(mem) && mc != nullptr && mc->sees_mib == 4096, "the container sees 4096 MiB");
-  check("02", mc != nullptr && mc->sm_limit_env == "(unset)",
-        "no CUDA_DEVICE_SM_LIMIT: compute is not limited");
-  // 03
-  const DemoPod* ex = r.Pod("training-job");
-  const DemoGpu* exg = gpu_of(ex);
-  const DemoContainer* exc = first(ex);
+}
+
+void CheckMemoryOnly(SeedChecks& k) {
+  const DemoPod* mem = k.Pod("memory-only-isolation");
+  const DemoContainer* mc = SeedChecks::First(mem);
+  k.Check("02", SeedChecks::Running(mem) && mc != nullptr && mc->sees_mib == 4096,
+          "the container sees 4096 MiB");
+  k.Check("02", mc != nullptr && mc->sm_limit_env == "(unset)",
+          "no CUDA_DEVICE_SM_LIMIT: compute is not limited");
+}
+
+void CheckExclusive(SeedChecks& k) {
+  const DemoPod* ex = k.Pod("training-job");
+  const DemoGpu* exg = k.GpuOf(ex);
+  const DemoContainer* exc = SeedChecks::First(ex);
   bool alone = exg != nullptr;
-  for (const DemoPod& p : r.pods) {
+  for (const DemoPod& p : k.report().pods) {
     if (&p == ex || p.node != (ex ? ex->node : "")) continue;
     for (const DemoContainer& c : p.containers) {
       for (const std::string& u : c.gpus) alone &= exg == nullptr || u != exg->uuid;
     }
   }
-  check("03",
-        running(ex) && exc != nullptr && exg != nullptr &&
-            exc->quota_cores == std::vector<int>{100} &&
-            exc->quota_mib == std::vector<int64_t>{exg->memory_mib},
-        "it holds 100 % of a GPU and all of its memory");
-  check("03", alone, "no other pod shares that GPU");
-  // 04
+  k.Check("03",
+          SeedChecks::Running(ex) && exc != nullptr && exg != nullptr &&
+              exc->quota_cores == std::vector<int>{100} &&
+              exc->quota_mib == std::vector<int64_t>{exg->memory_mib},
+          "it holds 100 % of a GPU and all of its memory");
+  k.Check("03", alone, "no other pod shares that GPU");
+}
+
+void CheckMemoryPercentage(SeedChecks& k) {
   std::set<std::string> models;
-  bool pct_ok = true;
   int pct_pods = 0;
-  for (const DemoPod& p : r.pods) {
+  for (const DemoPod& p : k.report().pods) {
     if (p.scenario != "04") continue;
     ++pct_pods;
-    const DemoGpu* g = gpu_of(&p);
-    const DemoContainer* c = first(&p);
+    const DemoGpu* g = k.GpuOf(&p);
+    const DemoContainer* c = SeedChecks::First(&p);
     bool ok = p.phase == "Running" && g != nullptr && c != nullptr && c->quota_mib.size() == 1 &&
               c->quota_mib[0] == g->memory_mib * 30 / 100 && c->sees_mib == c->quota_mib[0];
-    pct_ok &= ok;
     if (g != nullptr) models.insert(g->type);
-    check("04", ok,
-          p.name + ": " + (g ? ShortType(g->type) : "?") + " " +
-              (g ? std::to_string(g->memory_mib) : "?") + " MiB x 30 % = " +
-              (c && !c->quota_mib.empty() ? std::to_string(c->quota_mib[0]) : "?") + " MiB");
+    k.Check("04", ok,
+            p.name + ": " + (g ? ShortType(g->type) : "?") + " " +
+                (g ? std::to_string(g->memory_mib) : "?") + " MiB x 30 % = " +
+                (c && !c->quota_mib.empty() ? std::to_string(c->quota_mib[0]) : "?") + " MiB");
   }
-  check("04", pct_pods >= 3 && models.size() == 3, "30 % of the memory of each of the 3 models");
-  // 05
-  const DemoPod* bp = r.Pod("binpack-inference");
+  k.Check("04", pct_pods >= 3 && models.size() == 3, "30 % of the memory of each of the 3 models");
+}
+
+void CheckPolicyOverride(SeedChecks& k) {
+  const DemoPod* bp = k.Pod("binpack-inference");
   std::map<std::string, double> scores = FitScores(bp ? bp->why : "");
-  bool spread = running(bp) && scores.count(bp->node) != 0;
+  bool spread = SeedChecks::Running(bp) && scores.count(bp->node) != 0;
   for (const auto& [n, s] : scores) spread &= s >= scores[bp ? bp->node : ""];
-  check("05", spread, "node spread: it went to the least loaded node that fits");
+  k.Check("05", spread, "node spread: it went to the least loaded node that fits");
   // GPU binpack: it joined a GPU another pod already used, when its node had one with room.
-  const DemoGpu* bpg = gpu_of(bp);
+  const DemoGpu* bpg = k.GpuOf(bp);
   bool shared = false, other_used = false;
-  for (const DemoPod& p : r.pods) {
+  for (const DemoPod& p : k.report().pods) {
     if (&p == bp || p.scenario >= "05" || bp == nullptr || p.node != bp->node) continue;
     for (const DemoContainer& c : p.containers) {
       for (const std::string& u : c.gpus) {
@@ -297,47 +332,69 @@ std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
       }
     }
   }
-  check("05", running(bp) && (shared || !other_used),
-        "GPU binpack: it shares a GPU already in use on that node");
+  k.Check("05", SeedChecks::Running(bp) && (shared || !other_used),
+          "GPU binpack: it shares a GPU already in use on that node");
   // Sharing, the SM limit is enforced (a GPU split evenly would give it half).
-  const DemoContainer* bpc = first(bp);
-  check("05", !shared || (bpc != nullptr && bpc->sm_util >= 0 && bpc->sm_util <= 35),
-        "on the shared GPU it is held to its 25 % SM limit (uses " +
-            (bpc ? std::to_string(static_cast<int>(std::lround(bpc->sm_util))) : "?") + " %)");
-  // 06
-  const DemoPod* a100 = r.Pod("a100-only-task");
-  check("06", running(a100) && Contains(type_of(a100), "A100"), "a100-only-task runs on an A100");
-  const DemoPod* old = r.Pod("exclude-old-gpu");
-  check("06",
-        running(old) && !type_of(old).empty() && !Contains(type_of(old), "T4") &&
-            !Contains(type_of(old), "P100"),
-        "exclude-old-gpu avoids T4 and P100");
-  const DemoPod* sel = r.Pod("selective-gpu");
-  std::string st = type_of(sel);
-  check("06",
-        running(sel) && (Contains(st, "A100") || Contains(st, "V100")) && !Contains(st, "A100-SXM"),
-        "selective-gpu runs on an A100 or V100 but not an SXM A100");
-  const DemoPod* h100 = r.Pod("h100-only-task");
-  check("06",
-        h100 != nullptr && h100->phase == "Pending" && h100->node.empty() &&
-            h100->why.find("CardTypeMismatch") != std::string::npos,
-        "a pod asking for an H100 stays Pending, and the scheduler says the type does not match");
-  // 07
-  const DemoPod* pin = r.Pod("uuid-pinned-task");
-  check("07", running(pin) && gpu_of(pin) && gpu_of(pin)->uuid == kDemoPinnedUuid,
-        "uuid-pinned-task runs on " + std::string(kDemoPinnedUuid));
-  const DemoPod* nouse = r.Pod("uuid-exclude-task");
-  check("07", running(nouse) && gpu_of(nouse) && gpu_of(nouse)->uuid != kDemoPinnedUuid,
-        "uuid-exclude-task runs on another GPU");
-  // 08
-  const DemoPod* numa = r.Pod("numa-aware-training");
-  const DemoGpu *n0 = gpu_of(numa, 0), *n1 = gpu_of(numa, 1);
-  const DemoContainer* nc = first(numa);
-  check("08",
-        running(numa) && n0 && n1 && n0->uuid != n1->uuid && n0->numa == n1->numa && nc &&
-            nc->quota_mib == std::vector<int64_t>{32768, 32768},
-        "two GPUs on one NUMA node, 32768 MiB each");
-  return checks;
+  const DemoContainer* bpc = SeedChecks::First(bp);
+  k.Check("05", !shared || (bpc != nullptr && bpc->sm_util >= 0 && bpc->sm_util <= 35),
+          "on the shared GPU it is held to its 25 % SM limit (uses " + SmUtilText(bpc) + " %)");
+}
+
+void CheckGpuTypeSelection(SeedChecks& k) {
+  const DemoPod* a100 = k.Pod("a100-only-task");
+  k.Check("06", SeedChecks::Running(a100) && Contains(k.TypeOf(a100), "A100"),
+          "a100-only-task runs on an A100");
+  const DemoPod* old = k.Pod("exclude-old-gpu");
+  k.Check("06",
+          SeedChecks::Running(old) && !k.TypeOf(old).empty() && !Contains(k.TypeOf(old), "T4") &&
+              !Contains(k.TypeOf(old), "P100"),
+          "exclude-old-gpu avoids T4 and P100");
+  const DemoPod* sel = k.Pod("selective-gpu");
+  std::string st = k.TypeOf(sel);
+  k.Check("06",
+          SeedChecks::Running(sel) && (Contains(st, "A100") || Contains(st, "V100")) &&
+              !Contains(st, "A100-SXM"),
+          "selective-gpu runs on an A100 or V100 but not an SXM A100");
+  const DemoPod* h100 = k.Pod("h100-only-task");
+  k.Check("06",
+          h100 != nullptr && h100->phase == "Pending" && h100->node.empty() &&
+              h100->why.find("CardTypeMismatch") != std::string::npos,
+          "a pod asking for an H100 stays Pending, and the scheduler says the type does not match");
+}
+
+void CheckUuidPinning(SeedChecks& k) {
+  const DemoPod* pin = k.Pod("uuid-pinned-task");
+  k.Check("07", SeedChecks::Running(pin) && k.GpuOf(pin) && k.GpuOf(pin)->uuid == kDemoPinnedUuid,
+          "uuid-pinned-task runs on " + std::string(kDemoPinnedUuid));
+  const DemoPod* nouse = k.Pod("uuid-exclude-task");
+  k.Check("07",
+          SeedChecks::Running(nouse) && k.GpuOf(nouse) && k.GpuOf(nouse)->uuid != kDemoPinnedUuid,
+          "uuid-exclude-task runs on another GPU");
+}
+
+void CheckNumaAware(SeedChecks& k) {
+  const DemoPod* numa = k.Pod("numa-aware-training");
+  const DemoGpu *n0 = k.GpuOf(numa, 0), *n1 = k.GpuOf(numa, 1);
+  const DemoContainer* nc = SeedChecks::First(numa);
+  k.Check("08",
+          SeedChecks::Running(numa) && n0 && n1 && n0->uuid != n1->uuid && n0->numa == n1->numa &&
+              nc && nc->quota_mib == std::vector<int64_t>{32768, 32768},
+          "two GPUs on one NUMA node, 32768 MiB each");
+}
+
+}  // namespace
+
+std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
+  SeedChecks k(r);
+  CheckTwoPodsShareOneGpu(k);
+  CheckMemoryOnly(k);
+  CheckExclusive(k);
+  CheckMemoryPercentage(k);
+  CheckPolicyOverride(k);
+  CheckGpuTypeSelection(k);
+  CheckUuidPinning(k);
+  CheckNumaAware(k);
+  return k.Take();
 }
 
 namespace {

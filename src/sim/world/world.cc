@@ -38,6 +38,122 @@ Status WriteAll(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
+// Mutating webhook configurations (cluster-scoped), where hami-scheduler's is registered.
+k8s::Resource Webhooks() {
+  return {"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
+}
+
+// `requested`, or a fresh /tmp directory (then `*owned` is set) when it is empty; created with its
+// parents. `*dir` is set before the creation is tried, so a failed world still knows its path.
+Status MakeWorldDir(const std::string& requested, std::string* dir, bool* owned) {
+  *dir = requested;
+  if (dir->empty()) {
+    char tmpl[] = "/tmp/hami-world-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Status(StatusCode::kInternal, "mkdtemp failed");
+    *dir = tmpl;
+    *owned = true;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(*dir, ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + *dir + ": " + ec.message());
+  return OkStatus();
+}
+
+// hami-scheduler's command line, in flag order: connection and bind flags, then TLS (a cert
+// Secret the scheduler manages, or the files under `dir`), the device config, leader election,
+// the caller's extra flags, and last `ready_arg`.
+std::vector<std::string> SchedulerArgv(const WorldOptions& o, const std::string& dir,
+                                       const std::string& binary, const std::string& kubeconfig,
+                                       const std::string& device_config,
+                                       const std::string& ready_arg) {
+  std::vector<std::string> sched = {binary, "--kubeconfig=" + kubeconfig,
+                                    "--http_bind=127.0.0.1:0",
+                                    "--metrics-bind-address=127.0.0.1:0"};
+  if (o.webhook_cert_secret) {
+    sched.insert(sched.end(),
+                 {"--webhook-cert-secret=hami-scheduler-tls",
+                  "--webhook-cert-namespace=kube-system", "--webhook-config-name=hami-webhook"});
+  } else {
+    sched.insert(sched.end(),
+                 {"--cert_file=" + dir + "/tls.crt", "--key_file=" + dir + "/tls.key"});
+  }
+  if (!o.device_config_yaml.empty()) sched.push_back("--device-config-file=" + device_config);
+  if (o.leader_elect) {
+    sched.insert(sched.end(), {"--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
+                               "--leader-elect-resource-namespace=kube-system"});
+  }
+  sched.insert(sched.end(), o.scheduler_args.begin(), o.scheduler_args.end());
+  sched.push_back(ready_arg);
+  return sched;
+}
+
+// The configuration exists before the scheduler starts (as when the manifests are applied
+// together); its URL follows once the extender's port is known, its caBundle comes from the
+// scheduler.
+Status CreatePlaceholderWebhook(k8s::RestClient& client) {
+  k8s::Object hook = HamiWebhookConfiguration("https://127.0.0.1:1", "");
+  hook["webhooks"][0]["clientConfig"].erase("caBundle");
+  Result<k8s::Object> created = client.Create(Webhooks(), "", hook);
+  if (!created.ok()) return created.status();
+  return OkStatus();
+}
+
+// Points the placeholder webhook at the extender, then waits until the scheduler has filled in
+// its CA: before that the API server cannot call the webhook.
+Status AimPlaceholderWebhook(k8s::RestClient& client, const std::string& extender_url,
+                             std::chrono::seconds timeout) {
+  k8s::Object patch = k8s::Object::array({{{"op", "replace"},
+                                           {"path", "/webhooks/0/clientConfig/url"},
+                                           {"value", extender_url + "/webhook"}}});
+  Result<k8s::Object> hook =
+      client.Patch(Webhooks(), "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
+  if (!hook.ok()) return hook.status();
+  for (auto end = SteadyClock::now() + timeout;;) {
+    Result<k8s::Object> h = client.Get(Webhooks(), "", "hami-webhook");
+    if (h.ok() &&
+        !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
+             .empty()) {
+      return OkStatus();
+    }
+    if (SteadyClock::now() > end) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "hami-scheduler never filled in the webhook's caBundle; last seen: " +
+                        (h.ok() ? h->dump() : h.status().ToString()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The kube-scheduler configuration from sim/world/manifests.h, leader election on the Lease
+// kube-system/hami-scheduler when asked for.
+std::string DefaultKubeSchedulerConfig(const std::string& extender_url, bool leader_elect) {
+  if (!leader_elect) return KubeSchedulerConfigYaml(extender_url);
+  return KubeSchedulerConfigYaml(extender_url,
+                                 "  leaderElect: true\n  resourceName: hami-scheduler\n"
+                                 "  resourceNamespace: kube-system\n");
+}
+
+// Ready once the node has its registration (the scheduler places pods on it) and its GPUs as
+// allocatable (its kubelet admits them).
+Status WaitForNodeGpus(k8s::RestClient& client, const std::string& name,
+                       std::chrono::seconds timeout) {
+  auto end = SteadyClock::now() + timeout;
+  for (;;) {
+    Result<k8s::Object> node = k8s::GetNode(client, name);
+    std::string gpus =
+        node.ok() ? k8s::GetString(*node, "/status/allocatable/nvidia.com~1gpu") : "";
+    if (node.ok() &&
+        !k8s::GetString(*node, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
+        !gpus.empty() && gpus != "0") {
+      return OkStatus();
+    }
+    if (SteadyClock::now() > end) {
+      return Status(StatusCode::kDeadlineExceeded, "node " + name + " never registered GPUs");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 }  // namespace
 
 std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/status/phase"); }
@@ -196,17 +312,7 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
 }
 
 Status World::Boot() {
-  dir_ = options_.dir;
-  if (dir_.empty()) {
-    char tmpl[] = "/tmp/hami-world-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return Status(StatusCode::kInternal, "mkdtemp failed");
-    dir_ = tmpl;
-    own_dir_ = true;
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir_ + ": " + ec.message());
-
+  HAMI_RETURN_IF_ERROR(MakeWorldDir(options_.dir, &dir_, &own_dir_));
   HAMI_RETURN_IF_ERROR(StartControlPlane());
   if (!options_.rbac_manifests.empty()) HAMI_RETURN_IF_ERROR(SetUpRbac());
 
@@ -215,38 +321,17 @@ Status World::Boot() {
       net::GenerateSelfSignedCertificate("hami-scheduler", {"localhost"}, {"127.0.0.1"}));
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.crt", pem.cert_pem));
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/tls.key", pem.key_pem));
-  std::vector<std::string> sched = {
-      Bin("hami-scheduler"), "--kubeconfig=" + KubeconfigOf("hami-scheduler"),
-      "--http_bind=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0"};
-  k8s::Resource hooks{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", false};
-  if (options_.webhook_cert_secret) {
-    sched.insert(sched.end(),
-                 {"--webhook-cert-secret=hami-scheduler-tls",
-                  "--webhook-cert-namespace=kube-system", "--webhook-config-name=hami-webhook"});
-    // The configuration exists before the scheduler starts (as when the manifests are applied
-    // together); its URL follows once the extender's port is known, its caBundle comes from
-    // the scheduler.
-    k8s::Object hook = HamiWebhookConfiguration("https://127.0.0.1:1", "");
-    hook["webhooks"][0]["clientConfig"].erase("caBundle");
-    Result<k8s::Object> created = client_->Create(hooks, "", hook);
-    if (!created.ok()) return created.status();
-  } else {
-    sched.insert(sched.end(),
-                 {"--cert_file=" + dir_ + "/tls.crt", "--key_file=" + dir_ + "/tls.key"});
-  }
+  if (options_.webhook_cert_secret) HAMI_RETURN_IF_ERROR(CreatePlaceholderWebhook(*client_));
   std::string device_config = dir_ + "/device-config.yaml";
   if (!options_.device_config_yaml.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(device_config, options_.device_config_yaml));
-    sched.push_back("--device-config-file=" + device_config);
   }
-  if (options_.leader_elect) {
-    sched.insert(sched.end(), {"--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
-                               "--leader-elect-resource-namespace=kube-system"});
-  }
-  sched.insert(sched.end(), options_.scheduler_args.begin(), options_.scheduler_args.end());
-  sched.push_back(ReadyArg("hami-scheduler"));
   ReadyFields ready;
-  HAMI_RETURN_IF_ERROR(Launch("hami-scheduler", sched, BaseEnv(), &ready));
+  HAMI_RETURN_IF_ERROR(Launch("hami-scheduler",
+                              SchedulerArgv(options_, dir_, Bin("hami-scheduler"),
+                                            KubeconfigOf("hami-scheduler"), device_config,
+                                            ReadyArg("hami-scheduler")),
+                              BaseEnv(), &ready));
   extender_url_ = ready["extender"];
   if (extender_url_.rfind("https://", 0) != 0) {
     return Status(StatusCode::kInternal, "hami-scheduler's ready file names no HTTPS extender");
@@ -254,38 +339,13 @@ Status World::Boot() {
   scheduler_metrics_url_ = "http://" + ready["metrics"] + "/metrics";
 
   if (options_.webhook_cert_secret) {
-    k8s::Object patch = k8s::Object::array({{{"op", "replace"},
-                                             {"path", "/webhooks/0/clientConfig/url"},
-                                             {"value", extender_url_ + "/webhook"}}});
-    Result<k8s::Object> hook =
-        client_->Patch(hooks, "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
-    if (!hook.ok()) return hook.status();
-    // Until the scheduler's CA is in.
-    for (auto end = SteadyClock::now() + options_.start_timeout;;) {
-      Result<k8s::Object> h = client_->Get(hooks, "", "hami-webhook");
-      if (h.ok() &&
-          !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
-               .empty()) {
-        break;
-      }
-      if (SteadyClock::now() > end) {
-        return Status(StatusCode::kDeadlineExceeded,
-                      "hami-scheduler never filled in the webhook's caBundle; last seen: " +
-                          (h.ok() ? h->dump() : h.status().ToString()));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    HAMI_RETURN_IF_ERROR(AimPlaceholderWebhook(*client_, extender_url_, options_.start_timeout));
   } else {
     Result<k8s::Object> hook =
-        client_->Create(hooks, "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
+        client_->Create(Webhooks(), "", HamiWebhookConfiguration(extender_url_, pem.cert_pem));
     if (!hook.ok()) return hook.status();
   }
-  std::string scheduler_config =
-      options_.leader_elect
-          ? KubeSchedulerConfigYaml(extender_url_,
-                                    "  leaderElect: true\n  resourceName: hami-scheduler\n"
-                                    "  resourceNamespace: kube-system\n")
-          : KubeSchedulerConfigYaml(extender_url_);
+  std::string scheduler_config = DefaultKubeSchedulerConfig(extender_url_, options_.leader_elect);
   if (control_plane_ && !options_.chart_dir.empty()) {
     HAMI_ASSIGN_OR_RETURN(scheduler_config,
                           ChartKubeSchedulerConfig(options_.kube_bin_dir, options_.chart_dir,
@@ -296,30 +356,15 @@ Status World::Boot() {
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/config.json", options_.node_config_json));
   }
   for (const WorldNode& n : options_.nodes) {
+    std::error_code ec;  // a missing node directory shows in the gpu.conf write below
     std::filesystem::create_directories(dir_ + "/" + n.name, ec);
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
     HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
     HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
     if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));
   }
-  // Ready once each node has its registration (the scheduler places pods on it) and its GPUs as
-  // allocatable (its kubelet admits them).
   for (const WorldNode& n : options_.nodes) {
-    auto end = SteadyClock::now() + options_.start_timeout;
-    for (;;) {
-      Result<k8s::Object> node = k8s::GetNode(*client_, n.name);
-      std::string gpus =
-          node.ok() ? k8s::GetString(*node, "/status/allocatable/nvidia.com~1gpu") : "";
-      if (node.ok() &&
-          !k8s::GetString(*node, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
-          !gpus.empty() && gpus != "0") {
-        break;
-      }
-      if (SteadyClock::now() > end) {
-        return Status(StatusCode::kDeadlineExceeded, "node " + n.name + " never registered GPUs");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    HAMI_RETURN_IF_ERROR(WaitForNodeGpus(*client_, n.name, options_.start_timeout));
   }
   return OkStatus();
 }
