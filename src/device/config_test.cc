@@ -86,7 +86,8 @@ TEST(DeviceConfig, ParsesChartFile) {
   EXPECT_EQ((*r->iluvatars)[0].count, "iluvatar.ai/MR-V100-vgpu");
 }
 
-// Seed 001, section 6.1.6, as the user wrote it (their key names, their `ascend:` form).
+// The user's mixed multi-vendor device config, as they wrote it (their key names, their `ascend:`
+// form).
 constexpr char kUsersMixedConfig[] = R"(# NVIDIA GPU配置
 nvidia:
   resourceCountName: "nvidia.com/gpu"

@@ -5,7 +5,7 @@
 namespace hami::device {
 namespace {
 
-// Reference (hami-control-plane.md section 2.1): upstream's JSON registration example.
+// Upstream's documented JSON registration example.
 constexpr char kUpstreamJson[] =
     R"([{"id":"GPU-aaa","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core","health":true},)"
     R"({"id":"GPU-bbb","index":1,"count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}])";

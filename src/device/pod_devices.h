@@ -9,7 +9,7 @@
 //   "GPU-a,NVIDIA,3000,30:GPU-b,NVIDIA,3000,30:;;GPU-a,NVIDIA,5000,0:;"  = 3 containers, the
 //   second without devices.
 //
-// Deliberate difference from upstream (README "Compatibility notes"): our scheduler always writes
+// Deliberate difference from upstream (docs/compatibility.md): our scheduler always writes
 // one entry per container for every vendor, so entry k is container k. The decoder keeps empty
 // entries for the same reason; text after the last ';' is an unterminated final entry (ignored
 // when empty, so a well-formed value of N containers decodes to exactly N entries).

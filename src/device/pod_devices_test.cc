@@ -14,7 +14,7 @@ ContainerDevice Dev(const char* uuid, int32_t mem, int32_t cores) {
   return d;
 }
 
-// Reference section 2.3: three containers, the second without devices.
+// Upstream's documented example: three containers, the second without devices.
 constexpr char kUpstream[] = "GPU-a,NVIDIA,3000,30:GPU-b,NVIDIA,3000,30:;;GPU-a,NVIDIA,5000,0:;";
 
 TEST(PodDevices, DecodesUpstreamExample) {

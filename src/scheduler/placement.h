@@ -14,7 +14,7 @@
 //   if (d.ok() && d->fit()) ledger.Reserve(d->ToReservation(pod));
 //
 // Device and node scores are computed with the pod's own request included (our fix of upstream,
-// README "Compatibility notes"): score = 10 * (w_slot * slots/count + w_core * cores/total_cores +
+// docs/compatibility.md): score = 10 * (w_slot * slots/count + w_core * cores/total_cores +
 // w_mem * mem/total_mem), weights from `hami.io/device-scoring-weights` (default 1,1,1).
 //
 // Thread safety: the engine is immutable; Place() may run concurrently on one Ledger as long as no

@@ -19,7 +19,7 @@
 //                   across NUMA nodes otherwise (a soft `nvidia.com/numa-bind`)
 // Ties are broken by NUMA node, then device index, ascending. Unknown keys are dropped (reported in
 // `ignored`); a chain left without sort keys orders by spread. Device scores include the request
-// being placed (a deliberate difference from upstream, README "Compatibility notes").
+// being placed (a deliberate difference from upstream, docs/compatibility.md).
 //
 // Precedence: pod annotation > node annotation > global default, for each level independently.
 //

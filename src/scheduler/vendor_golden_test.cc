@@ -1,6 +1,7 @@
 // Golden cases for the vendors beyond NVIDIA: what their device plugins register, the user's
-// example pods (seed 001, section 6.1) parsed with each vendor's resource names, the pod
-// annotations a placement writes, and the reasons a pod that does not fit is given.
+// example pods (the multi-vendor examples of the user's documents) parsed with each vendor's
+// resource names, the pod annotations a placement writes, and the reasons a pod that does not fit
+// is given.
 #include <gtest/gtest.h>
 
 #include "device/config.h"

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Checks of deploy/ with the real tools: the Helm chart (helm lint and template), its values
-schema, its agreement with the kustomize base and overlays, and the objects of both accepted by
-a real kube-apiserver (server-side validation, helm install / upgrade / uninstall, kubectl
-apply -k), from the binaries scripts/kube-tools.sh builds.
+schema, the kustomize base being what scripts/gen_kustomize_base.sh generates from it now, the
+hand-written overlays' agreement with it, and the objects of both accepted by a real
+kube-apiserver (server-side validation, helm install / upgrade / uninstall, kubectl apply -k),
+from the binaries scripts/kube-tools.sh builds.
 
     deploy_test.py --build-dir DIR --kube-bin DIR <case>
 
 Cases (one CTest each): see CASES below. Exit status 0 = pass, anything else = fail. Objects are
-compared as JSON, never as text.
+compared as JSON, never as text; only the generated base's files are compared as text, with the
+generator's own output.
 """
 import argparse
+import difflib
 import glob
 import json
 import os
@@ -178,10 +181,41 @@ def container(obj, name):
 
 # ---- cases -----------------------------------------------------------------------------------
 
+GEN_BASE = "bash scripts/gen_kustomize_base.sh"
+
+
+def check_generated_base(ctx):
+    """deploy/kustomize/base is, file by file and byte for byte, what scripts/gen_kustomize_base.sh
+    writes from the chart with this helm now."""
+    generated = os.path.join(ctx.tmp, "generated-base")
+    ctx.run(["bash", os.path.join(ROOT, "scripts", "gen_kustomize_base.sh"), "--helm", ctx.helm_bin,
+             "--out", generated])
+    committed = os.path.join(KUSTOMIZE, "base")
+    want, have = set(os.listdir(generated)), set(os.listdir(committed))
+    problems = [f"{n}: generated, but not in deploy/kustomize/base" for n in sorted(want - have)]
+    problems += [f"{n}: in deploy/kustomize/base, but not generated" for n in sorted(have - want)]
+    for name in sorted(want & have):
+        with open(os.path.join(generated, name)) as f:
+            new = f.read().splitlines()
+        with open(os.path.join(committed, name)) as f:
+            old = f.read().splitlines()
+        if new != old:
+            lines = list(difflib.unified_diff(old, new, "deploy/kustomize/base/" + name, "generated/" + name,
+                                              lineterm=""))
+            problems.append("\n".join(lines[:40] + (["..."] if len(lines) > 40 else [])))
+    if problems:
+        raise AssertionError("deploy/kustomize/base is not what the chart renders now: run `" + GEN_BASE +
+                             "` and commit the result.\n" + "\n".join(problems))
+    print(f"deploy/kustomize/base == `{GEN_BASE}`: {len(want)} files")
+
+
 def case_helm_matches_kustomize(ctx):
-    """The chart's defaults render the kustomize base exactly; the values that mirror the
-    overlays render the overlays. (The base is the chart rendered for a Kubernetes 1.32 cluster:
-    its kube-scheduler image is the cluster's release.)"""
+    """The kustomize base is generated from the chart (check_generated_base: a chart change without
+    regenerating fails here, naming the command) and builds into exactly the chart's default
+    objects; the values that mirror the hand-written overlays render the overlays. (The base is
+    the chart rendered for a Kubernetes 1.32 cluster: its kube-scheduler image is the cluster's
+    release.)"""
+    check_generated_base(ctx)
     base = ctx.kustomize("base")
     pinned = ["--kube-version", "v1.32.0"]
     assert_same_objects(base, ctx.helm(extra=pinned), ("kustomize base", "helm defaults"))
@@ -537,20 +571,24 @@ def leaf_keys(values, prefix=""):
         yield prefix[:-1]
 
 
-def readme_key_patterns():
-    """(pattern, row) of the README's table of HAMi's chart keys. A cell's later keys that start
-    with '.' are relative to its first key's parent; '*' at the end matches any rest."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+# The table of HAMi's chart keys ("HAMi's chart, key by key").
+KEY_TABLE_DOC = os.path.join("docs", "deploy.md")
+
+
+def key_table_patterns():
+    """(pattern, row) of docs/deploy.md's table of HAMi's chart keys. A cell's later keys that
+    start with '.' are relative to its first key's parent; '*' at the end matches any rest."""
+    with open(os.path.join(ROOT, KEY_TABLE_DOC)) as f:
         text = f.read()
     begin, end = "<!-- upstream-keys: begin -->", "<!-- upstream-keys: end -->"
-    assert text.count(begin) == 1 and text.count(end) == 1, "README: the key table's markers"
+    assert text.count(begin) == 1 and text.count(end) == 1, f"{KEY_TABLE_DOC}: the key table's markers"
     out = []
     for row in text[text.index(begin):text.index(end)].splitlines():
         cells = [c.strip() for c in row.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue
         assert cells[1] in ("same", "different", "no effect"), row
-        assert cells[1] == "same" or cells[2], f"README: say why: {row}"
+        assert cells[1] == "same" or cells[2], f"{KEY_TABLE_DOC}: say why: {row}"
         names = [n for n in cells[0].split("`")[1::2]]
         parent = names[0].rsplit(".", 1)[0] if "." in names[0] else ""
         for n in names:
@@ -559,20 +597,20 @@ def readme_key_patterns():
 
 
 def case_upstream_keys(ctx):
-    """The README's table names every key of HAMi's values files (v2.7 to v2.10), and no key
-    that none of them has."""
+    """docs/deploy.md's key table names every key of HAMi's values files (v2.7 to v2.10), and no
+    key that none of them has."""
     keys = set()
     for path in HAMI_VALUES:
         keys |= set(leaf_keys(hami_values(path)))
-    patterns = readme_key_patterns()
+    patterns = key_table_patterns()
 
     def matches(pattern, k):
         return k.startswith(pattern[:-1]) if pattern.endswith("*") else k == pattern
     missing = sorted(k for k in keys if not any(matches(p, k) for p, _ in patterns))
-    assert not missing, f"README's key table lacks: {missing}"
+    assert not missing, f"{KEY_TABLE_DOC}'s key table lacks: {missing}"
     stale = [p for p, _ in patterns if not any(matches(p, k) for k in keys)]
-    assert not stale, f"README's key table names keys HAMi's chart does not have: {stale}"
-    print(f"README: {len(patterns)} key patterns cover the {len(keys)} keys of {len(HAMI_VALUES)} HAMi values files")
+    assert not stale, f"{KEY_TABLE_DOC}'s key table names keys HAMi's chart does not have: {stale}"
+    print(f"{KEY_TABLE_DOC}: {len(patterns)} key patterns cover the {len(keys)} keys of {len(HAMI_VALUES)} HAMi values files")
 
 
 def needs_crd(o):

@@ -1,7 +1,7 @@
 // A heterogeneous cluster through the real HTTP path (webhook, kube-scheduler stand-in, extender
-// filter and bind): an NVIDIA node and a Hygon DCU node registered as their device plugins
-// register them, the user's example pods (seed 001, section 6.1), each landing on its vendor's
-// node and cards with its vendor's annotations.
+// filter and bind): an NVIDIA node and a Hygon DCU node registered as their device plugins register
+// them, the user's example pods (the multi-vendor examples of the user's documents), each landing
+// on its vendor's node and cards with its vendor's annotations.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -123,7 +123,7 @@ TEST(HeteroE2E, APodAskingForTwoVendorsGetsBothAndEachVendorLeavesAlone) {
       << "the node's NVIDIA devices left with the DCU plugin";
 }
 
-// The seed's mixed device-config.yaml (section 6.1.6) with a Hygon section added, and the
+// The user's mixed device-config.yaml with a Hygon section added, and the
 // Cambricon unit set to MiB (memoryFactor: 1): the seed's mlu-test comments its 8000 as "8GB",
 // which holds for a Cambricon plugin counting MiB; at the default 256 MiB unit (Cambricon's
 // default, upstream's factor) it asks for 2,000 GiB and stays pending (vendor_golden_test.cc).

@@ -625,7 +625,7 @@ TEST_P(NodeE2E, ADeletedPodKeepsItsDevicesUntilItsContainerIsGone) {
             std::string::npos)
       << log;
   // kube-scheduler retries the successor on the deletion, possibly before hami-scheduler has
-  // seen it; refused then, the pod waits for the next cluster event (README, known
+  // seen it; refused then, the pod waits for the next cluster event (docs/deploy.md, known
   // limitations). A label change is such an event.
   if (!w_->WaitForPod("default", "successor", RunningWithDevices, std::chrono::seconds(10)).ok()) {
     (void)w_->client().Patch(k8s::kPods, "default", "successor", k8s::PatchType::kMerge,

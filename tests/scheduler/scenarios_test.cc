@@ -1,7 +1,7 @@
 // Golden tests: the eight acceptance scenarios of seed 000 (HAMi GPU sharing examples) on small
-// described clusters, plus the deliberate differences from upstream (README "Compatibility
-// notes"). Each test states the scenario's expected behaviour and checks the decision and the
-// annotation the scheduler would write.
+// described clusters, plus the deliberate differences from upstream (docs/compatibility.md). Each
+// test states the scenario's expected behaviour and checks the decision and the annotation the
+// scheduler would write.
 #include <gtest/gtest.h>
 
 #include <set>

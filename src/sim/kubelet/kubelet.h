@@ -1,5 +1,5 @@
-// Kubelet: the simulated kubelet of one node (README "The simulated kubelet and world"). It
-// plays the parts of a real kubelet that HAMi depends on, against the real interfaces:
+// Kubelet: the simulated kubelet of one node (docs/design.md, "The simulated kubelet and world").
+// It plays the parts of a real kubelet that HAMi depends on, against the real interfaces:
 //  - registers its Node (labels, capacity, Ready condition, InternalIP and the kubelet port in
 //    daemonEndpoints) and keeps a Lease in kube-node-lease renewed;
 //  - runs the device manager (device_manager.h) in <root>/device-plugins and mirrors every
