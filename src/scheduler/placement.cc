@@ -1229,53 +1229,55 @@ Result<Decision> PlacementEngine::PlaceSlots(const Ledger& ledger, const PodSpec
   d.verdicts.resize(names.size());
   double best = 0;
   use_cache = use_cache && trace == TraceLevel::kNodes;
-  // Judges every node, reusing and refreshing `entries` (a shape's verdicts by node slot; null
-  // without the cache); true when any verdict was reused.
-  auto judge_nodes = [&](std::vector<CachedVerdict>* entries) {
-    bool reused = false;
-    for (size_t i = 0; i < names.size(); ++i) {
-      NodeVerdict& v = d.verdicts[i];
-      v.node = names[i];
-      v.slot = slots[i];
-      if (slots[i] < 0) {
-        v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
-        continue;
-      }
-      const LedgerNode& node = ledger.nodes()[slots[i]];
-      v.node = ledger.strings().nodes.Get(node.name);
-      CachedVerdict* cached = entries != nullptr ? &(*entries)[slots[i]] : nullptr;
-      if (cached != nullptr && cached->version == node.version) {
-        v.fit = cached->fit;
-        v.policy = cached->policy;
-        v.score = cached->score;
-        v.preference = cached->preference;
-        v.failure = cached->failure;
-        reused = true;
-      } else {
-        s.verdict = static_cast<uint32_t>(i);
-        eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
-        if (cached != nullptr)
-          *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.preference, v.failure};
-      }
-      if (!v.fit) continue;
-      double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.preference;
-      if (d.chosen < 0 || pref > best) {
-        best = pref;
-        d.chosen = static_cast<int32_t>(i);
-      }
-    }
-    return reused;
-  };
+  // The shape's remembered verdicts by node slot, held under its lock for the whole loop. Without
+  // the cache a local, never-filled shape stands in, so the loop below is one straight piece of
+  // code (a lambda called from two branches was not inlined: 5% slower cold filters) and the
+  // lock analysis sees the same lock on both paths.
   std::string shape_key;
-  bool from_cache = false;  // whether any verdict was reused
+  std::shared_ptr<VerdictCache::Shape> cached_shape;
   if (use_cache) {
     shape_key = ShapeKey(ctx);
-    std::shared_ptr<VerdictCache::Shape> shape = cache_->Get(shape_key);
-    MutexLock shape_lock(shape->mu);
-    if (shape->by_slot.size() < ledger.nodes().size()) shape->by_slot.resize(ledger.nodes().size());
-    from_cache = judge_nodes(&shape->by_slot);
-  } else {
-    judge_nodes(nullptr);
+    cached_shape = cache_->Get(shape_key);
+  }
+  VerdictCache::Shape uncached;
+  VerdictCache::Shape& shape = cached_shape ? *cached_shape : uncached;
+  MutexLock shape_lock(shape.mu);
+  std::vector<CachedVerdict>* entries = nullptr;
+  if (use_cache) {
+    if (shape.by_slot.size() < ledger.nodes().size()) shape.by_slot.resize(ledger.nodes().size());
+    entries = &shape.by_slot;
+  }
+  bool from_cache = false;  // whether any verdict was reused
+  for (size_t i = 0; i < names.size(); ++i) {
+    NodeVerdict& v = d.verdicts[i];
+    v.node = names[i];
+    v.slot = slots[i];
+    if (slots[i] < 0) {
+      v.failure.kind = NodeFailure::Kind::kNodeUnregistered;
+      continue;
+    }
+    const LedgerNode& node = ledger.nodes()[slots[i]];
+    v.node = ledger.strings().nodes.Get(node.name);
+    CachedVerdict* cached = entries != nullptr ? &(*entries)[slots[i]] : nullptr;
+    if (cached != nullptr && cached->version == node.version) {
+      v.fit = cached->fit;
+      v.policy = cached->policy;
+      v.score = cached->score;
+      v.preference = cached->preference;
+      v.failure = cached->failure;
+      from_cache = true;
+    } else {
+      s.verdict = static_cast<uint32_t>(i);
+      eval.Evaluate(static_cast<uint32_t>(slots[i]), &v);
+      if (cached != nullptr)
+        *cached = CachedVerdict{node.version, v.fit, v.policy, v.score, v.preference, v.failure};
+    }
+    if (!v.fit) continue;
+    double pref = (v.policy == NodePolicy::kSpread ? -v.score : v.score) + v.preference;
+    if (d.chosen < 0 || pref > best) {
+      best = pref;
+      d.chosen = static_cast<int32_t>(i);
+    }
   }
   if (d.chosen < 0) return d;
 
