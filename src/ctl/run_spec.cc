@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 #include "vgpu/region.h"
 
 extern char** environ;

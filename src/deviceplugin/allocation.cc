@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 #include "device/pod_devices.h"
 #include "device/text_util.h"
 #include "deviceplugin/device_ids.h"

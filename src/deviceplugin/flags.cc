@@ -11,7 +11,7 @@
 #include "common/duration.h"
 #include "common/file_util.h"
 #include "common/go_flags.h"
-#include "common/quantity.h"
+#include "common/env_limits.h"
 #include "device/config.h"
 #include "device/node_config.h"
 #include "device/vendor.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 #include "vgpu/log.h"
 
 namespace hami::vgpu {

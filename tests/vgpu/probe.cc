@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 #include "nvml/abi.h"
 #include "vgpu/cuda_abi.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 
 namespace hami::sim {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/quantity.h"
+#include "common/env_limits.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string s(reinterpret_cast<const char*>(data), size);  // NUL-terminated copy

@@ -1,4 +1,4 @@
-#include "common/quantity.h"
+#include "common/env_limits.h"
 
 namespace hami {
 namespace {

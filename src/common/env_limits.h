@@ -1,4 +1,6 @@
-// Parsing of the quantities users write in limits: memory sizes and percentages.
+// Parsing of the limits written into environment variables and flags (CUDA_DEVICE_MEMORY_LIMIT_<i>,
+// CUDA_DEVICE_SM_LIMIT and the like): memory sizes, percentages and booleans. Not Kubernetes
+// quantities: those are device/resource_quantity.h.
 //
 // Freestanding on purpose (no allocation, no exceptions, no locale): the same code runs inside
 // the preloaded enforcement library, in the device plugin and in hamictl, so a limit string means
