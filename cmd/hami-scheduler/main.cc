@@ -19,7 +19,6 @@
 // Once the extender serves it prints "listening on <url>" for people and, given --ready-file,
 // writes its addresses there for programs (common/ready_file.h).
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -67,9 +66,9 @@ int main(int argc, char** argv) {
   sched::SchedulerFlags flags = sched::DefaultSchedulerFlags();
   sched::AddSchedulerFlags(app, &flags);
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
-  hami::log::SetVerbosity(flags.debug ? std::max(flags.verbosity, 4) : flags.verbosity);
   Result<sched::SchedulerConfig> config = sched::SchedulerConfigFromFlags(flags);
   if (!config.ok()) return Die(config.status().message());
+  hami::log::SetVerbosity(config->verbosity);  // --debug raises -v to 4
   for (const std::string& w : config->warnings) HAMI_LOG(Warning) << w;
   config->options.version = HAMI_VERSION;
 

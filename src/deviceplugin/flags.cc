@@ -235,7 +235,6 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
   c.nvml_library = f.nvml_library;
   c.fail_on_init_error = f.fail_on_init_error;
   c.print_registration = f.print_registration;
-  c.verbosity = f.verbosity;
   c.kube_qps = f.kube_qps;
   c.kube_burst = f.kube_burst;
   return c;

@@ -71,7 +71,6 @@ struct PluginConfig {
   std::string plugin_dir, kubeconfig, context, ready_file, libvgpu, nvml_library;
   bool fail_on_init_error = true;
   bool print_registration = false;
-  int verbosity = 0;
   int kube_burst = 200;
   float kube_qps = 100;
   // Things worth a warning that do not stop the plugin (ignored flags, config file notes).
