@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     for (int which = 0; which < 2; ++which) {
       const std::string& body = which == 0 ? plain : escaped;
       SteadyClock::time_point a = SteadyClock::now();
-      hami::Result<hami::scheduler::ExtenderArgs> r = hami::scheduler::ParseExtenderArgs(body);
+      hami::Result<hami::extender::ExtenderArgs> r = hami::extender::ParseExtenderArgs(body);
       SteadyClock::time_point b = SteadyClock::now();
       if (!r.ok() || r->names.size() != static_cast<size_t>(names) || r->names[0] != "node-0") {
         std::fprintf(stderr, "unexpected parse result\n");

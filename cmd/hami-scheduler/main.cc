@@ -39,14 +39,14 @@ namespace {
 
 using hami::Result;
 using hami::Status;
-namespace sched = hami::scheduler;
+namespace extender = hami::extender;
 
 int Die(const std::string& what) {
   HAMI_LOG(Error) << what;
   return 2;
 }
 
-Result<std::unique_ptr<hami::k8s::RestClient>> ApiClient(const sched::SchedulerConfig& c) {
+Result<std::unique_ptr<hami::k8s::RestClient>> ApiClient(const extender::SchedulerConfig& c) {
   Result<hami::k8s::RestConfig> rest = hami::k8s::LoadRestConfig(c.kubeconfig, c.context);
   if (!rest.ok()) return rest.status().WithContext("API server config");
   rest->qps = c.kube_qps;
@@ -63,10 +63,10 @@ Result<std::unique_ptr<hami::k8s::RestClient>> ApiClient(const sched::SchedulerC
 int main(int argc, char** argv) {
   hami::StopSignals signals;  // before any thread starts: every thread inherits the mask
   CLI::App app{"hami-scheduler: HAMi-compatible scheduler extender, webhook and metrics"};
-  sched::SchedulerFlags flags = sched::DefaultSchedulerFlags();
-  sched::AddSchedulerFlags(app, &flags);
+  extender::SchedulerFlags flags = extender::DefaultSchedulerFlags();
+  extender::AddSchedulerFlags(app, &flags);
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
-  Result<sched::SchedulerConfig> config = sched::SchedulerConfigFromFlags(flags);
+  Result<extender::SchedulerConfig> config = extender::SchedulerConfigFromFlags(flags);
   if (!config.ok()) return Die(config.status().message());
   hami::log::SetVerbosity(config->verbosity);  // --debug raises -v to 4
   for (const std::string& w : config->warnings) HAMI_LOG(Warning) << w;
@@ -74,15 +74,15 @@ int main(int argc, char** argv) {
 
   Result<std::unique_ptr<hami::k8s::RestClient>> client = ApiClient(*config);
   if (!client.ok()) return Die(client.status().ToString());
-  Result<std::unique_ptr<sched::SchedulerService>> svc =
-      sched::SchedulerService::Create(**client, config->device_config, config->options);
+  Result<std::unique_ptr<extender::SchedulerService>> svc =
+      extender::SchedulerService::Create(**client, config->device_config, config->options);
   if (!svc.ok()) return Die(svc.status().ToString());
 
   hami::net::HttpServerOptions& http = config->http;
-  std::unique_ptr<sched::WebhookCertManager> certs;
+  std::unique_ptr<extender::WebhookCertManager> certs;
   if (config->cert) {
-    certs = std::make_unique<sched::WebhookCertManager>(**client, (*client)->clock(),
-                                                        std::move(*config->cert));
+    certs = std::make_unique<extender::WebhookCertManager>(**client, (*client)->clock(),
+                                                           std::move(*config->cert));
     if (Status s = certs->Bootstrap(); !s.ok()) return Die("webhook certificate: " + s.message());
     http.certificate = certs->certificate();
   }
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   const hami::net::HttpServerOptions& mhttp = config->metrics;
   Result<std::unique_ptr<hami::net::HttpServer>> metrics = hami::net::HttpServer::Create(mhttp);
   if (!metrics.ok()) return Die("metrics server: " + metrics.status().ToString());
-  sched::SchedulerService* service = svc->get();
+  extender::SchedulerService* service = svc->get();
   (*metrics)->SetMetricsHandler([service] { return service->Metrics(); });
   (*metrics)->AddReadinessCheck("scheduler", [service] { return service->Ready(); });
 

@@ -15,6 +15,8 @@ namespace hami::device {
 
 namespace {
 
+constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();  // bound of int32_t settings
+
 std::string Path(std::string_view section, std::string_view key) {
   return std::string(section) + "." + std::string(key);
 }
@@ -155,7 +157,6 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
     const YAML::Node v = it->second;  // a copy: the iterator hands out a temporary
     const std::string p = Path(kSection, key);
     if (!seen.insert(key).second) return InvalidArgumentError(p + ": key given twice");
-    constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
     if (key == "resourceCountName") {
       HAMI_RETURN_IF_ERROR(ReadString(v, p, &c->resource_count_name));
     } else if (key == "resourceMemoryName") {
@@ -217,9 +218,7 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
   return ValidateNvidiaConfig(*c);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Other vendors' sections.
-
+// Other vendors' sections: a flat one is read by its name, defaults and section-specific keys.
 struct FlatSectionSpec {
   std::string_view name;
   VendorResources defaults;
@@ -291,7 +290,6 @@ const FlatSectionSpec* FindFlatSection(std::string_view name) {
 // Keys every flat section takes (the user's documents give them to all vendors).
 Status ReadCommonVendorKey(const std::string& key, const YAML::Node& v, const std::string& p,
                            VendorResources* c, bool* matched) {
-  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
   *matched = true;
   if (key == "resourceCountName") return ReadString(v, p, &c->count);
   if (key == "resourceMemoryName") return ReadString(v, p, &c->memory);
@@ -339,24 +337,6 @@ Status ParseFlatSection(const FlatSectionSpec& spec, std::string_view written_as
   return OkStatus();
 }
 
-AscendChipConfig AscendChip(std::string chip, std::string word, int64_t allocatable,
-                            int64_t capacity, int32_t ai_core, int32_t ai_cpu, bool super_pod,
-                            std::vector<AscendTemplate> templates) {
-  AscendChipConfig c;
-  c.chip_name = std::move(chip);
-  c.common_word = std::move(word);
-  c.resource_name = "huawei.com/" + c.common_word;
-  c.resource_memory_name = c.resource_name + "-memory";
-  c.resource_core_name = c.resource_name + "-core";
-  c.memory_allocatable = allocatable;
-  c.memory_capacity = capacity;
-  c.ai_core = ai_core;
-  c.ai_cpu = ai_cpu;
-  c.super_pod = super_pod;
-  c.templates = std::move(templates);
-  return c;
-}
-
 void SortTemplates(AscendChipConfig* c) {
   std::stable_sort(
       c->templates.begin(), c->templates.end(),
@@ -368,7 +348,6 @@ Status ParseAscendTemplates(const YAML::Node& n, const std::string& path,
   out->clear();
   if (n.IsNull()) return OkStatus();
   if (!n.IsSequence()) return InvalidArgumentError(path + ": expected a list");
-  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string ep = path + "[" + std::to_string(i) + "]";
     const YAML::Node e = n[i];
@@ -387,8 +366,7 @@ Status ParseAscendTemplates(const YAML::Node& n, const std::string& path,
         HAMI_RETURN_IF_ERROR(ReadIntAs(v, ep + ".aiCPU", 0, kI32, &t.ai_cpu));
       } else {
         return InvalidArgumentError(ep + "." + key +
-                                    ": unknown key (want name, memory, aiCore, "
-                                    "aiCPU)");
+                                    ": unknown key (want name, memory, aiCore, aiCPU)");
       }
     }
     if (t.name.empty()) return InvalidArgumentError(ep + ".name: missing");
@@ -401,7 +379,6 @@ Status ParseAscendTemplates(const YAML::Node& n, const std::string& path,
 Status ParseAscendChip(const YAML::Node& e, const std::string& ep, AscendChipConfig* c,
                        std::vector<std::string>* warnings) {
   if (!e.IsMap()) return InvalidArgumentError(ep + ": expected a map of chip settings");
-  constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();
   for (auto it = e.begin(); it != e.end(); ++it) {
     const std::string key = it->first.Scalar();
     const YAML::Node v = it->second;
@@ -559,114 +536,10 @@ Status ParseIluvatars(const YAML::Node& n, std::vector<IluvatarChipConfig>* out,
 
 }  // namespace
 
-std::string_view GpuCorePolicyName(GpuCorePolicy p) {
-  switch (p) {
-    case GpuCorePolicy::kDefault:
-      return "default";
-    case GpuCorePolicy::kForce:
-      return "force";
-    case GpuCorePolicy::kDisable:
-      return "disable";
-  }
-  return "default";
-}
-
-std::vector<MigAllowlistEntry> DefaultMigProfileAllowlist() {
-  return {
-      {{"A30"}, {"1g.6gb", "2g.12gb", "4g.24gb"}},
-      {{"A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB"},
-       {"1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"}},
-      {{"A100-SXM4-80GB", "A100-80GB-PCIe", "A100-PCIE-80GB"},
-       {"1g.10gb", "2g.20gb", "3g.40gb", "7g.79gb"}},
-      {{"H100-PCIE-80GB", "H100-SXM5-80GB"}, {"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"}},
-      {{"H100-PCIE-94GB", "H100-SXM5-94GB"}, {"1g.12gb", "2g.24gb", "3g.47gb", "7g.94gb"}},
-      {{"H20", "H100 on GH200"}, {"1g.12gb", "2g.24gb", "3g.48gb", "7g.96gb"}},
-      {{"H200 NVL", "H200-SXM5"}, {"1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb"}},
-      {{"B200"}, {"1g.23gb", "2g.45gb", "3g.90gb", "7g.180gb"}},
-      {{"RTX PRO 6000 Blackwell Server Edition"}, {"1g.24gb", "2g.48gb", "4g.96gb"}},
-  };
-}
-
 std::optional<VendorResources> VendorSectionDefaults(std::string_view section) {
   const FlatSectionSpec* spec = FindFlatSection(section);
   if (spec == nullptr) return std::nullopt;
   return spec->defaults;
-}
-
-std::vector<AscendChipConfig> DefaultAscendChips() {
-  std::vector<AscendChipConfig> chips = {
-      AscendChip("910A", "Ascend910A", 32768, 32768, 30, 0, false,
-                 {{"vir02", 2184, 2, 0},
-                  {"vir04", 4369, 4, 0},
-                  {"vir08", 8738, 8, 0},
-                  {"vir16", 17476, 16, 0}}),
-      AscendChip("910B2", "Ascend910B2", 65536, 65536, 24, 6, false,
-                 {{"vir03_1c_8g", 8192, 3, 1},
-                  {"vir06_1c_16g", 16384, 6, 1},
-                  {"vir12_3c_32g", 32768, 12, 3}}),
-      AscendChip("910B3", "Ascend910B3", 65536, 65536, 20, 7, false,
-                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
-      AscendChip("910B4-1", "Ascend910B4-1", 65536, 65536, 20, 7, false,
-                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
-      AscendChip("910B4", "Ascend910B4", 32768, 32768, 20, 7, false,
-                 {{"vir05_1c_8g", 8192, 5, 1}, {"vir10_3c_16g", 16384, 10, 3}}),
-      AscendChip("310P3", "Ascend310P", 21527, 24576, 8, 7, false,
-                 {{"vir01", 3072, 1, 1}, {"vir02", 6144, 2, 2}, {"vir04", 12288, 4, 4}}),
-      AscendChip("Ascend910", "Ascend910C", 65536, 65536, 20, 7, true,
-                 {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
-  };
-  for (AscendChipConfig& c : chips) SortTemplates(&c);
-  return chips;
-}
-
-std::vector<IluvatarChipConfig> DefaultIluvatarChips() {
-  std::vector<IluvatarChipConfig> chips;
-  for (const char* word : {"MR-V100", "MR-V50", "BI-V150", "BI-V100"}) {
-    std::string w = word;
-    chips.push_back(IluvatarChipConfig{w, w, "iluvatar.ai/" + w + "-vgpu",
-                                       "iluvatar.ai/" + w + ".vMem",
-                                       "iluvatar.ai/" + w + ".vCore"});
-  }
-  return chips;
-}
-
-DeviceConfig DefaultDeviceConfig() {
-  DeviceConfig c;
-  c.nvidia = NvidiaConfig();
-  return c;
-}
-
-Status ValidateNvidiaConfig(const NvidiaConfig& c) {
-  struct {
-    const char* key;
-    const std::string& value;
-  } names[] = {{"resourceCountName", c.resource_count_name},
-               {"resourceMemoryName", c.resource_memory_name},
-               {"resourceMemoryPercentageName", c.resource_memory_percentage_name},
-               {"resourceCoreName", c.resource_core_name},
-               {"resourcePriorityName", c.resource_priority_name}};
-  for (const auto& n : names) {
-    if (n.value.empty()) return InvalidArgumentError(Path("nvidia", n.key) + ": must not be empty");
-  }
-  if (c.default_memory_mib < 0) return InvalidArgumentError("nvidia.defaultMemory: negative");
-  if (c.default_cores < 0 || c.default_cores > 100) {
-    return InvalidArgumentError("nvidia.defaultCores: must be between 0 and 100");
-  }
-  if (c.default_gpu_num < 0) return InvalidArgumentError("nvidia.defaultGPUNum: negative");
-  if (c.memory_factor < 0) return InvalidArgumentError("nvidia.memoryFactor: negative");
-  if (c.device_split_count < 1) {
-    return InvalidArgumentError("nvidia.deviceSplitCount: must be at least 1");
-  }
-  if (!(c.device_memory_scaling > 0) || !std::isfinite(c.device_memory_scaling)) {
-    return InvalidArgumentError("nvidia.deviceMemoryScaling: must be greater than 0");
-  }
-  if (!(c.device_core_scaling > 0) || !std::isfinite(c.device_core_scaling)) {
-    return InvalidArgumentError("nvidia.deviceCoreScaling: must be greater than 0");
-  }
-  if (c.lib_cuda_log_level < 0 || c.lib_cuda_log_level > 4) {
-    return InvalidArgumentError("nvidia.libCudaLogLevel: must be between 0 and 4");
-  }
-  return OkStatus();
 }
 
 Result<DeviceConfig> ParseDeviceConfigYaml(std::string_view text) {

@@ -125,7 +125,7 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   auto eligible = [&](const k8s::Object& pod) {
     return k8s::GetString(pod, "/spec/nodeName") == node &&
            Annotation(pod, kVgpuNodeAnnotation) == node &&
-           Annotation(pod, scheduler::kBindPhaseAnnotation) == scheduler::kBindPhaseAllocating &&
+           Annotation(pod, device::kBindPhaseAnnotation) == device::kBindPhaseAllocating &&
            HasAnnotation(pod, options_.allocation.to_allocate_key);
   };
   Result<k8s::Object> n = k8s::GetNode(client_, node);
@@ -141,7 +141,7 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
     return Status(StatusCode::kUnavailable,
                   "cannot read node " + node + " to find the pod: " + n.status().message());
   }
-  std::string lock = scheduler::NodeLockOf(*n);
+  std::string lock = device::NodeLockOf(*n);
   if (!lock.empty()) {
     Result<device::NodeLockValue> v = device::DecodeNodeLock(lock);
     if (v.ok() && !v->IsLegacy()) {
@@ -165,7 +165,7 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   if (auto items = list->find("items"); items != list->end() && items->is_array()) {
     for (const k8s::Object& pod : *items) {
       if (k8s::GetString(pod, "/status/phase") != "Pending" || !eligible(pod)) continue;
-      std::string t = Annotation(pod, scheduler::kBindTimeAnnotation);
+      std::string t = Annotation(pod, device::kBindTimeAnnotation);
       if (t.empty()) continue;
       int64_t when = std::strtoll(t.c_str(), nullptr, 10);
       if (best == nullptr || when < best_time) {
@@ -186,8 +186,8 @@ Status Allocator::MarkFailed(const PendingPod& p, const std::string& reason) {
   HAMI_LOG(Warning) << "pod " << v.Key() << ": allocation on node " << options_.node_name
                     << " failed: " << reason;
   Status s = k8s::PatchPodAnnotations(client_, v.ns, v.name,
-                                      {{std::string(scheduler::kBindPhaseAnnotation),
-                                        std::string(scheduler::kBindPhaseFailed)}})
+                                      {{std::string(device::kBindPhaseAnnotation),
+                                        std::string(device::kBindPhaseFailed)}})
                  .status();
   k8s::EventSpec ev;
   ev.involved = p.object;
@@ -260,8 +260,8 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
   patch["metadata"]["resourceVersion"] = p.resource_version;
   patch["metadata"]["annotations"][options_.allocation.to_allocate_key] = plan->to_allocate;
   if (plan->complete) {
-    patch["metadata"]["annotations"][std::string(scheduler::kBindPhaseAnnotation)] =
-        std::string(scheduler::kBindPhaseSuccess);
+    patch["metadata"]["annotations"][std::string(device::kBindPhaseAnnotation)] =
+        std::string(device::kBindPhaseSuccess);
   }
   Result<k8s::WriteAck> ack =
       client_.PatchAck(k8s::kPods, p.view.ns, p.view.name, k8s::PatchType::kMerge, patch.dump());

@@ -24,8 +24,8 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "device/node_locker.h"
 #include "deviceplugin/allocation.h"
-#include "extender/node_locker.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
@@ -69,7 +69,7 @@ class Allocator {
   k8s::RestClient& client_;
   const AllocatorOptions options_;
   const std::function<ReplicaMap()> replicas_;
-  scheduler::NodeLocker locker_;  // releases the node lock after an allocation (owner-checked)
+  device::NodeLocker locker_;  // releases the node lock after an allocation (owner-checked)
 
   Mutex mu_;  // held for a whole Allocate/PreferredAllocation call
   mutable Mutex stats_mu_;

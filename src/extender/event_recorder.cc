@@ -8,7 +8,7 @@
 #include "common/thread_name.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 EventRecorder::EventRecorder(k8s::RestClient& client, size_t max_queued)
     : client_(client), max_queued_(max_queued) {}
@@ -104,4 +104,4 @@ uint64_t EventRecorder::failed() const {
   return failed_;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

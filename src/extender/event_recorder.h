@@ -18,7 +18,7 @@
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 class EventRecorder {
  public:
@@ -50,4 +50,4 @@ class EventRecorder {
   std::thread thread_;
 };
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 namespace {
 
@@ -236,6 +236,62 @@ size_t ValueEnd(std::string_view s, size_t i) {
   return std::string_view::npos;
 }
 
+// The plain strings of the `nodenames` array `value` (value[0] == '['), as views into a copy of
+// the array in out->name_buffer. False when an entry is not a plain string or the array does
+// not end where `value` does.
+bool ScanPlainNames(std::string_view value, ExtenderArgs* out) {
+  // The array's bytes are kept whole (the buffer does not change afterwards); each name is a
+  // view of its own characters. At most one name per comma, plus one.
+  std::string& buffer = *out->name_buffer;
+  buffer.assign(value);
+  out->names.reserve(static_cast<size_t>(std::count(value.begin(), value.end(), ',')) + 1);
+  const std::string_view kept(buffer);
+  size_t j = SkipSpace(value, 1);
+  if (j < value.size() && value[j] == ']') return SkipSpace(value, j + 1) == value.size();
+  for (;;) {
+    if (j >= value.size() || value[j] != '"') return false;
+    size_t name_end = ScanPlainString(value, j);
+    if (name_end == std::string_view::npos) return false;
+    out->names.push_back(kept.substr(j + 1, name_end - j - 2));
+    j = SkipSpace(value, name_end);
+    if (j < value.size() && value[j] == ',') {
+      j = SkipSpace(value, j + 1);
+      continue;
+    }
+    if (j < value.size() && value[j] == ']') return SkipSpace(value, j + 1) == value.size();
+    return false;
+  }
+}
+
+// The value of a `nodenames` member; a later one replaces an earlier one.
+bool ReadNodeNames(std::string_view value, ExtenderArgs* out) {
+  out->has_names = false;
+  out->names_not_list = false;
+  out->name_buffer->clear();
+  out->names.clear();
+  if (value[0] == '[') {
+    out->has_names = true;
+    return ScanPlainNames(value, out);
+  }
+  if (!Json::accept(value)) return false;
+  if (value != "null") out->names_not_list = true;
+  return true;
+}
+
+// One top-level member `key` with its value's text: `pod` and `nodes` are parsed, `nodenames`
+// scanned, the others only validated. False sends the body to the general reader.
+bool ReadMember(std::string_view key, std::string_view value, ExtenderArgs* out) {
+  ArgsMember member = MemberOf(key);
+  if (member == ArgsMember::kPod || member == ArgsMember::kNodes) {
+    Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return false;
+    (member == ArgsMember::kPod ? out->pod : out->nodes) = std::move(parsed);
+    return true;
+  }
+  if (member == ArgsMember::kNodeNames) return ReadNodeNames(value, out);
+  return Json::accept(value);
+}
+
 bool FastParse(std::string_view body, ExtenderArgs* out) {
   // The JSON lexer takes a NUL byte for the end of its input: a slice parsed on its own could end
   // early where the whole body would not.
@@ -243,7 +299,6 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
   size_t i = SkipSpace(body, 0);
   if (i >= body.size() || body[i] != '{') return false;
   i = SkipSpace(body, i + 1);
-  std::string& buffer = *out->name_buffer;
   bool first = true;
   for (;;) {
     if (i >= body.size()) return false;
@@ -261,54 +316,7 @@ bool FastParse(std::string_view body, ExtenderArgs* out) {
     i = SkipSpace(body, i + 1);
     size_t end = ValueEnd(body, i);
     if (end == std::string_view::npos) return false;
-    std::string_view value = body.substr(i, end - i);
-    ArgsMember member = MemberOf(key);
-    if (member == ArgsMember::kPod || member == ArgsMember::kNodes) {
-      Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_discarded()) return false;
-      (member == ArgsMember::kPod ? out->pod : out->nodes) = std::move(parsed);
-    } else if (member == ArgsMember::kNodeNames) {
-      // A later "nodenames" replaces an earlier one.
-      out->has_names = false;
-      out->names_not_list = false;
-      buffer.clear();
-      out->names.clear();
-      if (value[0] == '[') {
-        out->has_names = true;
-        // The array's bytes are kept whole (the buffer does not change afterwards); each name is
-        // a view of its own characters. At most one name per comma, plus one.
-        buffer.assign(value);
-        out->names.reserve(static_cast<size_t>(std::count(value.begin(), value.end(), ',')) + 1);
-        const std::string_view kept(buffer);
-        size_t j = SkipSpace(value, 1);
-        if (j < value.size() && value[j] == ']') {
-          j = SkipSpace(value, j + 1);
-        } else {
-          for (;;) {
-            if (j >= value.size() || value[j] != '"') return false;
-            size_t name_end = ScanPlainString(value, j);
-            if (name_end == std::string_view::npos) return false;
-            out->names.push_back(kept.substr(j + 1, name_end - j - 2));
-            j = SkipSpace(value, name_end);
-            if (j < value.size() && value[j] == ',') {
-              j = SkipSpace(value, j + 1);
-              continue;
-            }
-            if (j < value.size() && value[j] == ']') {
-              j = SkipSpace(value, j + 1);
-              break;
-            }
-            return false;
-          }
-        }
-        if (j != value.size()) return false;
-      } else {
-        if (!Json::accept(value)) return false;
-        if (value != "null") out->names_not_list = true;
-      }
-    } else if (!Json::accept(value)) {
-      return false;
-    }
+    if (!ReadMember(key, body.substr(i, end - i), out)) return false;
     first = false;
     i = SkipSpace(body, end);
     if (i < body.size() && body[i] == ',') {
@@ -347,4 +355,4 @@ Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
   return args;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 struct ExtenderArgs {
   k8s::Object pod;    // null when absent
@@ -39,4 +39,4 @@ struct ExtenderArgs {
 // JSON but not an object.
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

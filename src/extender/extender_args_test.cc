@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using Json = nlohmann::json;
@@ -123,4 +123,4 @@ TEST(ExtenderArgsTest, MemberNamesMatchWithoutRegardToCase) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

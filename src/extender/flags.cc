@@ -12,7 +12,9 @@
 #include "device/vendor.h"
 #include "scheduler/policy.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::ParseNodePolicy;
 
 namespace {
 
@@ -253,4 +255,4 @@ Result<SchedulerConfig> SchedulerConfigFromFlags(const SchedulerFlags& f) {
   return c;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

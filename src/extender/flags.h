@@ -27,7 +27,7 @@ namespace CLI {
 class App;
 }
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 struct SchedulerFlags {
   std::string http_bind = "127.0.0.1:8080";
@@ -93,4 +93,4 @@ struct SchedulerConfig {
 // wrong. Reads --device-config-file.
 Result<SchedulerConfig> SchedulerConfigFromFlags(const SchedulerFlags& flags);
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -8,7 +8,10 @@
 
 #include "k8s/test_util.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::NodePolicy;
+
 namespace {
 
 class SchedulerFlagsTest : public ::testing::Test {
@@ -123,4 +126,4 @@ TEST_F(SchedulerFlagsTest, EachMistakeIsNamed) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -6,7 +6,12 @@
 #include "device/resource_quantity.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::NodeObject;
+using scheduler::PodObject;
+using scheduler::PodPhase;
+
 namespace {
 
 using Json = nlohmann::json;
@@ -257,4 +262,4 @@ int64_t ResourceVersionNumberOf(std::string_view rv) {
   return v;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -18,7 +18,7 @@
 #include "k8s/object_fwd.h"
 #include "scheduler/objects.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 // metadata.annotations (or labels) as a map; non-string values are skipped.
 device::Annotations AnnotationsOf(const k8s::Object& obj);
@@ -28,10 +28,10 @@ device::Annotations LabelsOf(const k8s::Object& obj);
 device::PodResources PodResourcesOf(const k8s::Object& pod);
 
 // What the ledger needs of a pod: identity, node, annotations, phase, deletion, init state.
-PodObject PodObjectOf(const k8s::Object& pod);
+scheduler::PodObject PodObjectOf(const k8s::Object& pod);
 
 // Node name and annotations.
-NodeObject NodeObjectOf(const k8s::Object& node);
+scheduler::NodeObject NodeObjectOf(const k8s::Object& node);
 
 // The part of a pod the scheduler service reads, for its pod informer's cache (every pod of the
 // cluster, so its size is the scheduler's memory): apiVersion, kind; metadata name, namespace,
@@ -52,4 +52,4 @@ int64_t NodeCapacityOf(const k8s::Object& node, std::string_view resource);
 int64_t ResourceVersionNumber(const k8s::Object& obj);
 int64_t ResourceVersionNumberOf(std::string_view rv);
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -4,7 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::PodObject;
+
 namespace {
 
 using Json = nlohmann::json;
@@ -97,4 +100,4 @@ TEST(TrimPodForScheduler, OddShapesPassThroughForTheReadersToJudge) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -5,7 +5,15 @@
 #include "device/resource_quantity.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::Charge;
+using scheduler::Ledger;
+using scheduler::LedgerDevice;
+using scheduler::LedgerNode;
+using scheduler::LedgerPod;
+using scheduler::QuotaRoom;
+
 namespace {
 
 struct Effective {
@@ -158,4 +166,4 @@ std::vector<QuotaUsageLine> QuotaBook::Lines(const Ledger& ledger) const {
   return out;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -23,7 +23,7 @@
 #include "scheduler/ledger.h"
 #include "scheduler/placement.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 struct QuotaLimit {
   std::string vendor;
@@ -54,17 +54,17 @@ class QuotaBook {
   bool HasQuota(std::string_view ns) const;
 
   // Per vendor: memory (MiB) and cores the namespace's pods hold, optionally not counting `uid`.
-  std::map<std::string, std::pair<int64_t, int64_t>> Usage(const Ledger& ledger,
+  std::map<std::string, std::pair<int64_t, int64_t>> Usage(const scheduler::Ledger& ledger,
                                                            std::string_view ns,
                                                            std::string_view exclude_uid = "") const;
   // Room left in `ns` for a pod (its own earlier reservation not counted); empty when the
   // namespace has no quota.
-  std::vector<QuotaRoom> Room(const Ledger& ledger, std::string_view ns,
-                              std::string_view exclude_uid) const;
+  std::vector<scheduler::QuotaRoom> Room(const scheduler::Ledger& ledger, std::string_view ns,
+                                         std::string_view exclude_uid) const;
   // OK when `mem_mib` and `cores` more of `vendor` fit; ResourceExhausted naming the limit.
-  Status Check(const Ledger& ledger, std::string_view ns, std::string_view vendor, int64_t mem_mib,
-               int64_t cores) const;
-  std::vector<QuotaUsageLine> Lines(const Ledger& ledger) const;
+  Status Check(const scheduler::Ledger& ledger, std::string_view ns, std::string_view vendor,
+               int64_t mem_mib, int64_t cores) const;
+  std::vector<QuotaUsageLine> Lines(const scheduler::Ledger& ledger) const;
 
  private:
   const device::VendorRegistry& vendors_;
@@ -72,4 +72,4 @@ class QuotaBook {
   std::map<std::string, std::map<std::string, std::vector<QuotaLimit>>, std::less<>> quotas_;
 };
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

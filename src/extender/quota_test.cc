@@ -7,7 +7,10 @@
 #include "common/clock.h"
 #include "device/config.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::Ledger;
+
 namespace {
 
 class QuotaBookTest : public ::testing::Test {
@@ -55,4 +58,4 @@ TEST_F(QuotaBookTest, AnUnusableLimitIsReportedAndTheRestApplies) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

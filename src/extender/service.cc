@@ -1,7 +1,7 @@
-// SchedulerService: lifecycle, informer handlers and inspection. The verbs and background work
-// live beside it: service_filter.cc, service_bind.cc (with service_node_lock.cc),
-// service_nodes.cc (registration, lock releases, leader following), service_http.cc (webhook,
-// metrics, routes).
+// SchedulerService: lifecycle, informer handlers and inspection. The filter is in
+// service_filter.cc, the webhook, metrics and routes in service_http.cc; binds, registration,
+// lock releases and leader following are the parts of binder.h, node_registrar.h,
+// lock_releaser.h and lease_follower.h.
 #include "extender/service.h"
 
 #include <time.h>
@@ -14,7 +14,17 @@
 #include "extender/service_internal.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::AssumeCache;
+using scheduler::EngineOptions;
+using scheduler::GpuPolicy;
+using scheduler::Ledger;
+using scheduler::LedgerOptions;
+using scheduler::NodePolicyName;
+using scheduler::OverCommit;
+using scheduler::ParseGpuPolicy;
+using scheduler::PodObject;
 
 namespace service_internal {
 
@@ -72,20 +82,39 @@ SchedulerService::SchedulerService(k8s::RestClient& client, device::DeviceConfig
       options_(std::move(options)),
       clock_(clock != nullptr ? *clock : system_clock_),
       engine_(EngineOptions{options_.node_policy, options_.gpu_policy}),
-      locker_(client, clock_, NodeLockOptions{options_.node_lock_timeout_seconds, 5}),
+      locker_(client, clock_, device::NodeLockOptions{options_.node_lock_timeout_seconds, 5}),
       events_(client),
       cache_(vendors_, clock_, LedgerOptions{options_.reservation_ttl_seconds}),
-      quota_(vendors_) {}
+      quota_(vendors_),
+      lease_(client, clock_,
+             LeaseFollowerOptions{options_.leader_elect, options_.lease_namespace,
+                                  options_.lease_name, options_.identity, options_.lease_poll,
+                                  options_.pod_namespace, options_.pod_name},
+             [this](bool leader) {
+               registrar_.LeaderChanged(leader);
+               ready_cv_.notify_all();
+             }),
+      registrar_(client, clock_, vendors_, cache_,
+                 NodeRegistrarOptions{options_.register_interval, options_.handshake_grace},
+                 [this] { return lease_.IsLeader(); }, [this] { ready_cv_.notify_all(); }),
+      releaser_(locker_, clock_, options_.lock_release_grace,
+                [this](const std::string& node) { return CachedNode(node); }),
+      binder_(BinderParts{client, clock_, vendors_, cache_, locker_, events_},
+              BinderOptions{options_.scheduler_name, options_.identity, options_.node_lock_wait,
+                            options_.bind_outcome_grace},
+              BinderHooks{[this] { return AwaitReady(); },
+                          [this](const std::string& key) {
+                            return pods_ ? pods_->Get(key) : k8s::ObjectPtr();
+                          },
+                          [this](const std::string& node) { return CachedNode(node); }}) {}
 
 SchedulerService::~SchedulerService() { Stop(); }
 
 Status SchedulerService::Start() {
   if (started_.exchange(true)) return OkStatus();
   events_.Start();
-  leader_.store(!options_.leader_elect);
-  queue_ = std::make_unique<k8s::WorkQueue>(clock_);  // before the informers feed it
-  binders_ = std::make_unique<ThreadPool>("hami-binder", 64);
-  stop_ = std::make_unique<Cancellation>();
+  binder_.Start();
+  releaser_.Start();
 
   k8s::InformerOptions pod_opts;
   pod_opts.transform = TrimPodForScheduler;  // every pod of the cluster is cached: keep little
@@ -102,8 +131,8 @@ Status SchedulerService::Start() {
       .on_add = [this](const k8s::ObjectPtr& n) { OnNode(n, false); },
       .on_update =
           [this](const k8s::ObjectPtr& old, const k8s::ObjectPtr& n) {
-            if (OnlyNodeLockChanged(*old, *n)) {
-              NoteNodeChange(k8s::Name(*n));  // binds waiting for this lock look again
+            if (device::OnlyNodeLockChanged(*old, *n)) {
+              binder_.NodeChanged(k8s::Name(*n), false);  // binds waiting for it look again
               return;
             }
             OnNode(n, false);
@@ -116,20 +145,12 @@ Status SchedulerService::Start() {
       .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& q) { OnQuota(q, false); },
       .on_delete = [this](const k8s::ObjectPtr& q) { OnQuota(q, true); },
   });
+  registrar_.Start(*nodes_);  // its first pass waits for the node list
   // Nodes first, so pods find their nodes registered when the pod list arrives.
   nodes_->Start();
   pods_->Start();
   quotas_->Start();
-  queue_->Add("resync");
-  if (options_.leader_elect) {
-    k8s::LeaderElectionConfig lease;
-    lease.ns = options_.lease_namespace;
-    lease.name = options_.lease_name;
-    lease.identity = options_.identity;
-    lease_ = std::make_unique<k8s::LeaderElector>(client_, lease);
-    queue_->Add("lease");
-  }
-  worker_ = std::thread([this] { RunWorker(); });
+  lease_.Start();
   HAMI_LOG(Info) << "scheduler " << options_.scheduler_name << " started: node policy "
                  << NodePolicyName(options_.node_policy) << ", gpu policy " << options_.gpu_policy
                  << (options_.leader_elect ? ", following lease " + options_.lease_namespace + "/" +
@@ -140,12 +161,11 @@ Status SchedulerService::Start() {
 
 void SchedulerService::Stop() {
   if (!started_.exchange(false)) return;
-  if (stop_) stop_->Cancel();
-  if (queue_) queue_->ShutDown();
-  ready_cv_.notify_all();
-  NoteEveryNodeChanged();  // binds waiting for a node lock see the service stopping
-  if (worker_.joinable()) worker_.join();
-  if (binders_) binders_->Stop();  // binds waiting for a node lock saw the service stopping
+  ready_cv_.notify_all();  // requests waiting for readiness see the service stopping
+  lease_.Stop();
+  registrar_.Stop();
+  releaser_.Stop();
+  binder_.Stop();  // binds waiting for a node lock give up
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (quotas_) quotas_->Stop();
@@ -153,7 +173,7 @@ void SchedulerService::Stop() {
 }
 
 bool SchedulerService::Ready() const {
-  return started_.load() && leader_.load() && registered_once_.load() && pods_ &&
+  return started_.load() && lease_.IsLeader() && registrar_.RegisteredOnce() && pods_ &&
          pods_->HasSynced() && nodes_->HasSynced() && quotas_->HasSynced();
 }
 
@@ -171,6 +191,13 @@ bool SchedulerService::WaitReady(std::chrono::milliseconds timeout) {
   return true;
 }
 
+Status SchedulerService::AwaitReady() {
+  if (Ready() || WaitReady(options_.filter_ready_wait)) return OkStatus();
+  return Status(StatusCode::kUnavailable, IsLeader()
+                                              ? "scheduler not ready: cluster view not synced yet"
+                                              : "scheduler not ready: not the leader");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Informer handlers.
 
@@ -180,7 +207,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
   const std::string uid = k8s::Uid(pod);
   if (!uid.empty() && deleted) {
     cache_.ObservePodGone(uid);
-    MaybeReleaseLock(pod, true);
+    releaser_.ObservePod(pod, true);
   } else if (!uid.empty()) {
     const PodObject p = PodObjectOf(pod);
     Status problem;
@@ -198,7 +225,7 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
     if (seen == AssumeCache::Observed::kStale) {
       Count(&ServiceStats::stale_pod_events);  // applying it would undo our placement
     } else {
-      MaybeReleaseLock(pod, false);
+      releaser_.ObservePod(pod, false);
     }
   }
   // Counted once the event is fully handled (a test waits on it to know a change was seen).
@@ -215,50 +242,17 @@ void SchedulerService::OnQuota(const k8s::ObjectPtr& quota, bool deleted) {
 }
 
 void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
-  std::string name = k8s::Name(*obj);
+  const std::string name = k8s::Name(*obj);
   if (deleted) {
-    cache_.RemoveNode(name);
-    {
-      MutexLock l(node_state_mu_);
-      node_state_.erase(name);
-    }
-    HAMI_LOG(Info) << "node " << name << ": deleted, no longer scheduled";
+    registrar_.NodeDeleted(name);
   } else {
-    queue_->Add("node/" + name);
+    registrar_.NodeChanged(name);
   }
-  NoteNodeChange(name, deleted);
+  binder_.NodeChanged(name, deleted);
 }
 
-void SchedulerService::NoteNodeChange(const std::string& node, bool deleted) {
-  {
-    MutexLock l(lock_wait_mu_);
-    if (deleted) {
-      node_changes_.erase(node);  // a waiter's mark no longer matches: it looks and finds none
-    } else {
-      ++node_changes_[node];
-    }
-  }
-  lock_wait_cv_.notify_all();
-}
-
-void SchedulerService::NoteEveryNodeChanged() {
-  {
-    MutexLock l(lock_wait_mu_);
-    ++all_node_changes_;
-  }
-  lock_wait_cv_.notify_all();
-}
-
-SchedulerService::NodeChangeMark SchedulerService::NodeChangeMarkOf(const std::string& node) const {
-  auto it = node_changes_.find(node);
-  return NodeChangeMark{it == node_changes_.end() ? 0 : it->second, all_node_changes_};
-}
-
-const k8s::Object* SchedulerService::CachedNode(const std::string& name,
-                                                k8s::ObjectPtr* hold) const {
-  if (!nodes_) return nullptr;
-  *hold = nodes_->Get(name);
-  return hold->get();
+k8s::ObjectPtr SchedulerService::CachedNode(const std::string& name) const {
+  return nodes_ ? nodes_->Get(name) : nullptr;
 }
 
 void SchedulerService::Count(uint64_t ServiceStats::*counter) {
@@ -266,17 +260,27 @@ void SchedulerService::Count(uint64_t ServiceStats::*counter) {
   ++(stats_.*counter);
 }
 
-void SchedulerService::Uncount(uint64_t ServiceStats::*counter) {
-  MutexLock s(stats_mu_);
-  --(stats_.*counter);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Inspection.
 
 ServiceStats SchedulerService::stats() const {
-  MutexLock s(stats_mu_);
-  return stats_;
+  const BindStats b = binder_.stats();
+  const LockReleaser::Stats r = releaser_.stats();
+  ServiceStats st;
+  {
+    MutexLock s(stats_mu_);
+    st = stats_;
+  }
+  st.binds = b.binds;
+  st.bind_errors = b.bind_errors;
+  st.lock_waits = b.lock_waits;
+  st.bind_busy += b.bind_busy;  // the filter counts its own refusals
+  st.bind_unsettled = b.bind_unsettled;
+  st.bind_recovered = b.bind_recovered;
+  st.binds_waiting = b.binds_waiting;
+  st.locks_released = r.released;
+  st.lock_releases_queued = r.queued;
+  return st;
 }
 
 std::string SchedulerService::LedgerDump() const {
@@ -291,4 +295,4 @@ std::vector<OverCommit> SchedulerService::OverCommitted() const {
   return cache_.Read([](const Ledger& ledger) { return ledger.OverCommitted(); });
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -12,7 +12,21 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::AssumeCache;
+using scheduler::CardReason;
+using scheduler::Decision;
+using scheduler::HeldLockRef;
+using scheduler::Ledger;
+using scheduler::LedgerOptions;
+using scheduler::NodeFailure;
+using scheduler::NodeVerdict;
+using scheduler::PodSpec;
+using scheduler::QuotaRoom;
+using scheduler::kAssignedNodeAnnotation;
+using scheduler::kAssignedTimeAnnotation;
+
 namespace {
 
 using Json = nlohmann::json;
@@ -175,10 +189,7 @@ std::string SchedulerService::Filter(std::string_view body) {
     return FilterSimulation(pod->dump(), args->nodes);
   }
   if (spec.uid.empty()) return FilterError("pod " + key + " has no uid");
-  if (!Ready() && !WaitReady(options_.filter_ready_wait)) {
-    return FilterError(IsLeader() ? "scheduler not ready: cluster view not synced yet"
-                                  : "scheduler not ready: not the leader");
-  }
+  if (Status ready = AwaitReady(); !ready.ok()) return FilterError(ready.message());
   // Views into `args`, which outlives them: no copy of thousands of node names per filter.
   return PlaceAndAnswer(pod, spec, key, args->names);
 }
@@ -209,7 +220,7 @@ std::string SchedulerService::PlaceAndAnswer(const k8s::ObjectPtr& pod, PodSpec&
   std::optional<HeldLockRef> release;
   std::string written_on;
   const std::string busy = cache_.PrepareToPlace(spec.uid, &release, &written_on);
-  if (release) QueueLockRelease(release->node, release->ns, release->name);
+  if (release) releaser_.QueueRelease(release->node, release->ns, release->name);
   if (busy.empty() && !written_on.empty()) {
     // The pod carries an earlier placement (its Binding failed, or a restart found it): that
     // must leave the pod before its devices go to anyone else, or a rebuilt ledger (a restart,
@@ -291,4 +302,4 @@ std::string SchedulerService::RecordPlacement(const k8s::ObjectPtr& pod, const P
   return FilterAnswer({d.node}, d.FailedNodes());
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -10,7 +10,10 @@
 #include "k8s/object.h"
 #include "net/http_server.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::Ledger;
+
 namespace {
 
 // The webhook's view of node capacity, read from the node informer's cache on demand (only
@@ -165,4 +168,4 @@ void SchedulerService::RegisterRoutes(net::HttpServer& server) {
   server.AddReadinessCheck("scheduler", [this] { return Ready(); });
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

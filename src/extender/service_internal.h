@@ -7,7 +7,7 @@
 
 #include "common/status.h"
 
-namespace hami::scheduler::service_internal {
+namespace hami::extender::service_internal {
 
 // An extender answer carrying only an error.
 std::string ErrorReply(std::string_view message);
@@ -24,4 +24,4 @@ inline bool OutcomeUnknown(const Status& s) {
          s.code() == StatusCode::kUnavailable;
 }
 
-}  // namespace hami::scheduler::service_internal
+}  // namespace hami::extender::service_internal

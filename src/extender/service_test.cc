@@ -18,7 +18,7 @@
 #include "k8s/test_util.h"
 #include "scheduler/test_util.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using Json = nlohmann::json;
@@ -42,7 +42,7 @@ Json Node(const std::string& name, const std::string& lock = "") {
             {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
   Json& annos = n["metadata"]["annotations"];
   annos["hami.io/node-nvidia-register"] = device::EncodeNodeDevicesJson(
-      {testing::Gpu("GPU-0", 0, 16384), testing::Gpu("GPU-1", 1, 16384)});
+      {scheduler::testing::Gpu("GPU-0", 0, 16384), scheduler::testing::Gpu("GPU-1", 1, 16384)});
   // A fresh request of the handshake: nothing for the registration pass to write.
   annos["hami.io/node-handshake"] = "Requesting_2024-01-01 00:00:00";
   if (!lock.empty()) annos[std::string(device::kNodeLockAnnotation)] = lock;
@@ -363,4 +363,4 @@ TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

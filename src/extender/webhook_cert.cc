@@ -10,7 +10,7 @@
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using net::CertificateInfo;
@@ -188,63 +188,68 @@ std::string ServingRenewalReason(const CertificateInfo& serving, const WebhookCe
   return "";
 }
 
-Result<WebhookCertPlan> PlanWebhookCertificates(const std::optional<WebhookCertBundle>& current,
-                                                const WebhookCertPolicy& policy, CertTime now) {
-  WebhookCertPlan plan;
-  const WebhookCertBundle in = current.value_or(WebhookCertBundle{});
-  std::vector<std::string> reasons;
-  if (!current) reasons.push_back("there is no Secret yet");
+namespace {
 
-  // The signing CA: the first certificate of ca.crt, whose key is ca.key.
-  std::vector<std::string> older_cas;  // still trusted, carried in ca.crt after the signing CA
-  CertificatePem signing{"", in.ca_key};
-  bool need_ca = !current.has_value();
-  if (current) {
-    std::string problem;
-    Result<std::vector<std::string>> cas = net::SplitCertificateBundle(in.ca_crt);
-    if (in.ca_crt.empty()) {
-      problem = "no ca.crt";
-    } else if (!cas.ok()) {
-      problem = "ca.crt: " + cas.status().message();
-    } else if (in.ca_key.empty()) {
-      problem = "no ca.key";
-    } else if (Status s = net::CheckKeyPair({(*cas)[0], in.ca_key}); !s.ok()) {
-      problem = "ca.key: " + s.message();
+// Judges the Secret's signing CA: the first certificate of `in.ca_crt`, whose key is `in.ca_key`.
+// Returns true when it stays, with `signing->cert_pem` and `plan->ca` set to it and the other
+// CAs of ca.crt in `older_cas`. Returns false when a new CA is needed, with the reason appended
+// to `reasons` (and the outgoing CAs in `older_cas` when the CA is merely due for renewal).
+bool KeepCurrentCa(const WebhookCertBundle& in, const WebhookCertPolicy& policy, CertTime now,
+                   CertificatePem* signing, std::vector<std::string>* older_cas,
+                   WebhookCertPlan* plan, std::vector<std::string>* reasons) {
+  std::string problem;
+  Result<std::vector<std::string>> cas = net::SplitCertificateBundle(in.ca_crt);
+  if (in.ca_crt.empty()) {
+    problem = "no ca.crt";
+  } else if (!cas.ok()) {
+    problem = "ca.crt: " + cas.status().message();
+  } else if (in.ca_key.empty()) {
+    problem = "no ca.key";
+  } else if (Status s = net::CheckKeyPair({(*cas)[0], in.ca_key}); !s.ok()) {
+    problem = "ca.key: " + s.message();
+  } else {
+    Result<CertificateInfo> info = net::InspectCertificate((*cas)[0]);
+    if (!info.ok()) {
+      problem = "ca.crt: " + info.status().message();
+    } else if (!info->is_ca) {
+      problem = "ca.crt is not a CA certificate";
+    } else if (std::string r = CaRenewalReason(*info, policy, now); !r.empty()) {
+      reasons->push_back(r);
+      *older_cas = *cas;  // the outgoing CA stays trusted until it expires
+      return false;
     } else {
-      Result<CertificateInfo> info = net::InspectCertificate((*cas)[0]);
-      if (!info.ok()) {
-        problem = "ca.crt: " + info.status().message();
-      } else if (!info->is_ca) {
-        problem = "ca.crt is not a CA certificate";
-      } else if (std::string r = CaRenewalReason(*info, policy, now); !r.empty()) {
-        reasons.push_back(r);
-        need_ca = true;
-        older_cas = *cas;  // the outgoing CA stays trusted until it expires
-      } else {
-        signing.cert_pem = (*cas)[0];
-        plan.ca = *info;
-        older_cas.assign(cas->begin() + 1, cas->end());
-      }
-    }
-    if (!problem.empty()) {
-      reasons.push_back("the Secret has no usable CA (" + problem + ")");
-      need_ca = true;
+      signing->cert_pem = (*cas)[0];
+      plan->ca = *info;
+      older_cas->assign(cas->begin() + 1, cas->end());
+      return true;
     }
   }
-  if (need_ca) {
-    const seconds validity = policy.ca_validity;
-    net::CertificateSpec spec;
-    // A distinct name per CA keeps old and new apart in logs and in chain building.
-    spec.common_name =
-        "hami-scheduler-ca@" + std::to_string(std::chrono::system_clock::to_time_t(now));
-    spec.not_before = NotBefore(now, validity);
-    spec.not_after = now + validity;
-    HAMI_ASSIGN_OR_RETURN(signing, net::GenerateCertificateAuthority(spec));
-    HAMI_ASSIGN_OR_RETURN(plan.ca, net::InspectCertificate(signing.cert_pem));
-    plan.new_ca = true;
-  }
+  reasons->push_back("the Secret has no usable CA (" + problem + ")");
+  return false;
+}
+
+// Generates a CA valid for policy.ca_validity from `now` into `signing` and `plan->ca`.
+Status GenerateCa(const WebhookCertPolicy& policy, CertTime now, CertificatePem* signing,
+                  WebhookCertPlan* plan) {
+  const seconds validity = policy.ca_validity;
+  net::CertificateSpec spec;
+  // A distinct name per CA keeps old and new apart in logs and in chain building.
+  spec.common_name =
+      "hami-scheduler-ca@" + std::to_string(std::chrono::system_clock::to_time_t(now));
+  spec.not_before = NotBefore(now, validity);
+  spec.not_after = now + validity;
+  HAMI_ASSIGN_OR_RETURN(*signing, net::GenerateCertificateAuthority(spec));
+  HAMI_ASSIGN_OR_RETURN(plan->ca, net::InspectCertificate(signing->cert_pem));
+  plan->new_ca = true;
+  return OkStatus();
+}
+
+// The ca.crt to write: the signing CA, then those of `older_cas` still valid at `now`. Dropping
+// any is a reason, appended to `reasons`.
+std::string TrustedCas(const std::string& signing_pem, const std::vector<std::string>& older_cas,
+                       CertTime now, std::vector<std::string>* reasons) {
   size_t dropped = 0;
-  std::string ca_crt = signing.cert_pem;
+  std::string ca_crt = signing_pem;
   for (const std::string& old : older_cas) {
     Result<CertificateInfo> info = net::InspectCertificate(old);
     if (!info.ok() || info->not_after <= now) {
@@ -253,38 +258,69 @@ Result<WebhookCertPlan> PlanWebhookCertificates(const std::optional<WebhookCertB
     }
     ca_crt += old;
   }
-  if (dropped > 0) reasons.push_back("dropped " + Plural(dropped, "expired CA") + " from ca.crt");
+  if (dropped > 0) reasons->push_back("dropped " + Plural(dropped, "expired CA") + " from ca.crt");
+  return ca_crt;
+}
 
-  // The serving certificate.
-  std::string serving_problem;
-  if (plan.new_ca) {
-    serving_problem = current ? "it must be signed by the new CA" : "";
-  } else if (in.tls_crt.empty() || in.tls_key.empty()) {
-    serving_problem = "the Secret has no serving certificate";
-  } else if (Result<CertificateInfo> info = net::InspectCertificate(in.tls_crt); !info.ok()) {
-    serving_problem = "tls.crt: " + info.status().message();
-  } else if (std::string r = ServingRenewalReason(*info, policy, now); !r.empty()) {
-    serving_problem = r;
-  } else if (Status s = net::CheckKeyPair({in.tls_crt, in.tls_key}); !s.ok()) {
-    serving_problem = "tls.key: " + s.message();
-  } else if (Status v = net::VerifyCertificate(in.tls_crt, signing.cert_pem, now); !v.ok()) {
-    serving_problem = "tls.crt is not signed by the current CA (" + v.message() + ")";
-  } else {
-    plan.serving = *info;
+// Why the Secret's serving certificate must be replaced; "" when it stays (then `plan->serving`
+// is set to it) or when there is no Secret yet. A new CA always needs a new serving certificate.
+std::string ServingProblem(bool have_secret, const WebhookCertBundle& in,
+                           const WebhookCertPolicy& policy, CertTime now,
+                           const std::string& signing_pem, WebhookCertPlan* plan) {
+  if (plan->new_ca) return have_secret ? "it must be signed by the new CA" : "";
+  if (in.tls_crt.empty() || in.tls_key.empty()) return "the Secret has no serving certificate";
+  Result<CertificateInfo> info = net::InspectCertificate(in.tls_crt);
+  if (!info.ok()) return "tls.crt: " + info.status().message();
+  if (std::string r = ServingRenewalReason(*info, policy, now); !r.empty()) return r;
+  if (Status s = net::CheckKeyPair({in.tls_crt, in.tls_key}); !s.ok()) {
+    return "tls.key: " + s.message();
   }
+  if (Status v = net::VerifyCertificate(in.tls_crt, signing_pem, now); !v.ok()) {
+    return "tls.crt is not signed by the current CA (" + v.message() + ")";
+  }
+  plan->serving = *info;
+  return "";
+}
+
+// Issues a serving certificate for the policy's names, signed by `signing` and expiring no later
+// than the CA, into plan->bundle and plan->serving.
+Status IssueServing(const WebhookCertPolicy& policy, CertTime now, const CertificatePem& signing,
+                    WebhookCertPlan* plan) {
+  net::CertificateSpec spec;
+  spec.common_name = !policy.dns_names.empty() ? policy.dns_names[0] : policy.ip_addresses[0];
+  spec.dns_names = policy.dns_names;
+  spec.ip_addresses = policy.ip_addresses;
+  spec.not_before = NotBefore(now, policy.serving_validity);
+  spec.not_after = std::min(now + policy.serving_validity, plan->ca.not_after);
+  HAMI_ASSIGN_OR_RETURN(CertificatePem serving, net::IssueServingCertificate(spec, signing));
+  plan->bundle.tls_crt = serving.cert_pem;
+  plan->bundle.tls_key = serving.key_pem;
+  HAMI_ASSIGN_OR_RETURN(plan->serving, net::InspectCertificate(serving.cert_pem));
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<WebhookCertPlan> PlanWebhookCertificates(const std::optional<WebhookCertBundle>& current,
+                                                const WebhookCertPolicy& policy, CertTime now) {
+  WebhookCertPlan plan;
+  const WebhookCertBundle in = current.value_or(WebhookCertBundle{});
+  std::vector<std::string> reasons;
+  if (!current) reasons.push_back("there is no Secret yet");
+
+  std::vector<std::string> older_cas;  // still trusted, carried in ca.crt after the signing CA
+  CertificatePem signing{"", in.ca_key};
+  bool need_ca = !current.has_value();
+  if (current) need_ca = !KeepCurrentCa(in, policy, now, &signing, &older_cas, &plan, &reasons);
+  if (need_ca) HAMI_RETURN_IF_ERROR(GenerateCa(policy, now, &signing, &plan));
+  std::string ca_crt = TrustedCas(signing.cert_pem, older_cas, now, &reasons);
+
+  std::string serving_problem =
+      ServingProblem(current.has_value(), in, policy, now, signing.cert_pem, &plan);
   plan.bundle = WebhookCertBundle{ca_crt, signing.key_pem, in.tls_crt, in.tls_key};
   if (plan.new_ca || !serving_problem.empty()) {
     if (!serving_problem.empty()) reasons.push_back(serving_problem);
-    net::CertificateSpec spec;
-    spec.common_name = !policy.dns_names.empty() ? policy.dns_names[0] : policy.ip_addresses[0];
-    spec.dns_names = policy.dns_names;
-    spec.ip_addresses = policy.ip_addresses;
-    spec.not_before = NotBefore(now, policy.serving_validity);
-    spec.not_after = std::min(now + policy.serving_validity, plan.ca.not_after);
-    HAMI_ASSIGN_OR_RETURN(CertificatePem serving, net::IssueServingCertificate(spec, signing));
-    plan.bundle.tls_crt = serving.cert_pem;
-    plan.bundle.tls_key = serving.key_pem;
-    HAMI_ASSIGN_OR_RETURN(plan.serving, net::InspectCertificate(serving.cert_pem));
+    HAMI_RETURN_IF_ERROR(IssueServing(policy, now, signing, &plan));
   }
   plan.changed = !current || !SameBundle(plan.bundle, in);
   if (plan.changed) {
@@ -483,4 +519,4 @@ void WebhookCertManager::Stop() {
   if (loop_.joinable()) loop_.join();
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -41,7 +41,7 @@
 #include "k8s/rest_client.h"
 #include "net/tls.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 // The Secret's four keys, as PEM text ("" when a key is absent).
 struct WebhookCertBundle {
@@ -158,4 +158,4 @@ class WebhookCertManager {
   std::thread loop_;
 };
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

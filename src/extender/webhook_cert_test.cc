@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using net::CertTime;
@@ -268,4 +268,4 @@ TEST(WebhookCertTest, SecretsWithoutAUsableCaGetANewOne) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

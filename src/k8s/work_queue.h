@@ -59,6 +59,17 @@ class WorkQueue {
   bool TryGet(std::string* key);
   void Done(const std::string& key);
 
+  // The worker loop: hands each ready key to `process(key)`, then marks it Done, until the
+  // queue shuts down.
+  template <typename Process>
+  void Serve(Process&& process) {
+    std::string key;
+    while (Get(&key)) {
+      process(key);
+      Done(key);
+    }
+  }
+
   // Get returns false from now on; delayed keys are dropped.
   void ShutDown();
   // Keys ready to hand out, and keys waiting for their delay.

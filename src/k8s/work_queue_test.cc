@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 namespace hami::k8s {
 namespace {
@@ -96,6 +97,23 @@ TEST(WorkQueueTest, ShutDownWakesABlockedGetAndDropsDelayedKeys) {
   EXPECT_EQ(q.Delayed(), 0u);
   q.Add("after");
   EXPECT_EQ(q.Len(), 0u);
+}
+
+TEST(WorkQueueTest, ServeHandsOutEachKeyMarksItDoneAndReturnsAtShutDown) {
+  RealClock clock;
+  WorkQueue q(clock);
+  q.Add("a");
+  q.Add("b");
+  std::vector<std::string> seen;
+  std::thread worker([&] {
+    q.Serve([&](const std::string& key) {
+      seen.push_back(key);
+      if (key == "a") q.Add("a");  // added while held: handed out again after Done
+      if (seen.size() == 3) q.ShutDown();
+    });
+  });
+  worker.join();
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "a"}));
 }
 
 TEST(WorkQueueTest, ABlockedGetWakesForAnAddedKey) {

@@ -156,10 +156,10 @@ TEST(BurstE2E, ThousandPodsHundredNodesDeletionsAndRestart) {
   Result<k8s::Object> nodes = c.client().List(k8s::kNodes, "");
   ASSERT_TRUE(nodes.ok());
   for (const Json& n : (*nodes)["items"]) {
-    ASSERT_TRUE(fresh.UpsertNode(scheduler::NodeObjectOf(n)).ok());
+    ASSERT_TRUE(fresh.UpsertNode(extender::NodeObjectOf(n)).ok());
   }
   for (const Json& p : (*pods)["items"]) {
-    ASSERT_TRUE(fresh.UpsertPod(scheduler::PodObjectOf(p)).ok());
+    ASSERT_TRUE(fresh.UpsertPod(extender::PodObjectOf(p)).ok());
   }
   EXPECT_TRUE(
       SimCluster::WaitFor([&] { return c.scheduler().LedgerDump() == fresh.CanonicalDump(); },
@@ -169,7 +169,7 @@ TEST(BurstE2E, ThousandPodsHundredNodesDeletionsAndRestart) {
                   << c.scheduler().LedgerDump().substr(0, 3000) << "\n--- objects\n"
                   << fresh.CanonicalDump().substr(0, 3000);
   }
-  scheduler::ServiceStats st = c.scheduler().stats();
+  extender::ServiceStats st = c.scheduler().stats();
   std::printf(
       "burst: %d bound, %d with devices, filters %llu (fit %llu, no fit %llu), "
       "binds %llu (errors %llu), lock waits %llu, races %llu, stale events %llu\n",

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "device/node_lock.h"
+#include "device/node_locker.h"
 #include "extender/k8s_objects.h"
-#include "extender/node_locker.h"
 #include "extender/quota.h"
 #include "k8s/typed.h"
 #include "scheduler/test_util.h"
@@ -66,7 +66,7 @@ class LockTest : public ::testing::Test {
 };
 
 TEST_F(LockTest, AcquireContendReleaseAndTakeOver) {
-  scheduler::NodeLocker locker(c_->client(), clock_);
+  device::NodeLocker locker(c_->client(), clock_);
   ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
   EXPECT_EQ(Lock(), "2027-01-15T08:00:00Z,default,a");
   EXPECT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());  // already ours
@@ -98,26 +98,26 @@ TEST_F(LockTest, ATimestampLockIsRefusedForTwoMinutesThenTakenOver) {
     Result<k8s::Object> n = k8s::GetNode(c_->client(), "n1");
     return n.ok() ? k8s::GetString(*n, "/metadata/annotations/cambricon.com~1dsmlu.lock") : "?";
   };
-  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  ASSERT_TRUE(device::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
   EXPECT_EQ(held(), "2027-01-15T08:00:00Z");
   clock_.Advance(std::chrono::seconds(119));
-  Status busy = scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key);
+  Status busy = device::TakeTimestampLock(c_->client(), clock_, "n1", key);
   EXPECT_EQ(busy.code(), StatusCode::kUnavailable) << busy.ToString();
   EXPECT_NE(busy.message().find("119 s old"), std::string::npos) << busy.message();
   clock_.Advance(std::chrono::seconds(1));
-  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  ASSERT_TRUE(device::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
   EXPECT_EQ(held(), "2027-01-15T08:02:00Z");
   ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1", {{key, "garbage"}}).ok());
-  ASSERT_TRUE(scheduler::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
+  ASSERT_TRUE(device::TakeTimestampLock(c_->client(), clock_, "n1", key).ok());
   EXPECT_EQ(held(), "2027-01-15T08:02:00Z");
-  ASSERT_TRUE(scheduler::ClearTimestampLock(c_->client(), "n1", key).ok());
+  ASSERT_TRUE(device::ClearTimestampLock(c_->client(), "n1", key).ok());
   EXPECT_EQ(held(), "");
 }
 
 TEST_F(LockTest, ACompanionWriteGoesOutWithTheFirstLockWriteOnly) {
-  scheduler::NodeLocker locker(c_->client(), clock_);
+  device::NodeLocker locker(c_->client(), clock_);
   auto companion_for = [](const std::string& pod) {
-    scheduler::NodeLocker::Companion c;
+    device::NodeLocker::Companion c;
     c.patch.resource = &k8s::kPods;
     c.patch.ns = "default";
     c.patch.name = pod;
@@ -151,17 +151,17 @@ TEST_F(LockTest, ACompanionWriteGoesOutWithTheFirstLockWriteOnly) {
 // Bind takes the lock, then posts a Binding that stamps bind-phase: between the two the holder
 // is unbound without a phase, and that is a bind in flight, not an abandoned lock.
 TEST_F(LockTest, BindInFlightHoldsAndAbandonedOrMisplacedHoldersDoNot) {
-  scheduler::NodeLocker locker(c_->client(), clock_);
+  device::NodeLocker locker(c_->client(), clock_);
   ASSERT_TRUE(locker.Acquire("n1", "default", "a", nullptr).ok());
   EXPECT_EQ(locker.Acquire("n1", "default", "b", nullptr).code(), StatusCode::kUnavailable);
-  clock_.Advance(std::chrono::seconds(scheduler::kBindInFlightSeconds + 1));
+  clock_.Advance(std::chrono::seconds(device::kBindInFlightSeconds + 1));
   ASSERT_TRUE(locker.Acquire("n1", "default", "b", nullptr).ok());  // a's bind died
   EXPECT_NE(Lock().find(",default,b"), std::string::npos) << Lock();
   // b gets bound and allocates on n1: it holds.
   ASSERT_TRUE(
       k8s::BindPod(c_->client(), "default", "b", "", "n1", {{"hami.io/bind-phase", "allocating"}})
           .ok());
-  clock_.Advance(std::chrono::seconds(scheduler::kBindInFlightSeconds + 1));
+  clock_.Advance(std::chrono::seconds(device::kBindInFlightSeconds + 1));
   EXPECT_EQ(locker.Acquire("n1", "default", "a", nullptr).code(), StatusCode::kUnavailable);
   // A holder that ended up on another node will not release n1's lock.
   ASSERT_TRUE(locker.Release("n1", "default", "b").ok());
@@ -182,27 +182,27 @@ TEST(NodeLockTest, OnlyNodeLockChangedSeesNothingButTheLock) {
   Json locked = before;
   locked["metadata"]["resourceVersion"] = "2";
   locked["metadata"]["annotations"]["hami.io/mutex.lock"] = "2027-01-15T08:00:00Z,default,a";
-  EXPECT_TRUE(scheduler::OnlyNodeLockChanged(before, locked));
-  EXPECT_TRUE(scheduler::OnlyNodeLockChanged(locked, before));  // released
+  EXPECT_TRUE(device::OnlyNodeLockChanged(before, locked));
+  EXPECT_TRUE(device::OnlyNodeLockChanged(locked, before));  // released
   Json other = locked;
   other["metadata"]["annotations"]["hami.io/node-nvidia-register"] = "[{}]";
-  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  EXPECT_FALSE(device::OnlyNodeLockChanged(locked, other));
   other = locked;
   other["status"]["allocatable"]["x"] = "0";
-  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  EXPECT_FALSE(device::OnlyNodeLockChanged(locked, other));
   other = locked;
   other["metadata"]["labels"]["gpu"] = "on";
-  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  EXPECT_FALSE(device::OnlyNodeLockChanged(locked, other));
   other = locked;
   other["metadata"]["annotations"]["hami.io/node-handshake"] = "Requesting_x";
-  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(locked, other));
+  EXPECT_FALSE(device::OnlyNodeLockChanged(locked, other));
   other = before;
   other["metadata"].erase("annotations");
-  EXPECT_FALSE(scheduler::OnlyNodeLockChanged(other, before));
+  EXPECT_FALSE(device::OnlyNodeLockChanged(other, before));
 }
 
 TEST_F(LockTest, ExpiredGoneAndLegacyLocks) {
-  scheduler::NodeLocker locker(c_->client(), clock_);
+  device::NodeLocker locker(c_->client(), clock_);
   // A legacy bare timestamp, fresh: contention; old: taken over.
   ASSERT_TRUE(k8s::PatchNodeAnnotations(c_->client(), "n1",
                                         {{"hami.io/mutex.lock", "2027-01-15T07:59:00Z"}})
@@ -246,7 +246,7 @@ TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
   Result<k8s::WriteAck> unrelated =
       k8s::PatchPodAnnotations(c.client(), "default", "p", {{"example.com/x", "1"}});
   ASSERT_TRUE(unrelated.ok());
-  const int64_t rv = scheduler::ResourceVersionNumberOf(unrelated->resource_version);
+  const int64_t rv = extender::ResourceVersionNumberOf(unrelated->resource_version);
   ASSERT_GT(rv, 0);
   ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().last_pod_version >= rv; }));
   EXPECT_EQ(c.scheduler().stats().lock_releases_queued, 0u);
@@ -458,7 +458,7 @@ TEST(ServiceTest, GarbageBodiesAndSimulationPath) {
   o.device_plugin = false;
   SimCluster c(o);
   c.AddNode("n1", {Gpu("GPU-1", 0, 16384)});
-  scheduler::SchedulerService& s = c.scheduler();
+  extender::SchedulerService& s = c.scheduler();
   for (const char* body :
        {"", "not json", "[]", "{}", "{\"pod\": 3}", "{\"pod\":{},\"nodenames\":7}",
         "{\"pod\":{\"spec\":{\"containers\":[{\"resources\":{\"limits\":"

@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                            config, {.enable_ascend = true, .enable_iluvatar = true})
                                            .value());
   std::string_view body(reinterpret_cast<const char*>(data), size);
-  hami::Result<std::string> out = hami::scheduler::HandleAdmissionReview(
-      body, *vendors, config, hami::scheduler::WebhookOptions{}, nullptr);
+  hami::Result<std::string> out = hami::extender::HandleAdmissionReview(
+      body, *vendors, config, hami::extender::WebhookOptions{}, nullptr);
   if (!out.ok()) {
     if (out.status().message().empty()) __builtin_trap();
     return 0;

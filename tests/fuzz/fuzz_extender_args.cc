@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hami::Result<hami::k8s::Object> args = hami::k8s::ParseObject(body);
   {
     // The one-pass reader the filter uses agrees with the parsed document.
-    hami::Result<hami::scheduler::ExtenderArgs> fast = hami::scheduler::ParseExtenderArgs(body);
+    hami::Result<hami::extender::ExtenderArgs> fast = hami::extender::ParseExtenderArgs(body);
     if (fast.ok() != args.ok()) __builtin_trap();
     if (args.ok()) {
       if (fast->pod != args->value("pod", hami::k8s::Object())) __builtin_trap();
@@ -50,18 +50,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (args->contains("nodes") && (*args)["nodes"].is_object() &&
       (*args)["nodes"].contains("items") && (*args)["nodes"]["items"].is_array()) {
     for (const auto& n : (*args)["nodes"]["items"]) {
-      (void)ledger.UpsertNode(hami::scheduler::NodeObjectOf(n));
+      (void)ledger.UpsertNode(hami::extender::NodeObjectOf(n));
       names.push_back(hami::k8s::Name(n));
     }
   }
   const hami::k8s::Object pod =
       args->contains("pod") ? (*args)["pod"] : hami::k8s::Object::object();
-  (void)ledger.UpsertPod(hami::scheduler::PodObjectOf(pod));
+  (void)ledger.UpsertPod(hami::extender::PodObjectOf(pod));
   hami::scheduler::PodSpec spec;
   spec.uid = "fuzz";
-  spec.annotations = hami::scheduler::AnnotationsOf(pod);
+  spec.annotations = hami::extender::AnnotationsOf(pod);
   hami::Result<hami::device::PodRequests> req =
-      hami::device::ParsePodRequests(*vendors, hami::scheduler::PodResourcesOf(pod));
+      hami::device::ParsePodRequests(*vendors, hami::extender::PodResourcesOf(pod));
   if (!req.ok()) return 0;
   spec.requests = std::move(*req);
   std::vector<std::string_view> views(names.begin(), names.end());

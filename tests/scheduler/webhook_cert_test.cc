@@ -34,7 +34,7 @@
 #include "net/tls.h"
 #include "sim/apiserver/api_server.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using k8s::Object;
@@ -473,4 +473,4 @@ TEST_F(WebhookCertTest, CaRolloverOnAFakeClockAndAReplicaFollowing) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -12,7 +12,16 @@
 
 #include "common/prom_text.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::Charge;
+using scheduler::Ledger;
+using scheduler::LedgerDevice;
+using scheduler::LedgerNode;
+using scheduler::LedgerPod;
+using scheduler::LedgerStrings;
+using scheduler::MigInUse;
+
 namespace {
 
 constexpr double kBytesPerMiB = 1048576.0;
@@ -325,94 +334,114 @@ void RenderCharges(PromPage& p, const std::vector<ChargeRow>& rows, bool legacy)
   }
 }
 
-}  // namespace
+// Every registered node's rows in output order, with label values escaped once. MigRow points
+// into `devices`, which CollectRows reserves for every device up front so that it never
+// reallocates; a LedgerRows is therefore filled in place and neither copied nor moved.
+struct LedgerRows {
+  LedgerRows() = default;
+  LedgerRows(const LedgerRows&) = delete;
+  LedgerRows& operator=(const LedgerRows&) = delete;
 
-std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
-                                   const BuildInfo& build, const MetricsOptions& options,
-                                   const PendingPods& pending,
-                                   const std::vector<CounterMetric>& counters) {
-  const LedgerStrings& s = ledger.strings();
-  std::deque<std::string> escaped_store;  // stable storage for the rare values that need escaping
-  auto escaped = [&](std::string_view v) -> std::string_view {
+  // `v` as a label value: itself, or an escaped copy kept in `escaped_store`.
+  std::string_view Escape(std::string_view v) {
     if (!PromNeedsEscaping(v)) return v;
     std::string& e = escaped_store.emplace_back();
     AppendPromEscaped(&e, v, /*quote=*/true);
     return e;
-  };
+  }
+
+  std::deque<std::string> escaped_store;  // stable storage for the rare values that need escaping
   std::vector<DeviceRow> devices;
   std::vector<ChargeRow> charges;
   std::vector<MigRow> migs;
-  std::vector<uint32_t> order = SortedNodes(ledger);
+};
 
+// Appends `node`'s devices, by index then UUID.
+void AddDeviceRows(const LedgerStrings& s, const LedgerNode& node, std::string_view node_name,
+                   LedgerRows* rows) {
+  std::vector<DeviceRow>& devices = rows->devices;
+  size_t first = devices.size();
+  for (size_t i = 0; i < node.devices.size(); ++i) {
+    const LedgerDevice& d = node.devices[i];
+    devices.push_back(DeviceRow{&node, i, node_name, rows->Escape(s.uuids.Get(d.uuid)),
+                                rows->Escape(s.types.Get(d.type))});
+  }
+  std::sort(devices.begin() + static_cast<ptrdiff_t>(first), devices.end(),
+            [](const DeviceRow& a, const DeviceRow& b) {
+              return std::tie(a.dev().index, a.uuid) < std::tie(b.dev().index, b.uuid);
+            });
+}
+
+// Appends the MIG instances held on `node`'s devices, whose rows start at `first_device`.
+void AddMigRows(const LedgerStrings& s, const LedgerNode& node, size_t first_device,
+                LedgerRows* rows) {
+  std::vector<MigRow>& migs = rows->migs;
+  size_t first_mig = migs.size();
+  if (node.mig) {
+    for (size_t r = first_device; r < rows->devices.size(); ++r) {
+      const DeviceRow& device = rows->devices[r];
+      if (device.pos >= node.mig->in_use.size()) continue;
+      for (const MigInUse& m : node.mig->in_use[device.pos]) {
+        migs.push_back(MigRow{&device, rows->Escape(s.mig_profiles.Get(m.profile)), m.placement});
+      }
+    }
+  }
+  // Within a device: by placement, then profile (placements of live instances do not overlap,
+  // so this is the GPU's slice order).
+  std::sort(migs.begin() + static_cast<ptrdiff_t>(first_mig), migs.end(),
+            [](const MigRow& a, const MigRow& b) {
+              return std::tie(a.device, a.placement.start, a.placement.size, a.profile) <
+                     std::tie(b.device, b.placement.start, b.placement.size, b.profile);
+            });
+}
+
+// Appends every charge of the pods on `node`, by device, then namespace, name and UID of the pod.
+void AddChargeRows(const Ledger& ledger, const LedgerNode& node, std::string_view node_name,
+                   LedgerRows* rows) {
+  const LedgerStrings& s = ledger.strings();
+  std::vector<ChargeRow>& charges = rows->charges;
+  size_t first_charge = charges.size();
+  for (uint32_t slot : node.pods) {
+    const LedgerPod* pod = ledger.FindPodSlot(slot);
+    if (pod == nullptr) continue;
+    for (const Charge& c : pod->charges) {
+      uint32_t index = UINT32_MAX;
+      for (const LedgerDevice& d : node.devices) {
+        if (d.uuid == c.uuid) {
+          index = d.index;
+          break;
+        }
+      }
+      charges.push_back(ChargeRow{node_name, rows->Escape(pod->name_space),
+                                  rows->Escape(pod->name), index,
+                                  rows->Escape(s.uuids.Get(c.uuid)), pod, &c});
+    }
+  }
+  std::sort(charges.begin() + static_cast<ptrdiff_t>(first_charge), charges.end(),
+            [](const ChargeRow& a, const ChargeRow& b) {
+              return std::tie(a.device_index, a.uuid, a.ns, a.pod_name, a.pod->uid) <
+                     std::tie(b.device_index, b.uuid, b.ns, b.pod_name, b.pod->uid);
+            });
+}
+
+// Fills `rows` (empty) from every registered node, in node-name order.
+void CollectRows(const Ledger& ledger, LedgerRows* rows) {
+  const LedgerStrings& s = ledger.strings();
+  std::vector<uint32_t> order = SortedNodes(ledger);
   size_t device_count = 0;
   for (uint32_t n : order) device_count += ledger.nodes()[n].devices.size();
-  devices.reserve(device_count);
+  rows->devices.reserve(device_count);
   for (uint32_t n : order) {
     const LedgerNode& node = ledger.nodes()[n];
-    std::string_view node_name = escaped(s.nodes.Get(node.name));
-    size_t first = devices.size();
-    for (size_t i = 0; i < node.devices.size(); ++i) {
-      const LedgerDevice& d = node.devices[i];
-      devices.push_back(DeviceRow{&node, i, node_name, escaped(s.uuids.Get(d.uuid)),
-                                  escaped(s.types.Get(d.type))});
-    }
-    std::sort(devices.begin() + static_cast<ptrdiff_t>(first), devices.end(),
-              [](const DeviceRow& a, const DeviceRow& b) {
-                return std::tie(a.dev().index, a.uuid) < std::tie(b.dev().index, b.uuid);
-              });
-
-    size_t first_mig = migs.size();
-    if (node.mig) {
-      for (size_t r = first; r < devices.size(); ++r) {
-        if (devices[r].pos >= node.mig->in_use.size()) continue;
-        for (const MigInUse& m : node.mig->in_use[devices[r].pos]) {
-          migs.push_back(MigRow{&devices[r], escaped(s.mig_profiles.Get(m.profile)), m.placement});
-        }
-      }
-    }
-    // Within a device: by placement, then profile (placements of live instances do not overlap,
-    // so this is the GPU's slice order).
-    std::sort(migs.begin() + static_cast<ptrdiff_t>(first_mig), migs.end(),
-              [](const MigRow& a, const MigRow& b) {
-                return std::tie(a.device, a.placement.start, a.placement.size, a.profile) <
-                       std::tie(b.device, b.placement.start, b.placement.size, b.profile);
-              });
-
-    size_t first_charge = charges.size();
-    for (uint32_t slot : node.pods) {
-      const LedgerPod* pod = ledger.FindPodSlot(slot);
-      if (pod == nullptr) continue;
-      for (const Charge& c : pod->charges) {
-        uint32_t index = UINT32_MAX;
-        for (const LedgerDevice& d : node.devices) {
-          if (d.uuid == c.uuid) {
-            index = d.index;
-            break;
-          }
-        }
-        charges.push_back(ChargeRow{node_name, escaped(pod->name_space), escaped(pod->name), index,
-                                    escaped(s.uuids.Get(c.uuid)), pod, &c});
-      }
-    }
-    std::sort(charges.begin() + static_cast<ptrdiff_t>(first_charge), charges.end(),
-              [](const ChargeRow& a, const ChargeRow& b) {
-                return std::tie(a.device_index, a.uuid, a.ns, a.pod_name, a.pod->uid) <
-                       std::tie(b.device_index, b.uuid, b.ns, b.pod_name, b.pod->uid);
-              });
+    std::string_view node_name = rows->Escape(s.nodes.Get(node.name));
+    size_t first = rows->devices.size();
+    AddDeviceRows(s, node, node_name, rows);
+    AddMigRows(s, node, first, rows);
+    AddChargeRows(ledger, node, node_name, rows);
   }
-  // MigRow points into `devices`, which no longer grows.
-  std::vector<QuotaRow> quota_rows = QuotaRows(quotas);
+}
 
-  // About 170 bytes per series: 7 device families (+7 legacy), 2 (+2) per charge.
-  size_t per_device = options.legacy ? 14 : 7, per_charge = options.legacy ? 4 : 2;
-  PromPage p((devices.size() * per_device + charges.size() * per_charge + migs.size() * 2 +
-              quota_rows.size() * 3) *
-                 170 +
-             4096);
-  RenderDevices(p, devices);
-  RenderMig(p, migs, /*legacy=*/false);
-  RenderQuotas(p, quota_rows, /*legacy=*/false);
-  RenderCharges(p, charges, /*legacy=*/false);
+void RenderPending(PromPage& p, const PendingPods& pending) {
   p.Family("hami_scheduler_pending_pods",
            "Pods waiting for hami-scheduler to place them (no node yet), per namespace");
   for (const auto& [ns, count] : pending) {
@@ -421,6 +450,10 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
     p.Label("namespace", ns);
     p.End(static_cast<double>(count));
   }
+}
+
+// The service's counters; consecutive entries of one family share its header.
+void RenderCounters(PromPage& p, const std::vector<CounterMetric>& counters) {
   for (size_t i = 0; i < counters.size(); ++i) {
     const CounterMetric& c = counters[i];
     if (i == 0 || counters[i - 1].family != c.family) p.Family(c.family, c.help, c.type);
@@ -428,6 +461,9 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
     if (!c.label_key.empty()) p.Label(c.label_key, c.label_value);
     p.End(static_cast<double>(c.value));
   }
+}
+
+void RenderBuildInfo(PromPage& p, const BuildInfo& build) {
   p.Family("hami_build_info", "Build of the running hami-scheduler (always 1)");
   p.Begin();
   p.Label("version", build.version);
@@ -436,13 +472,38 @@ std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<Quota
   p.Label("compiler", build.compiler);
   p.Label("platform", build.platform);
   p.End(1);
+}
+
+}  // namespace
+
+std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
+                                   const BuildInfo& build, const MetricsOptions& options,
+                                   const PendingPods& pending,
+                                   const std::vector<CounterMetric>& counters) {
+  LedgerRows rows;
+  CollectRows(ledger, &rows);
+  std::vector<QuotaRow> quota_rows = QuotaRows(quotas);
+
+  // About 170 bytes per series: 7 device families (+7 legacy), 2 (+2) per charge.
+  size_t per_device = options.legacy ? 14 : 7, per_charge = options.legacy ? 4 : 2;
+  PromPage p((rows.devices.size() * per_device + rows.charges.size() * per_charge +
+              rows.migs.size() * 2 + quota_rows.size() * 3) *
+                 170 +
+             4096);
+  RenderDevices(p, rows.devices);
+  RenderMig(p, rows.migs, /*legacy=*/false);
+  RenderQuotas(p, quota_rows, /*legacy=*/false);
+  RenderCharges(p, rows.charges, /*legacy=*/false);
+  RenderPending(p, pending);
+  RenderCounters(p, counters);
+  RenderBuildInfo(p, build);
   if (options.legacy) {
-    RenderLegacyDevices(p, devices);
-    RenderMig(p, migs, /*legacy=*/true);
+    RenderLegacyDevices(p, rows.devices);
+    RenderMig(p, rows.migs, /*legacy=*/true);
     RenderQuotas(p, quota_rows, /*legacy=*/true);
-    RenderCharges(p, charges, /*legacy=*/true);
+    RenderCharges(p, rows.charges, /*legacy=*/true);
   }
   return p.Take();
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -41,7 +41,7 @@
 
 #include "scheduler/ledger.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 // One ResourceQuota limit on a HAMi resource with the namespace's current use of it.
 struct QuotaMetric {
@@ -78,9 +78,10 @@ struct CounterMetric {
   std::string_view type = "counter";
 };
 
-std::string RenderSchedulerMetrics(const Ledger& ledger, const std::vector<QuotaMetric>& quotas,
+std::string RenderSchedulerMetrics(const scheduler::Ledger& ledger,
+                                   const std::vector<QuotaMetric>& quotas,
                                    const BuildInfo& build, const MetricsOptions& options,
                                    const PendingPods& pending = {},
                                    const std::vector<CounterMetric>& counters = {});
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -11,12 +11,20 @@
 
 #include "scheduler/test_util.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
+
+using scheduler::Decision;
+using scheduler::Ledger;
+using scheduler::PlaceAndReserve;
+using scheduler::PodSpec;
+using scheduler::Reservation;
+using scheduler::TraceLevel;
+
 namespace {
 
-using testing::Gpu;
-using testing::Limits;
-using testing::SchedulerWorld;
+using scheduler::testing::Gpu;
+using scheduler::testing::Limits;
+using scheduler::testing::SchedulerWorld;
 
 constexpr std::string_view kV100 = "NVIDIA-Tesla V100-PCIE-32GB";
 
@@ -432,4 +440,4 @@ TEST(SchedulerMetrics, LargeClusterRendersEverySeries) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

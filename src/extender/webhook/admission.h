@@ -33,7 +33,7 @@
 #include "device/config.h"
 #include "device/vendor.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 
 // Namespace quota pre-check, implemented by the service from its ResourceQuota informer
 // (`limits.<memory resource>` and `limits.<core resource>` of each vendor).
@@ -88,4 +88,4 @@ Result<std::string> HandleAdmissionReview(std::string_view body,
                                           const device::DeviceConfig& config,
                                           const WebhookOptions& options, const QuotaChecker* quota);
 
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -10,7 +10,7 @@
 
 #include "common/base64.h"
 
-namespace hami::scheduler {
+namespace hami::extender {
 namespace {
 
 using Json = nlohmann::json;
@@ -721,4 +721,4 @@ TEST_F(WebhookTest, CorruptedBodiesNeverCrash) {
 }
 
 }  // namespace
-}  // namespace hami::scheduler
+}  // namespace hami::extender

@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "common/thread_name.h"
-#include "extender/node_locker.h"
+#include "device/node_locker.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
@@ -116,7 +116,7 @@ class FakeDevicePlugin {
 
   k8s::RestClient& client_;
   hami::RealClock clock_;
-  scheduler::NodeLocker locker_;
+  device::NodeLocker locker_;
   k8s::Informer pods_;
   mutable Mutex mu_;
   std::condition_variable cv_;

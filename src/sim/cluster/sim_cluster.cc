@@ -11,9 +11,9 @@
 #include "common/base64.h"
 #include "common/file_util.h"
 #include "device/config.h"
+#include "device/node_locker.h"
 #include "device/node_registration.h"
 #include "device/vendor.h"
-#include "extender/node_locker.h"
 #include "k8s/informer.h"
 #include "k8s/typed.h"
 #include "net/tls.h"
@@ -197,7 +197,7 @@ void SimCluster::StartScheduler() {
     api = scheduler_client_.get();
   }
   service_ =
-      scheduler::SchedulerService::Create(
+      extender::SchedulerService::Create(
           *api, options_.device_config.value_or(device::DefaultDeviceConfig()), options_.scheduler)
           .value();
   net::HttpServerOptions http;

@@ -42,7 +42,7 @@ class FakeDevicePlugin;
 class KubeControlPlane;
 
 struct SimClusterOptions {
-  scheduler::SchedulerOptions scheduler;
+  extender::SchedulerOptions scheduler;
   int driver_workers = 1;
   // Non-empty: the kube-scheduler stand-in runs leader election with this identity on the Lease
   // default/hami-scheduler (set scheduler.leader_elect to make hami-scheduler follow it).
@@ -72,7 +72,7 @@ class SimCluster {
   SimCluster& operator=(const SimCluster&) = delete;
 
   k8s::RestClient& client() { return *client_; }
-  scheduler::SchedulerService& scheduler() { return *service_; }
+  extender::SchedulerService& scheduler() { return *service_; }
   // The simulated API server; throws std::logic_error on a real control plane.
   sim::ApiServer& apiserver();
   bool real() const { return control_plane_ != nullptr; }
@@ -121,7 +121,7 @@ class SimCluster {
   k8s::RestConfig rest_;  // how the test's client reaches the API server
   std::unique_ptr<k8s::RestClient> client_;
   std::unique_ptr<k8s::RestClient> scheduler_client_;  // with options.scheduler_api
-  std::unique_ptr<scheduler::SchedulerService> service_;
+  std::unique_ptr<extender::SchedulerService> service_;
   std::unique_ptr<net::HttpServer> https_;
   int port_ = 0;
   std::string extender_url_;

@@ -29,7 +29,7 @@
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
-namespace hami::scheduler {
+namespace hami::device {
 
 inline constexpr std::string_view kBindPhaseAnnotation = "hami.io/bind-phase";
 inline constexpr std::string_view kBindTimeAnnotation = "hami.io/bind-time";
@@ -103,4 +103,4 @@ Status TakeTimestampLock(k8s::RestClient& client, const Clock& clock, std::strin
 Status ClearTimestampLock(k8s::RestClient& client, std::string_view node,
                           const std::string& annotation);
 
-}  // namespace hami::scheduler
+}  // namespace hami::device

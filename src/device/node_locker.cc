@@ -1,4 +1,4 @@
-#include "extender/node_locker.h"
+#include "device/node_locker.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -10,7 +10,7 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 
-namespace hami::scheduler {
+namespace hami::device {
 std::string NodeLockOf(const k8s::Object& node) {
   return k8s::GetString(node, "/metadata/annotations/hami.io~1mutex.lock");
 }
@@ -236,4 +236,4 @@ Status NodeLocker::Release(std::string_view node, std::string_view ns, std::stri
   return last;
 }
 
-}  // namespace hami::scheduler
+}  // namespace hami::device
