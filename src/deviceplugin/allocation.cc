@@ -105,6 +105,101 @@ bool HasDevices(const device::PodSingleDevice& pod) {
                      [](const device::ContainerDevices& c) { return !c.empty(); });
 }
 
+// InvalidArgument when kubelet asks for a device ID this plugin does not advertise.
+Status CheckRequestedIds(const std::vector<std::vector<std::string>>& requests,
+                         const ReplicaMap& replicas) {
+  for (const std::vector<std::string>& ids : requests) {
+    for (const std::string& id : ids) {
+      if (!replicas.count(id)) {
+        return InvalidArgumentError("device ID \"" + id + "\" is not one of this plugin's devices");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+// The devices the pod's to-allocate annotation still reserves, one entry per container of the
+// pod; FailedPrecondition when the annotation is absent, unreadable or lists too many containers.
+Result<device::PodSingleDevice> PendingDevices(const PodView& pod,
+                                               const AllocationSettings& settings) {
+  auto ann = pod.annotations.find(settings.to_allocate_key);
+  if (ann == pod.annotations.end()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "pod " + pod.Key() + " has no " + settings.to_allocate_key + " annotation");
+  }
+  Result<device::PodSingleDevice> entries = device::DecodePodSingleDevice(ann->second);
+  if (!entries.ok()) {
+    return Status(
+        StatusCode::kFailedPrecondition,
+        "pod " + pod.Key() + ": " + settings.to_allocate_key + ": " + entries.status().message());
+  }
+  device::PodSingleDevice pending = std::move(*entries);
+  device::PadToContainers(&pending, pod.containers.size());
+  if (pending.size() > pod.containers.size()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "pod " + pod.Key() + ": " + settings.to_allocate_key + " lists " +
+                      std::to_string(pending.size()) + " containers, the pod has " +
+                      std::to_string(pod.containers.size()));
+  }
+  return pending;
+}
+
+// What container `index` of the pod gets for kubelet's request of `request_size` device IDs,
+// given the devices the scheduler reserved for it. FailedPrecondition when the two disagree in
+// number or a reserved GPU is not on this node.
+Result<ContainerAllocation> AllocateContainer(const PodView& pod, size_t index,
+                                              const device::ContainerDevices& reserved,
+                                              size_t request_size,
+                                              const std::set<std::string>& node_gpus,
+                                              const AllocationSettings& settings,
+                                              const std::function<std::string()>& cache_name) {
+  const bool mps = settings.operating_mode == device::OperatingMode::kMps;
+  ContainerAllocation a;
+  a.container_index = index;
+  a.container_name = pod.containers[index].name;
+  a.devices = reserved;
+  if (a.devices.size() != request_size) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "pod " + pod.Key() + " container " + a.container_name +
+                      ": the scheduler reserved " + std::to_string(a.devices.size()) +
+                      " GPU(s), kubelet asks for " + std::to_string(request_size) +
+                      " (device number not matched)");
+  }
+  for (const device::ContainerDevice& d : a.devices) {
+    if (!node_gpus.count(d.uuid)) {
+      return Status(StatusCode::kFailedPrecondition, "pod " + pod.Key() + " container " +
+                                                         a.container_name + ": GPU " + d.uuid +
+                                                         " is not served by this node's plugin");
+    }
+  }
+  DeviceList(pod, settings, &a);
+  if (!mps && (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
+    return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +
+                                "\" or container name \"" + a.container_name +
+                                "\" cannot name a host directory");
+  }
+  if (mps) {
+    MpsEnv(settings, &a);
+  } else {
+    HamiCoreEnv(pod, pod.containers[index], settings, cache_name, &a);
+  }
+  return a;
+}
+
+// Whether no container of the pod waits for devices any more: none left in `pending`, nor in
+// any other vendor's to-allocate annotation (one that cannot be read counts as waiting).
+bool AllocationComplete(const PodView& pod, const AllocationSettings& settings,
+                        const device::PodSingleDevice& pending) {
+  bool complete = !HasDevices(pending);
+  for (const std::string& key : settings.other_to_allocate_keys) {
+    auto other = pod.annotations.find(key);
+    if (other == pod.annotations.end()) continue;
+    Result<device::PodSingleDevice> o = device::DecodePodSingleDevice(other->second);
+    if (!o.ok() || HasDevices(*o)) complete = false;
+  }
+  return complete;
+}
+
 }  // namespace
 
 Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text) {
@@ -143,35 +238,10 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
   if (settings.operating_mode == device::OperatingMode::kMig) {
     return Status(StatusCode::kFailedPrecondition, "operating mode \"mig\" is not supported");
   }
-  const bool mps = settings.operating_mode == device::OperatingMode::kMps;
   std::set<std::string> node_gpus;
   for (const auto& [id, uuid] : replicas) node_gpus.insert(uuid);
-  for (const std::vector<std::string>& ids : requests) {
-    for (const std::string& id : ids) {
-      if (!replicas.count(id)) {
-        return InvalidArgumentError("device ID \"" + id + "\" is not one of this plugin's devices");
-      }
-    }
-  }
-  auto ann = pod.annotations.find(settings.to_allocate_key);
-  if (ann == pod.annotations.end()) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "pod " + pod.Key() + " has no " + settings.to_allocate_key + " annotation");
-  }
-  Result<device::PodSingleDevice> entries = device::DecodePodSingleDevice(ann->second);
-  if (!entries.ok()) {
-    return Status(
-        StatusCode::kFailedPrecondition,
-        "pod " + pod.Key() + ": " + settings.to_allocate_key + ": " + entries.status().message());
-  }
-  device::PodSingleDevice pending = std::move(*entries);
-  device::PadToContainers(&pending, pod.containers.size());
-  if (pending.size() > pod.containers.size()) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "pod " + pod.Key() + ": " + settings.to_allocate_key + " lists " +
-                      std::to_string(pending.size()) + " containers, the pod has " +
-                      std::to_string(pod.containers.size()));
-  }
+  HAMI_RETURN_IF_ERROR(CheckRequestedIds(requests, replicas));
+  HAMI_ASSIGN_OR_RETURN(device::PodSingleDevice pending, PendingDevices(pod, settings));
 
   AllocationPlan plan;
   size_t next = 0;
@@ -182,50 +252,14 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                     "pod " + pod.Key() + ": no container is waiting for GPUs any more (request " +
                         std::to_string(r + 1) + " of " + std::to_string(requests.size()) + ")");
     }
-    ContainerAllocation a;
-    a.container_index = next;
-    a.container_name = pod.containers[next].name;
-    a.devices = pending[next];
-    if (a.devices.size() != requests[r].size()) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "pod " + pod.Key() + " container " + a.container_name +
-                        ": the scheduler "
-                        "reserved " +
-                        std::to_string(a.devices.size()) +
-                        " GPU(s), kubelet asks "
-                        "for " +
-                        std::to_string(requests[r].size()) + " (device number not matched)");
-    }
-    for (const device::ContainerDevice& d : a.devices) {
-      if (!node_gpus.count(d.uuid)) {
-        return Status(StatusCode::kFailedPrecondition, "pod " + pod.Key() + " container " +
-                                                           a.container_name + ": GPU " + d.uuid +
-                                                           " is not served by this node's plugin");
-      }
-    }
-    DeviceList(pod, settings, &a);
-    if (!mps &&
-        (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
-      return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +
-                                  "\" or container name \"" + a.container_name +
-                                  "\" cannot name a host directory");
-    }
-    if (mps) {
-      MpsEnv(settings, &a);
-    } else {
-      HamiCoreEnv(pod, pod.containers[next], settings, cache_name, &a);
-    }
+    HAMI_ASSIGN_OR_RETURN(ContainerAllocation a,
+                          AllocateContainer(pod, next, pending[next], requests[r].size(),
+                                            node_gpus, settings, cache_name));
     pending[next].clear();
     plan.containers.push_back(std::move(a));
   }
   plan.to_allocate = device::EncodePodSingleDevice(pending);
-  plan.complete = !HasDevices(pending);
-  for (const std::string& key : settings.other_to_allocate_keys) {
-    auto other = pod.annotations.find(key);
-    if (other == pod.annotations.end()) continue;
-    Result<device::PodSingleDevice> o = device::DecodePodSingleDevice(other->second);
-    if (!o.ok() || HasDevices(*o)) plan.complete = false;
-  }
+  plan.complete = AllocationComplete(pod, settings, pending);
   return plan;
 }
 

@@ -158,20 +158,28 @@ Status ParseResponseHead(std::string_view head, ResponseHead* out) {
   return OkStatus();
 }
 
-Status ParseRequestHead(std::string_view head, RequestHead* out) {
-  *out = RequestHead();
-  auto next_line = [&head](std::string_view* line) {
-    if (head.empty()) return false;
-    size_t lf = head.find('\n');
-    *line = head.substr(0, lf);
-    head.remove_prefix(lf == std::string_view::npos ? head.size() : lf + 1);
-    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
-    return true;
-  };
-  std::string_view line;
-  if (!next_line(&line)) return InvalidArgumentError("empty request");
+namespace {
 
-  // Request line: METHOD SP target SP HTTP/1.x
+// Connection-level facts gathered across header lines, settled once the block has been read.
+struct HeaderScan {
+  bool connection_close = false;
+  bool connection_keep_alive = false;
+  bool has_te = false;
+};
+
+// Cuts the next line off the front of *rest into *line (without its LF or CRLF); false once
+// *rest is empty. A final line without a line end is still returned.
+bool NextLine(std::string_view* rest, std::string_view* line) {
+  if (rest->empty()) return false;
+  size_t lf = rest->find('\n');
+  *line = rest->substr(0, lf);
+  rest->remove_prefix(lf == std::string_view::npos ? rest->size() : lf + 1);
+  if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+  return true;
+}
+
+// Parses "METHOD SP target SP HTTP/1.x" into out->method, minor_version, path and params.
+Status ParseRequestLine(std::string_view line, RequestHead* out) {
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || sp1 == 0 ||
@@ -203,67 +211,96 @@ Status ParseRequestHead(std::string_view head, RequestHead* out) {
   } else {
     return InvalidArgumentError("request target must be a path");
   }
+  return OkStatus();
+}
 
-  bool connection_close = false, connection_keep_alive = false, has_te = false;
-  while (next_line(&line)) {
+// Splits a non-empty header line into a token *name and a trimmed *value free of control
+// characters (tab aside); InvalidArgument for folding, a missing name or a bad byte.
+Status SplitHeaderLine(std::string_view line, std::string_view* name, std::string_view* value) {
+  if (line[0] == ' ' || line[0] == '\t') return InvalidArgumentError("obsolete line folding");
+  size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidArgumentError("malformed header line");
+  }
+  *name = line.substr(0, colon);
+  for (char c : *name) {
+    if (!IsTokenChar(static_cast<unsigned char>(c))) {
+      return InvalidArgumentError("bad header name");
+    }
+  }
+  *value = Trim(line.substr(colon + 1));
+  for (char c : *value) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) {
+      return InvalidArgumentError("control character in header value");
+    }
+  }
+  return OkStatus();
+}
+
+// Applies the headers that drive framing and negotiation (Content-Length, Transfer-Encoding,
+// Connection, Expect, Accept-Encoding) to *out and *scan; others are left alone. Refuses a
+// Content-Length that is unparsable or differs from an earlier one, and any transfer coding
+// but a single "chunked".
+Status ApplyHeader(std::string_view name, std::string_view value, RequestHead* out,
+                   HeaderScan* scan) {
+  if (EqualsNoCase(name, "Content-Length")) {
+    uint64_t n = 0;
+    if (!ParseContentLength(value, &n)) return InvalidArgumentError("bad Content-Length");
+    if (out->has_length && out->content_length != n) {
+      return InvalidArgumentError("conflicting Content-Length headers");
+    }
+    out->has_length = true;
+    out->content_length = n;
+  } else if (EqualsNoCase(name, "Transfer-Encoding")) {
+    scan->has_te = true;
+    bool only_chunked = true;
+    int items = 0;
+    ForEachListItem(value, [&](std::string_view item) {
+      ++items;
+      if (!EqualsNoCase(item, "chunked")) only_chunked = false;
+    });
+    if (!only_chunked || items != 1 || out->chunked) {
+      return InvalidArgumentError("unsupported Transfer-Encoding");
+    }
+    out->chunked = true;
+  } else if (EqualsNoCase(name, "Connection")) {
+    ForEachListItem(value, [&](std::string_view item) {
+      if (EqualsNoCase(item, "close")) scan->connection_close = true;
+      if (EqualsNoCase(item, "keep-alive")) scan->connection_keep_alive = true;
+    });
+  } else if (EqualsNoCase(name, "Expect")) {
+    if (EqualsNoCase(value, "100-continue")) out->expect_continue = true;
+  } else if (EqualsNoCase(name, "Accept-Encoding")) {
+    ForEachListItem(value, [&](std::string_view item) {
+      if (AcceptsGzipItem(item)) out->accepts_gzip = true;
+    });
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ParseRequestHead(std::string_view head, RequestHead* out) {
+  *out = RequestHead();
+  std::string_view line;
+  if (!NextLine(&head, &line)) return InvalidArgumentError("empty request");
+  HAMI_RETURN_IF_ERROR(ParseRequestLine(line, out));
+
+  HeaderScan scan;
+  while (NextLine(&head, &line)) {
     if (line.empty()) break;  // tolerated: the caller normally cuts before the blank line
-    if (line[0] == ' ' || line[0] == '\t') return InvalidArgumentError("obsolete line folding");
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return InvalidArgumentError("malformed header line");
-    }
-    std::string_view name = line.substr(0, colon);
-    for (char c : name) {
-      if (!IsTokenChar(static_cast<unsigned char>(c))) {
-        return InvalidArgumentError("bad header name");
-      }
-    }
-    std::string_view value = Trim(line.substr(colon + 1));
-    for (char c : value) {
-      unsigned char u = static_cast<unsigned char>(c);
-      if ((u < 0x20 && u != '\t') || u == 0x7f) {
-        return InvalidArgumentError("control character in header value");
-      }
-    }
-    if (EqualsNoCase(name, "Content-Length")) {
-      uint64_t n = 0;
-      if (!ParseContentLength(value, &n)) return InvalidArgumentError("bad Content-Length");
-      if (out->has_length && out->content_length != n) {
-        return InvalidArgumentError("conflicting Content-Length headers");
-      }
-      out->has_length = true;
-      out->content_length = n;
-    } else if (EqualsNoCase(name, "Transfer-Encoding")) {
-      has_te = true;
-      bool only_chunked = true;
-      int items = 0;
-      ForEachListItem(value, [&](std::string_view item) {
-        ++items;
-        if (!EqualsNoCase(item, "chunked")) only_chunked = false;
-      });
-      if (!only_chunked || items != 1 || out->chunked) {
-        return InvalidArgumentError("unsupported Transfer-Encoding");
-      }
-      out->chunked = true;
-    } else if (EqualsNoCase(name, "Connection")) {
-      ForEachListItem(value, [&](std::string_view item) {
-        if (EqualsNoCase(item, "close")) connection_close = true;
-        if (EqualsNoCase(item, "keep-alive")) connection_keep_alive = true;
-      });
-    } else if (EqualsNoCase(name, "Expect")) {
-      if (EqualsNoCase(value, "100-continue")) out->expect_continue = true;
-    } else if (EqualsNoCase(name, "Accept-Encoding")) {
-      ForEachListItem(value, [&](std::string_view item) {
-        if (AcceptsGzipItem(item)) out->accepts_gzip = true;
-      });
-    }
+    std::string_view name, value;
+    HAMI_RETURN_IF_ERROR(SplitHeaderLine(line, &name, &value));
+    HAMI_RETURN_IF_ERROR(ApplyHeader(name, value, out, &scan));
     out->headers.emplace(std::string(name), std::string(value));
   }
-  if (has_te && out->has_length) {
+  if (scan.has_te && out->has_length) {
     return InvalidArgumentError("both Content-Length and Transfer-Encoding");
   }
-  out->keep_alive =
-      out->minor_version >= 1 ? !connection_close : (connection_keep_alive && !connection_close);
+  out->keep_alive = out->minor_version >= 1
+                        ? !scan.connection_close
+                        : (scan.connection_keep_alive && !scan.connection_close);
   return OkStatus();
 }
 

@@ -70,51 +70,43 @@ Result<Url> ParseHttpsUrl(const std::string& url) {
   return out;
 }
 
-// One webhook call; returns the patched object or an error describing why the call failed
-// (FailedPrecondition marks a denial, which failurePolicy does not override).
-Result<json> CallWebhook(const json& webhook, const ResourceInfo& r, const json& object,
-                         const std::string& user) {
-  std::string name = webhook.value("name", "");
-  const json& cc = webhook.contains("clientConfig") ? webhook["clientConfig"] : json();
-  if (!cc.is_object() || !cc.contains("url") || !cc["url"].is_string()) {
-    return UnavailableError("only clientConfig.url webhooks are reachable in the simulation");
-  }
-  HAMI_ASSIGN_OR_RETURN(Url url, ParseHttpsUrl(cc["url"].get<std::string>()));
-  int timeout = 10;
-  if (webhook.contains("timeoutSeconds") && webhook["timeoutSeconds"].is_number_integer()) {
-    timeout = std::clamp(webhook["timeoutSeconds"].get<int>(), 1, 30);
-  }
+// The AdmissionReview apiVersion to send: v1 unless the webhook lists only v1beta1.
+std::string ReviewVersion(const json& webhook) {
   std::string review_version = "admission.k8s.io/v1";
   if (webhook.contains("admissionReviewVersions")) {
     const json& versions = webhook["admissionReviewVersions"];
     bool v1 = ListHas(versions, "v1");
     if (!v1 && ListHas(versions, "v1beta1")) review_version = "admission.k8s.io/v1beta1";
   }
-  std::string uid = NewUid();
+  return review_version;
+}
+
+// The AdmissionReview, request `uid`, asking about the CREATE of `object` by `user`.
+json CreateReview(const std::string& review_version, const std::string& uid,
+                  const ResourceInfo& r, const json& object, const std::string& user) {
   json gvk = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
   json gvr = {{"group", r.group}, {"version", r.version}, {"resource", r.resource}};
-  json review = {{"apiVersion", review_version},
-                 {"kind", "AdmissionReview"},
-                 {"request",
-                  {{"uid", uid},
-                   {"kind", gvk},
-                   {"resource", gvr},
-                   {"requestKind", gvk},
-                   {"requestResource", gvr},
-                   {"name", object["metadata"].value("name", "")},
-                   {"namespace", object["metadata"].value("namespace", "")},
-                   {"operation", "CREATE"},
-                   {"userInfo", {{"username", user}, {"groups", {"system:authenticated"}}}},
-                   {"object", object},
-                   {"oldObject", nullptr},
-                   {"dryRun", false},
-                   {"options", {{"apiVersion", "meta.k8s.io/v1"}, {"kind", "CreateOptions"}}}}}};
+  return {{"apiVersion", review_version},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", uid},
+            {"kind", gvk},
+            {"resource", gvr},
+            {"requestKind", gvk},
+            {"requestResource", gvr},
+            {"name", object["metadata"].value("name", "")},
+            {"namespace", object["metadata"].value("namespace", "")},
+            {"operation", "CREATE"},
+            {"userInfo", {{"username", user}, {"groups", {"system:authenticated"}}}},
+            {"object", object},
+            {"oldObject", nullptr},
+            {"dryRun", false},
+            {"options", {{"apiVersion", "meta.k8s.io/v1"}, {"kind", "CreateOptions"}}}}}};
+}
 
-  httplib::SSLClient client(url.host, url.port);
-  client.set_connection_timeout(timeout);
-  client.set_read_timeout(timeout);
-  client.set_write_timeout(timeout);
-  client.enable_server_certificate_verification(true);
+// With a clientConfig.caBundle, `client` trusts the PEM certificates it holds (and takes the
+// store's ownership). InvalidArgument when the bundle is not base64 or holds no certificate.
+Status TrustCaBundle(const json& cc, httplib::SSLClient& client) {
   if (cc.contains("caBundle") && cc["caBundle"].is_string()) {
     HAMI_ASSIGN_OR_RETURN(std::string pem, Base64Decode(cc["caBundle"].get<std::string>()));
     X509_STORE* store = X509_STORE_new();
@@ -131,14 +123,14 @@ Result<json> CallWebhook(const json& webhook, const ResourceInfo& r, const json&
     }
     client.set_ca_cert_store(store);  // owned by the client from here
   }
-  auto res = client.Post(url.path, review.dump(), "application/json");
-  if (!res)
-    return UnavailableError("calling " + cc["url"].get<std::string>() + ": " +
-                            httplib::to_string(res.error()));
-  if (res->status != 200) {
-    return UnavailableError("webhook answered HTTP " + std::to_string(res->status));
-  }
-  json answer = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  return OkStatus();
+}
+
+// The verdict in the webhook `name`'s HTTP 200 body for request `uid`: `object` as patched, a
+// FailedPrecondition for a denial, Unavailable for an answer that cannot be used.
+Result<json> ReadVerdict(const std::string& body, const std::string& name,
+                         const std::string& uid, const json& object) {
+  json answer = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (answer.is_discarded() || !answer.is_object() || !answer.contains("response") ||
       !answer["response"].is_object()) {
     return UnavailableError("webhook answer is not an AdmissionReview with a response");
@@ -169,6 +161,40 @@ Result<json> CallWebhook(const json& webhook, const ResourceInfo& r, const json&
   } catch (const std::exception& e) {
     return UnavailableError(std::string("applying the webhook's JSONPatch: ") + e.what());
   }
+}
+
+// One webhook call; returns the patched object or an error describing why the call failed
+// (FailedPrecondition marks a denial, which failurePolicy does not override).
+Result<json> CallWebhook(const json& webhook, const ResourceInfo& r, const json& object,
+                         const std::string& user) {
+  std::string name = webhook.value("name", "");
+  const json& cc = webhook.contains("clientConfig") ? webhook["clientConfig"] : json();
+  if (!cc.is_object() || !cc.contains("url") || !cc["url"].is_string()) {
+    return UnavailableError("only clientConfig.url webhooks are reachable in the simulation");
+  }
+  HAMI_ASSIGN_OR_RETURN(Url url, ParseHttpsUrl(cc["url"].get<std::string>()));
+  int timeout = 10;
+  if (webhook.contains("timeoutSeconds") && webhook["timeoutSeconds"].is_number_integer()) {
+    timeout = std::clamp(webhook["timeoutSeconds"].get<int>(), 1, 30);
+  }
+  std::string review_version = ReviewVersion(webhook);
+  std::string uid = NewUid();
+  json review = CreateReview(review_version, uid, r, object, user);
+
+  httplib::SSLClient client(url.host, url.port);
+  client.set_connection_timeout(timeout);
+  client.set_read_timeout(timeout);
+  client.set_write_timeout(timeout);
+  client.enable_server_certificate_verification(true);
+  HAMI_RETURN_IF_ERROR(TrustCaBundle(cc, client));
+  auto res = client.Post(url.path, review.dump(), "application/json");
+  if (!res)
+    return UnavailableError("calling " + cc["url"].get<std::string>() + ": " +
+                            httplib::to_string(res.error()));
+  if (res->status != 200) {
+    return UnavailableError("webhook answered HTTP " + std::to_string(res->status));
+  }
+  return ReadVerdict(res->body, name, uid, object);
 }
 
 }  // namespace

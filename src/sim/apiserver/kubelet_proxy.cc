@@ -85,12 +85,9 @@ Status Unreachable(const std::string& host, int port, const std::string& why) {
                                               std::to_string(port) + ": " + why);
 }
 
-}  // namespace
-
-Result<KubeletUpgradeReply> KubeletUpgrade(
-    const std::string& host, int port, const std::string& method,
-    const std::string& path_and_query,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+// A TCP connection to host:port, the first of its addresses that takes it (send, and with it
+// connect, bounded to 5 s). Unavailable when none does.
+Result<int> Dial(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* addrs = nullptr;
@@ -113,6 +110,12 @@ Result<KubeletUpgradeReply> KubeletUpgrade(
   }
   ::freeaddrinfo(addrs);
   if (fd < 0) return Unreachable(host, port, why);
+  return fd;
+}
+
+// TLS over the connected `fd`, which it owns from here (closed on failure too), without
+// verifying the kubelet's certificate; a read waits at most 10 s.
+Result<std::unique_ptr<TlsStream>> OpenTls(int fd, const std::string& host, int port) {
   int yes = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
   timeval rtv{10, 0};
@@ -130,6 +133,54 @@ Result<KubeletUpgradeReply> KubeletUpgrade(
   auto stream = std::make_unique<TlsStream>(fd, ctx, ssl);  // owns fd, ctx and ssl from here
   ERR_clear_error();
   if (SSL_connect(ssl) != 1) return Unreachable(host, port, "TLS handshake failed");
+  return stream;
+}
+
+// Reads the answer's head (at most 64 KiB) into `head`, and what came after it into `rest`.
+// Unavailable when it does not come or cannot be parsed.
+Status ReadResponseHead(TlsStream& stream, const std::string& host, int port,
+                        net::wire::ResponseHead* head, std::string* rest) {
+  std::string buf;
+  size_t end = std::string::npos, sep = 0;
+  while ((end = net::wire::FindHeadEnd(buf, 0, &sep)) == std::string::npos) {
+    size_t before = buf.size();  // a read waits at most the 10 s receive timeout
+    if (buf.size() > (64u << 10) || !stream.Read(&buf) || buf.size() == before) {
+      return Unreachable(host, port, "no answer to the upgrade request");
+    }
+  }
+  if (Status s = net::wire::ParseResponseHead(std::string_view(buf).substr(0, end), head);
+      !s.ok()) {
+    return Unreachable(host, port, s.message());
+  }
+  *rest = buf.substr(end + sep);
+  return OkStatus();
+}
+
+// The body of an answer that did not switch protocols (the kubelet's refusal), `rest` being what
+// came with its head: Content-Length bytes, or up to the close (at most about 1 MiB).
+std::string ReadBody(TlsStream& stream,
+                     const std::vector<std::pair<std::string, std::string>>& headers,
+                     std::string rest) {
+  size_t want = std::string::npos;
+  for (const auto& [k, v] : headers) {
+    if (k == "content-length") want = std::strtoul(v.c_str(), nullptr, 10);
+  }
+  while (rest.size() < want && rest.size() < (1u << 20)) {
+    size_t before = rest.size();
+    if (!stream.Read(&rest) || rest.size() == before) break;
+  }
+  if (want != std::string::npos && rest.size() > want) rest.resize(want);
+  return rest;
+}
+
+}  // namespace
+
+Result<KubeletUpgradeReply> KubeletUpgrade(
+    const std::string& host, int port, const std::string& method,
+    const std::string& path_and_query,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  HAMI_ASSIGN_OR_RETURN(int fd, Dial(host, port));
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<TlsStream> stream, OpenTls(fd, host, port));
 
   std::string request = method + " " + path_and_query + " HTTP/1.1\r\nHost: " + host + ":" +
                         std::to_string(port) + "\r\n";
@@ -137,40 +188,19 @@ Result<KubeletUpgradeReply> KubeletUpgrade(
   request += "\r\n";
   if (!stream->Write(request)) return Unreachable(host, port, "the request could not be sent");
 
-  std::string buf;
-  size_t end = std::string::npos, sep = 0;
-  while ((end = net::wire::FindHeadEnd(buf, 0, &sep)) == std::string::npos) {
-    size_t before = buf.size();  // a read waits at most the 10 s receive timeout
-    if (buf.size() > (64u << 10) || !stream->Read(&buf) || buf.size() == before) {
-      return Unreachable(host, port, "no answer to the upgrade request");
-    }
-  }
   net::wire::ResponseHead head;
-  if (Status s = net::wire::ParseResponseHead(std::string_view(buf).substr(0, end), &head);
-      !s.ok()) {
-    return Unreachable(host, port, s.message());
-  }
+  std::string rest;
+  HAMI_RETURN_IF_ERROR(ReadResponseHead(*stream, host, port, &head, &rest));
   KubeletUpgradeReply reply;
   reply.status = head.status;
   reply.headers = std::move(head.headers);
-  std::string rest = buf.substr(end + sep);
   if (reply.status == 101) {
     reply.early = std::move(rest);
     stream->SetReadTimeout(5);
     reply.stream = std::move(stream);
     return reply;
   }
-  // An answer with a body (the kubelet's refusal): Content-Length bytes, or up to the close.
-  size_t want = std::string::npos;
-  for (const auto& [k, v] : reply.headers) {
-    if (k == "content-length") want = std::strtoul(v.c_str(), nullptr, 10);
-  }
-  while (rest.size() < want && rest.size() < (1u << 20)) {
-    size_t before = rest.size();
-    if (!stream->Read(&rest) || rest.size() == before) break;
-  }
-  if (want != std::string::npos && rest.size() > want) rest.resize(want);
-  reply.body = std::move(rest);
+  reply.body = ReadBody(*stream, reply.headers, std::move(rest));
   return reply;
 }
 

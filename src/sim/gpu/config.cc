@@ -117,6 +117,49 @@ bool Finalize(SimConfig* config, std::string* error) {
   return true;
 }
 
+// Applies a [device] section's "compute_capability = MAJOR.MINOR" value.
+bool ApplyComputeCapabilityKey(const std::string& value, DeviceSpec* d, std::string* reason) {
+  size_t dot = value.find('.');
+  long long major = 0, minor = 0;
+  if (dot == std::string::npos || !ParseInt(value.substr(0, dot), 1, 20, &major) ||
+      !ParseInt(value.substr(dot + 1), 0, 9, &minor)) {
+    *reason = "compute_capability must look like 8.0";
+    return false;
+  }
+  d->cc_major = static_cast<int>(major);
+  d->cc_minor = static_cast<int>(minor);
+  return true;
+}
+
+// Applies a [device] section's "nvlink = PEER[:LINKS], ..." value, replacing any earlier list.
+bool ApplyNvLinkKey(const std::string& value, DeviceSpec* d, std::string* reason) {
+  d->nvlink_peers.clear();
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    std::string item =
+        Trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!item.empty()) {
+      size_t colon = item.find(':');
+      long long peer = 0, links = 1;
+      if (!ParseInt(Trim(item.substr(0, colon)), 0, kMaxDevices - 1, &peer) ||
+          (colon != std::string::npos &&
+           !ParseInt(Trim(item.substr(colon + 1)), 1, kMaxNvLinks, &links))) {
+        *reason = "nvlink must be a comma list of PEER[:LINKS], e.g. \"1:12, 2:6\"";
+        return false;
+      }
+      for (long long k = 0; k < links; ++k) d->nvlink_peers.push_back(static_cast<int>(peer));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (d->nvlink_peers.size() > static_cast<size_t>(kMaxNvLinks)) {
+    *reason = "more than " + std::to_string(kMaxNvLinks) + " nvlinks on one device";
+    return false;
+  }
+  return true;
+}
+
 // Applies one "key = value" line of a [device] section.
 bool ApplyDeviceKey(const std::string& key, const std::string& value, DeviceSpec* d,
                     std::string* reason) {
@@ -159,15 +202,7 @@ bool ApplyDeviceKey(const std::string& key, const std::string& value, DeviceSpec
     }
     d->max_threads_per_sm = static_cast<int>(v);
   } else if (key == "compute_capability") {
-    size_t dot = value.find('.');
-    long long major = 0, minor = 0;
-    if (dot == std::string::npos || !ParseInt(value.substr(0, dot), 1, 20, &major) ||
-        !ParseInt(value.substr(dot + 1), 0, 9, &minor)) {
-      *reason = "compute_capability must look like 8.0";
-      return false;
-    }
-    d->cc_major = static_cast<int>(major);
-    d->cc_minor = static_cast<int>(minor);
+    return ApplyComputeCapabilityKey(value, d, reason);
   } else if (key == "numa_node") {
     if (!ParseInt(value, 0, 1023, &v)) {
       *reason = "numa_node must be an integer in 0..1023";
@@ -192,30 +227,7 @@ bool ApplyDeviceKey(const std::string& key, const std::string& value, DeviceSpec
     }
     d->pci_device_id = static_cast<uint32_t>(v);
   } else if (key == "nvlink") {
-    d->nvlink_peers.clear();
-    size_t start = 0;
-    while (start <= value.size()) {
-      size_t comma = value.find(',', start);
-      std::string item =
-          Trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (!item.empty()) {
-        size_t colon = item.find(':');
-        long long peer = 0, links = 1;
-        if (!ParseInt(Trim(item.substr(0, colon)), 0, kMaxDevices - 1, &peer) ||
-            (colon != std::string::npos &&
-             !ParseInt(Trim(item.substr(colon + 1)), 1, kMaxNvLinks, &links))) {
-          *reason = "nvlink must be a comma list of PEER[:LINKS], e.g. \"1:12, 2:6\"";
-          return false;
-        }
-        for (long long k = 0; k < links; ++k) d->nvlink_peers.push_back(static_cast<int>(peer));
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    if (d->nvlink_peers.size() > static_cast<size_t>(kMaxNvLinks)) {
-      *reason = "more than " + std::to_string(kMaxNvLinks) + " nvlinks on one device";
-      return false;
-    }
+    return ApplyNvLinkKey(value, d, reason);
   } else {
     *reason = "unknown device key '" + key + "'";
     return false;

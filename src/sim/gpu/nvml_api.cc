@@ -4,65 +4,43 @@
 // positions in that list, minor numbers are physical indices. Utilisation and per-process
 // numbers come from the busy-time rings in the shared state (see README.md for the formulas).
 //
+// This file holds init, errors, system queries, enumeration, identity and topology;
+// nvml_usage.cc the memory, utilisation and process queries; nvml_events.cc the event sets.
+//
 // Thread safety: every entry point is thread-safe. Init state is guarded by g_mu; event sets
 // by their own mutex; everything else reads the immutable runtime or the shared state.
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "common/thread_annotations.h"
-#include "nvml/abi.h"
-#include "sim/gpu/clock.h"
-#include "sim/gpu/log.h"
-#include "sim/gpu/sim_runtime.h"
-
-#define HAMI_SIM_EXPORT extern "C" __attribute__((visibility("default")))
-
-struct nvmlDevice_st {
-  uint32_t magic;
-  int phys;
-};
-
-struct nvmlEventSet_st {
-  uint32_t magic;
-  hami::Mutex mu;
-  struct Registration {
-    nvmlDevice_t device;
-    unsigned long long mask;
-    uint64_t last_seq;  // XIDs up to this sequence number were already delivered (or predate)
-  };
-  std::vector<Registration> regs GUARDED_BY(mu);
-};
+#include "sim/gpu/nvml_internal.h"
 
 namespace hami::sim {
+
+SimRuntime* g_rt = nullptr;  // set on first successful init, never cleared
+
 namespace {
 
-constexpr uint32_t kDeviceMagic = 0x4e564431;    // NVD1
-constexpr uint32_t kEventSetMagic = 0x4e564531;  // NVE1
-constexpr unsigned long long kSupportedEvents =
-    nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypePState |
-    nvmlEventTypeXidCriticalError | nvmlEventTypeClock;
-// Window of nvmlDeviceGetUtilizationRates.
-constexpr uint64_t kUtilWindowNs = 1000000000ull;
+constexpr uint32_t kDeviceMagic = 0x4e564431;  // NVD1
 
 Mutex g_mu;
 int g_init_count GUARDED_BY(g_mu) = 0;
-SimRuntime* g_rt = nullptr;  // set on first successful init, never cleared
 nvmlDevice_st g_devices[kMaxDevices];
-
-bool Initialized() {
-  hami::MutexLock lock(g_mu);
-  return g_init_count > 0;
-}
 
 bool NvmlVisible(int phys) {
   const auto& vis = g_rt->nvml_visible();
   return std::find(vis.begin(), vis.end(), phys) != vis.end();
+}
+
+}  // namespace
+
+bool Initialized() {
+  hami::MutexLock lock(g_mu);
+  return g_init_count > 0;
 }
 
 // Validates the library state and a device handle (one NVML can see); fills *phys.
@@ -75,6 +53,8 @@ nvmlReturn_t CheckDevice(nvmlDevice_t device, int* phys) {
   *phys = device->phys;
   return NVML_SUCCESS;
 }
+
+namespace {
 
 nvmlReturn_t CopyOut(char* dst, unsigned int length, const char* src) {
   if (dst == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -117,32 +97,6 @@ nvmlReturn_t HandleByIndex(unsigned int index, nvmlDevice_t* device) {
   const auto& vis = g_rt->nvml_visible();
   if (index >= vis.size()) return NVML_ERROR_INVALID_ARGUMENT;
   *device = &g_devices[vis[index]];
-  return NVML_SUCCESS;
-}
-
-// Device occupancy in percent over the last second (for the utilisation-dependent sensors).
-double RecentOccupancy(int phys) {
-  uint64_t now = MonotonicNs();
-  double busy = g_rt->state().DeviceBusyNs(phys, now - kUtilWindowNs, now);
-  return 100.0 * busy / (static_cast<double>(g_rt->device(phys).sm_count) * kUtilWindowNs);
-}
-
-template <typename Info>
-nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos,
-                              void (*fill)(Info*, const ProcessUsage&)) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  uint64_t now = MonotonicNs();
-  std::vector<ProcessUsage> procs = g_rt->state().Processes(phys, now, now);
-  unsigned n = static_cast<unsigned>(procs.size());
-  if (*infoCount < n || (infos == nullptr && n > 0)) {
-    *infoCount = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  for (unsigned i = 0; i < n; ++i) fill(&infos[i], procs[i]);
-  *infoCount = n;
   return NVML_SUCCESS;
 }
 
@@ -385,169 +339,6 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned 
   *pendingMode = NVML_DEVICE_MIG_DISABLE;
   return NVML_SUCCESS;
 }
-
-// ---------------------------------------------------------------- memory and utilisation
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  uint64_t total = g_rt->device(phys).memory_bytes;
-  uint64_t used = std::min(total, g_rt->state().UsedMemory(phys));
-  memory->total = total;
-  memory->used = used;
-  memory->free = total - used;
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-                                                        nvmlMemory_v2_t* memory) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  uint64_t total = g_rt->device(phys).memory_bytes;
-  uint64_t used = std::min(total, g_rt->state().UsedMemory(phys));
-  memory->total = total;
-  memory->reserved = 0;
-  memory->used = used;
-  memory->free = total - used;
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
-                                                           nvmlUtilization_t* utilization) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  double pct = RecentOccupancy(phys);
-  utilization->gpu = static_cast<unsigned>(std::min(100.0, std::max(0.0, std::round(pct))));
-  utilization->memory = 0;
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
-    nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
-    unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // Convert the caller's wall-clock microseconds to the monotonic clock of the timeline.
-  uint64_t now_mono = MonotonicNs();
-  uint64_t now_real = RealtimeNs();
-  const uint64_t span = static_cast<uint64_t>(kRingBuckets - 1) * kBucketNs;
-  uint64_t from_mono = now_mono > span ? now_mono - span : 0;
-  const unsigned __int128 last_real = static_cast<unsigned __int128>(lastSeenTimeStamp) * 1000;
-  if (const uint64_t period = g_rt->nvml_sample_ns(); period != 0) {
-    // Like a real driver: one sample per process per period, taken at the period's end (wall
-    // clock multiples of the period) and covering that period alone.
-    const uint64_t boundary = now_real / period * period;
-    if (last_real >= boundary || now_mono < now_real - boundary + period) {
-      *processSamplesCount = 0;
-      return NVML_ERROR_NOT_FOUND;
-    }
-    now_mono -= now_real - boundary;
-    now_real = boundary;
-    from_mono = now_mono - period;
-  } else {
-    if (last_real >= now_real) {
-      *processSamplesCount = 0;
-      return NVML_ERROR_NOT_FOUND;
-    }
-    uint64_t back = static_cast<uint64_t>(now_real - last_real);
-    if (back < now_mono - from_mono) from_mono = now_mono - back;
-  }
-  std::vector<ProcessUsage> procs = g_rt->state().Processes(phys, from_mono, now_mono);
-  unsigned n = static_cast<unsigned>(procs.size());
-  if (n == 0) {
-    *processSamplesCount = 0;
-    return NVML_ERROR_NOT_FOUND;
-  }
-  if (utilization == nullptr || *processSamplesCount < n) {
-    *processSamplesCount = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  const double capacity =
-      static_cast<double>(g_rt->device(phys).sm_count) * static_cast<double>(now_mono - from_mono);
-  SimLogDebug("process utilisation of device %d over %.3f ms: %u processes", phys,
-              static_cast<double>(now_mono - from_mono) / 1e6, n);
-  for (unsigned i = 0; i < n; ++i) {
-    SimLogDebug("  pid %d busy %.3f SM-ms", static_cast<int>(procs[i].pid),
-                procs[i].busy_sm_ns / 1e6);
-    double pct = capacity > 0 ? 100.0 * procs[i].busy_sm_ns / capacity : 0.0;
-    nvmlProcessUtilizationSample_t& s = utilization[i];
-    s.pid = static_cast<unsigned>(procs[i].pid);
-    s.timeStamp = now_real / 1000;
-    s.smUtil = static_cast<unsigned>(std::min(100.0, std::max(0.0, std::round(pct))));
-    s.memUtil = 0;
-    s.encUtil = 0;
-    s.decUtil = 0;
-  }
-  *processSamplesCount = n;
-  return NVML_SUCCESS;
-}
-
-namespace {
-void FillV1(nvmlProcessInfo_v1_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
-  out->usedGpuMemory = p.mem_bytes;
-}
-void FillV2(nvmlProcessInfo_v2_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
-  out->usedGpuMemory = p.mem_bytes;
-  out->gpuInstanceId = 0xFFFFFFFFu;
-  out->computeInstanceId = 0xFFFFFFFFu;
-}
-void FillV3(nvmlProcessInfo_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
-  out->usedGpuMemory = p.mem_bytes;
-  out->gpuInstanceId = 0xFFFFFFFFu;
-  out->computeInstanceId = 0xFFFFFFFFu;
-}
-}  // namespace
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-                                                                  unsigned int* infoCount,
-                                                                  nvmlProcessInfo_v1_t* infos) {
-  return RunningProcesses(device, infoCount, infos, &FillV1);
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                                     unsigned int* infoCount,
-                                                                     nvmlProcessInfo_v2_t* infos) {
-  return RunningProcesses(device, infoCount, infos, &FillV2);
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                     unsigned int* infoCount,
-                                                                     nvmlProcessInfo_t* infos) {
-  return RunningProcesses(device, infoCount, infos, &FillV3);
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
-                                                      nvmlTemperatureSensors_t sensorType,
-                                                      unsigned int* temp) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (temp == nullptr || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-  *temp = 32 + static_cast<unsigned>(std::lround(RecentOccupancy(phys) * 0.4));
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (power == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *power = 60000 + static_cast<unsigned>(std::lround(RecentOccupancy(phys) * 3400.0));  // mW
-  return NVML_SUCCESS;
-}
-
 // ---------------------------------------------------------------- topology and NVLink
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1,
@@ -606,87 +397,5 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
   }
   if (static_cast<int>(link) >= g_rt->device(phys).nvlink_count) return NVML_ERROR_NOT_SUPPORTED;
   *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_GPU;
-  return NVML_SUCCESS;
-}
-
-// ---------------------------------------------------------------- events
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
-  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
-  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  auto* s = new nvmlEventSet_st();
-  s->magic = kEventSetMagic;
-  *set = s;
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
-                                                              unsigned long long* eventTypes) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (eventTypes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *eventTypes = kSupportedEvents;
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
-                                                      unsigned long long eventTypes,
-                                                      nvmlEventSet_t set) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (set == nullptr || set->magic != kEventSetMagic) return NVML_ERROR_INVALID_ARGUMENT;
-  if (eventTypes & ~kSupportedEvents) return NVML_ERROR_NOT_SUPPORTED;
-  // Only events that happen after registration are delivered.
-  uint64_t seq = g_rt->state().LatestXidSeq(phys);
-  hami::MutexLock lock(set->mu);
-  for (auto& r : set->regs) {
-    if (r.device == device) {
-      r.mask |= eventTypes;
-      return NVML_SUCCESS;
-    }
-  }
-  set->regs.push_back({device, eventTypes, seq});
-  return NVML_SUCCESS;
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
-                                                 unsigned int timeoutms) {
-  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
-  if (set == nullptr || set->magic != kEventSetMagic || data == nullptr) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  SharedState& state = g_rt->state();
-  const uint64_t deadline = MonotonicNs() + static_cast<uint64_t>(timeoutms) * 1000000ull;
-  for (;;) {
-    // Read the generation before scanning so an injection racing the scan wakes the wait.
-    uint32_t gen = state.XidGeneration();
-    {
-      hami::MutexLock lock(set->mu);
-      for (auto& r : set->regs) {
-        if (!(r.mask & nvmlEventTypeXidCriticalError)) continue;
-        XidRecord rec;
-        if (state.NextXid(r.device->phys, r.last_seq, &rec)) {
-          r.last_seq = rec.seq;
-          data->device = r.device;
-          data->eventType = nvmlEventTypeXidCriticalError;
-          data->eventData = rec.xid;
-          data->gpuInstanceId = 0xFFFFFFFFu;
-          data->computeInstanceId = 0xFFFFFFFFu;
-          return NVML_SUCCESS;
-        }
-      }
-    }
-    if (MonotonicNs() >= deadline) return NVML_ERROR_TIMEOUT;
-    state.WaitXidChange(gen, deadline);
-  }
-}
-
-HAMI_SIM_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
-  if (set == nullptr || set->magic != kEventSetMagic) return NVML_ERROR_INVALID_ARGUMENT;
-  set->magic = 0;
-  delete set;
   return NVML_SUCCESS;
 }

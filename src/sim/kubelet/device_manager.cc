@@ -217,95 +217,141 @@ class DeviceManager::Impl final : public api::Registration::Service {
     };
     for (const ContainerNeed& c : containers) {
       if (c.count <= 0) continue;
-      api::DevicePlugin::Stub* stub = nullptr;
-      bool preferred = false;
-      std::vector<std::string> available;
+      Candidates cand;
       {
         MutexLock l(mu_);
-        auto ep = endpoints_.find(resource);
-        const ResourceState* st = resources_.count(resource) ? &resources_.at(resource) : nullptr;
-        if (ep == endpoints_.end() || st == nullptr || !st->connected) {
-          return fail_locked(Status(StatusCode::kUnavailable,
-                                    "no device plugin serves " + resource + " on this node"));
-        }
-        stub = ep->second->stub.get();
-        preferred = st->preferred_allocation;
-        std::set<std::string> busy(taken.begin(), taken.end());
-        busy.insert(reusable.begin(), reusable.end());
-        for (const auto& [uid, by_resource] : held_) {
-          if (uid == pod_uid) continue;
-          auto r = by_resource.find(resource);
-          if (r != by_resource.end()) busy.insert(r->second.begin(), r->second.end());
-        }
-        for (const KubeletDevice& d : st->devices) {
-          if (d.healthy && !busy.count(d.id)) available.push_back(d.id);
-        }
+        Result<Candidates> found = CandidatesFor(pod_uid, resource, taken, reusable);
+        if (!found.ok()) return fail_locked(found.status());
+        cand = std::move(*found);
       }
-      size_t want = static_cast<size_t>(c.count);
-      std::vector<std::string> must(
-          reusable.begin(),
-          reusable.begin() + static_cast<std::ptrdiff_t>(std::min(want, reusable.size())));
-      std::vector<std::string> ids = must;
-      if (ids.size() < want) {
-        if (available.size() < want - ids.size()) {
-          return fail(Status(StatusCode::kResourceExhausted,
-                             "requested number of devices unavailable for " + resource +
-                                 ". Requested: " + std::to_string(want) +
-                                 ", Available: " + std::to_string(available.size() + ids.size())));
-        }
-        std::vector<std::string> pick;
-        if (preferred) pick = Preferred(stub, available, must, static_cast<int32_t>(want));
-        if (!pick.empty()) {
-          ids = std::move(pick);
-        } else {
-          for (size_t i = 0; ids.size() < want; ++i) ids.push_back(available[i]);
-        }
-      }
-      api::AllocateRequest req;
-      api::ContainerAllocateRequest* cr = req.add_container_requests();
-      for (const std::string& id : ids) cr->add_devices_ids(id);
-      api::AllocateResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      grpc::Status s = stub->Allocate(&ctx, req, &resp);
-      if (!s.ok() || resp.container_responses_size() != 1) {
-        return fail(Status(StatusCode::kUnavailable,
-                           "Allocate for container " + c.name + " failed: " +
-                               (s.ok() ? "the plugin answered no container" : s.error_message())));
-      }
-      const api::ContainerAllocateResponse& r = resp.container_responses(0);
-      ContainerDevices d;
-      d.name = c.name;
-      d.device_ids = ids;
-      for (const auto& [k, v] : r.envs()) d.envs[k] = v;
-      for (const auto& [k, v] : r.annotations()) d.annotations[k] = v;
-      for (const api::CDIDevice& cdi : r.cdi_devices()) d.cdi_devices.push_back(cdi.name());
-      for (const api::Mount& m : r.mounts()) {
-        d.mounts.push_back({m.container_path(), m.host_path(), m.read_only()});
-      }
-      out.push_back(std::move(d));
+      Result<std::vector<std::string>> ids =
+          ChooseIds(cand, reusable, static_cast<size_t>(c.count), resource);
+      if (!ids.ok()) return fail(ids.status());
+      Result<ContainerDevices> d = CallAllocate(cand.stub, c.name, *ids);
+      if (!d.ok()) return fail(d.status());
+      out.push_back(std::move(*d));
       {
         MutexLock l(mu_);
         std::vector<std::string>& held = held_[pod_uid][resource];
-        for (const std::string& id : ids) {
+        for (const std::string& id : *ids) {
           if (std::find(held.begin(), held.end(), id) == held.end()) held.push_back(id);
         }
       }
-      if (c.init) {
-        for (const std::string& id : ids) {
-          if (std::find(reusable.begin(), reusable.end(), id) == reusable.end()) {
-            reusable.push_back(id);
-          }
-        }
-      } else {
-        taken.insert(taken.end(), ids.begin(), ids.end());
-        // App containers do not share: what they took is no longer reusable.
-        for (const std::string& id : ids) {
-          reusable.erase(std::remove(reusable.begin(), reusable.end(), id), reusable.end());
-        }
-      }
+      NoteUse(c.init, *ids, reusable, taken);
     }
     return out;
+  }
+
+  // What one container may get of a resource: the plugin to ask, whether it offers a preferred
+  // allocation, and the healthy devices neither another pod nor this call (`taken`, `reusable`)
+  // holds.
+  struct Candidates {
+    api::DevicePlugin::Stub* stub = nullptr;
+    bool preferred = false;
+    std::vector<std::string> available;
+  };
+
+  // Unavailable when no connected plugin serves `resource`.
+  Result<Candidates> CandidatesFor(const std::string& pod_uid, const std::string& resource,
+                                   const std::vector<std::string>& taken,
+                                   const std::vector<std::string>& reusable) REQUIRES(mu_) {
+    Candidates out;
+    auto ep = endpoints_.find(resource);
+    const ResourceState* st = resources_.count(resource) ? &resources_.at(resource) : nullptr;
+    if (ep == endpoints_.end() || st == nullptr || !st->connected) {
+      return Status(StatusCode::kUnavailable,
+                    "no device plugin serves " + resource + " on this node");
+    }
+    out.stub = ep->second->stub.get();
+    out.preferred = st->preferred_allocation;
+    std::set<std::string> busy(taken.begin(), taken.end());
+    busy.insert(reusable.begin(), reusable.end());
+    for (const auto& [uid, by_resource] : held_) {
+      if (uid == pod_uid) continue;
+      auto r = by_resource.find(resource);
+      if (r != by_resource.end()) busy.insert(r->second.begin(), r->second.end());
+    }
+    for (const KubeletDevice& d : st->devices) {
+      if (d.healthy && !busy.count(d.id)) out.available.push_back(d.id);
+    }
+    return out;
+  }
+
+  // `want` device IDs: the reusable ones (up to `want`), topped up with the plugin's preference
+  // when it offers a usable one (it must include them), else with the first available ones.
+  // ResourceExhausted when too few are available.
+  Result<std::vector<std::string>> ChooseIds(const Candidates& cand,
+                                             const std::vector<std::string>& reusable, size_t want,
+                                             const std::string& resource) {
+    const std::vector<std::string>& available = cand.available;
+    std::vector<std::string> must(
+        reusable.begin(),
+        reusable.begin() + static_cast<std::ptrdiff_t>(std::min(want, reusable.size())));
+    std::vector<std::string> ids = must;
+    if (ids.size() < want) {
+      if (available.size() < want - ids.size()) {
+        return Status(StatusCode::kResourceExhausted,
+                      "requested number of devices unavailable for " + resource +
+                          ". Requested: " + std::to_string(want) +
+                          ", Available: " + std::to_string(available.size() + ids.size()));
+      }
+      std::vector<std::string> pick;
+      if (cand.preferred) pick = Preferred(cand.stub, available, must, static_cast<int32_t>(want));
+      if (!pick.empty()) {
+        ids = std::move(pick);
+      } else {
+        for (size_t i = 0; ids.size() < want; ++i) ids.push_back(available[i]);
+      }
+    }
+    return ids;
+  }
+
+  // The plugin's Allocate for one container's `ids`, as that container's devices. Unavailable
+  // when the call fails or answers for other than one container.
+  static Result<ContainerDevices> CallAllocate(api::DevicePlugin::Stub* stub,
+                                               const std::string& container,
+                                               const std::vector<std::string>& ids) {
+    api::AllocateRequest req;
+    api::ContainerAllocateRequest* cr = req.add_container_requests();
+    for (const std::string& id : ids) cr->add_devices_ids(id);
+    api::AllocateResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status s = stub->Allocate(&ctx, req, &resp);
+    if (!s.ok() || resp.container_responses_size() != 1) {
+      return Status(StatusCode::kUnavailable,
+                    "Allocate for container " + container + " failed: " +
+                        (s.ok() ? "the plugin answered no container" : s.error_message()));
+    }
+    const api::ContainerAllocateResponse& r = resp.container_responses(0);
+    ContainerDevices d;
+    d.name = container;
+    d.device_ids = ids;
+    for (const auto& [k, v] : r.envs()) d.envs[k] = v;
+    for (const auto& [k, v] : r.annotations()) d.annotations[k] = v;
+    for (const api::CDIDevice& cdi : r.cdi_devices()) d.cdi_devices.push_back(cdi.name());
+    for (const api::Mount& m : r.mounts()) {
+      d.mounts.push_back({m.container_path(), m.host_path(), m.read_only()});
+    }
+    return d;
+  }
+
+  // Books `ids` for the rest of the pod: an init container's devices become reusable; an app
+  // container's are taken and reusable no more (app containers do not share).
+  static void NoteUse(bool init, const std::vector<std::string>& ids,
+                      std::vector<std::string>& reusable, std::vector<std::string>& taken) {
+    if (init) {
+      for (const std::string& id : ids) {
+        if (std::find(reusable.begin(), reusable.end(), id) == reusable.end()) {
+          reusable.push_back(id);
+        }
+      }
+    } else {
+      taken.insert(taken.end(), ids.begin(), ids.end());
+      for (const std::string& id : ids) {
+        reusable.erase(std::remove(reusable.begin(), reusable.end(), id), reusable.end());
+      }
+    }
   }
 
   // The plugin's preference, validated; empty when unusable.

@@ -320,151 +320,235 @@ class NoSigpipe {
   sigset_t pipe_, old_;
 };
 
+namespace {
+
+// One session's relay between the client's WebSocket and the started process. Single-threaded:
+// it lives on the stack of RunExecSession.
+class ExecSession {
+ public:
+  ExecSession(net::UpgradedConnection& conn, bool v5) : conn_(conn), v5_(v5) {}
+
+  // Sends the final status and a normal close, then waits briefly for the client's close.
+  void Finish(const std::string& status_json) {
+    if (Send(conn_, kError, status_json) &&
+        conn_.Write(net::ws::Frame(net::ws::kClose, net::ws::ClosePayload(net::ws::kCloseNormal,
+                                                                          "")))) {
+      AwaitClientClose(conn_, reader_, in_);
+    }
+  }
+
+  // Relays the streams of `c` until it exited and its output is drained, then finishes. Returns
+  // the wait status, or -1 when the session was abandoned (the process group is then killed).
+  int Relay(Child c);
+
+ private:
+  // The descriptors of one poll round and where each sits in `fds` (-1: not polled).
+  struct PollSet {
+    pollfd fds[5];
+    int n = 0;
+    int out_i = -1, err_i = -1, pid_i = -1, in_i = -1;
+  };
+
+  PollSet Watched() const;
+  // Ends the session early (client gone, protocol error, server stopping); code 0 sends no close.
+  void Abandon(uint16_t code, const std::string& why);
+  // Reads and handles what the client sent. False when the session was abandoned.
+  bool ReadClient();
+  // One binary message's channel and data: stdin, a terminal resize, or v5's close of stdin.
+  void OnChannelMessage(uint8_t channel, std::string_view data);
+  // Writes pending client input once the process's stdin is writable.
+  void WriteStdin(const PollSet& p);
+  // Sends what the process wrote on stdout/stderr. False when the session was abandoned.
+  bool ForwardOutput(const PollSet& p);
+  // Reaps the process once it exited and starts the drain of its remaining output.
+  void CheckExited(const PollSet& p);
+
+  net::UpgradedConnection& conn_;
+  const bool v5_;
+  std::string in_;  // bytes from the client not yet parsed
+  net::ws::Reader reader_{net::ws::Reader::Side::kServer};
+  Child c_;
+  std::string to_stdin_;        // client input the process has not taken yet
+  bool stdin_closing_ = false;  // the client closed stdin: close it once to_stdin_ is written
+  bool exited_ = false;
+  int wait_status_ = 0;
+  Clock::time_point drain_until_{};
+  std::vector<net::ws::Message> msgs_;
+  char chunk_[32768];
+};
+
+int ExecSession::Relay(Child c) {
+  c_ = c;
+  for (;;) {
+    if (exited_ && c_.out < 0 && c_.err < 0) break;
+    if (exited_ && Clock::now() >= drain_until_) break;  // a background child holds the output
+    if (!conn_.ServerRunning()) {
+      Abandon(net::ws::kCloseGoingAway, "kubelet stopping");
+      return -1;
+    }
+    PollSet p = Watched();
+    int timeout = conn_.HasBuffered() ? 0 : 200;
+    if (exited_) timeout = std::min(timeout, 50);
+    if (::poll(p.fds, static_cast<nfds_t>(p.n), timeout) < 0 && errno != EINTR) {
+      Abandon(net::ws::kCloseInternalError, "poll failed");
+      return -1;
+    }
+    if (conn_.HasBuffered() || (p.fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      if (!ReadClient()) return -1;
+    }
+    WriteStdin(p);
+    if (stdin_closing_ && to_stdin_.empty() && !c_.pty) c_.CloseIn();
+    if (!ForwardOutput(p)) return -1;
+    CheckExited(p);
+  }
+  c_.CloseAll();
+  Finish(ExitStatusJson(wait_status_));
+  return wait_status_;
+}
+
+ExecSession::PollSet ExecSession::Watched() const {
+  PollSet p;
+  p.fds[p.n++] = {conn_.fd(), POLLIN, 0};
+  p.out_i = c_.out >= 0 ? p.n : -1;
+  if (c_.out >= 0) p.fds[p.n++] = {c_.out, POLLIN, 0};
+  p.err_i = c_.err >= 0 ? p.n : -1;
+  if (c_.err >= 0) p.fds[p.n++] = {c_.err, POLLIN, 0};
+  p.pid_i = !exited_ && c_.pidfd >= 0 ? p.n : -1;
+  if (p.pid_i >= 0) p.fds[p.n++] = {c_.pidfd, POLLIN, 0};
+  p.in_i = c_.in >= 0 && !to_stdin_.empty() && !c_.pty ? p.n : -1;
+  if (p.in_i >= 0) p.fds[p.n++] = {c_.in, POLLOUT, 0};
+  return p;
+}
+
+void ExecSession::Abandon(uint16_t code, const std::string& why) {
+  if (code != 0) {
+    (void)conn_.Write(net::ws::Frame(net::ws::kClose, net::ws::ClosePayload(code, why)));
+  }
+  c_.Kill();
+  c_.CloseAll();
+}
+
+bool ExecSession::ReadClient() {
+  using net::ws::Message;
+  if (conn_.Read(&in_) == net::UpgradedConnection::ReadResult::kEnd) {
+    Abandon(0, "");
+    return false;
+  }
+  msgs_.clear();
+  if (!reader_.Feed(&in_, &msgs_)) {
+    Abandon(reader_.close_code(), reader_.error());
+    return false;
+  }
+  for (Message& m : msgs_) {
+    if (m.opcode == net::ws::kPing) {
+      if (!conn_.Write(net::ws::Frame(net::ws::kPong, m.payload))) {
+        Abandon(0, "");
+        return false;
+      }
+      continue;
+    }
+    if (m.opcode == net::ws::kClose) {
+      (void)conn_.Write(
+          net::ws::Frame(net::ws::kClose, net::ws::ClosePayload(net::ws::kCloseNormal, "")));
+      Abandon(0, "");
+      return false;
+    }
+    if (m.opcode != net::ws::kBinary || m.payload.empty()) continue;
+    const auto channel = static_cast<uint8_t>(m.payload[0]);
+    OnChannelMessage(channel, std::string_view(m.payload).substr(1));
+  }
+  return true;
+}
+
+void ExecSession::OnChannelMessage(uint8_t channel, std::string_view data) {
+  if (channel == kStdin && c_.in >= 0 && !stdin_closing_) {
+    if (c_.pty) {
+      // A terminal's input is small and interactive: write it through now.
+      while (!data.empty()) {
+        ssize_t w = ::write(c_.in, data.data(), data.size());
+        if (w <= 0) break;
+        data.remove_prefix(static_cast<size_t>(w));
+      }
+    } else {
+      to_stdin_.append(data);
+    }
+  } else if (channel == kResize && c_.pty) {
+    json size = json::parse(data, nullptr, false);
+    if (size.is_object()) {
+      winsize ws{};
+      ws.ws_col = static_cast<unsigned short>(size.value("Width", 80));
+      ws.ws_row = static_cast<unsigned short>(size.value("Height", 24));
+      ::ioctl(c_.out, TIOCSWINSZ, &ws);
+    }
+  } else if (channel == kClose && v5_ && data.size() == 1 &&
+             static_cast<uint8_t>(data[0]) == kStdin) {
+    stdin_closing_ = true;
+  }
+}
+
+void ExecSession::WriteStdin(const PollSet& p) {
+  if (p.in_i < 0 || (p.fds[p.in_i].revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return;
+  ssize_t w = ::write(c_.in, to_stdin_.data(), to_stdin_.size());
+  if (w > 0) {
+    to_stdin_.erase(0, static_cast<size_t>(w));
+  } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+    to_stdin_.clear();  // the process closed its input
+    stdin_closing_ = true;
+  }
+}
+
+bool ExecSession::ForwardOutput(const PollSet& p) {
+  for (auto [idx, channel] : {std::pair{p.out_i, kStdout}, std::pair{p.err_i, kStderr}}) {
+    if (idx < 0 || (p.fds[idx].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    int& fd = channel == kStdout ? c_.out : c_.err;
+    ssize_t r = ::read(fd, chunk_, sizeof chunk_);
+    if (r > 0) {
+      if (!Send(conn_, channel, std::string_view(chunk_, static_cast<size_t>(r)))) {
+        Abandon(0, "");
+        return false;
+      }
+    } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+      // End of output (EIO on a terminal whose last holder closed it; a terminal's input is
+      // the same descriptor and goes with it).
+      if (channel == kStdout) {
+        if (c_.pty) c_.CloseIn();
+        c_.CloseOut();
+      } else {
+        c_.CloseErr();
+      }
+    }
+  }
+  return true;
+}
+
+void ExecSession::CheckExited(const PollSet& p) {
+  // Without a pidfd (an old kernel) the process is looked at on every round.
+  if (exited_ || (p.pid_i >= 0 && (p.fds[p.pid_i].revents & POLLIN) == 0)) return;
+  if (::waitpid(c_.pid, &wait_status_, WNOHANG) == c_.pid) {
+    exited_ = true;
+    c_.pid = -1;
+    drain_until_ = Clock::now() + std::chrono::seconds(2);
+    if (!c_.pty) c_.CloseIn();
+  }
+}
+
+}  // namespace
+
 int RunExecSession(net::UpgradedConnection& conn, const std::string& protocol,
                    const ExecRequest& req, const ExecProcess& process) {
-  using net::ws::Message;
   NoSigpipe no_sigpipe;
-  const bool v5 = protocol == kExecProtocolV5;
-  std::string in;  // bytes from the client not yet parsed
-  net::ws::Reader reader(net::ws::Reader::Side::kServer);
-  auto finish = [&](const std::string& status_json) {
-    if (Send(conn, kError, status_json) &&
-        conn.Write(net::ws::Frame(net::ws::kClose, net::ws::ClosePayload(net::ws::kCloseNormal,
-                                                                         "")))) {
-      AwaitClientClose(conn, reader, in);
-    }
-  };
+  ExecSession session(conn, protocol == kExecProtocolV5);
   Result<std::string> program = ResolveExecProgram(process);
   if (!program.ok()) {
-    finish(ErrorStatusJson(program.status().message()));
+    session.Finish(ErrorStatusJson(program.status().message()));
     return -1;
   }
   Result<Child> spawned = Spawn(req, process, *program);
   if (!spawned.ok()) {
-    finish(ErrorStatusJson(spawned.status().message()));
+    session.Finish(ErrorStatusJson(spawned.status().message()));
     return -1;
   }
-  Child c = *spawned;
-  std::string to_stdin;       // client input the process has not taken yet
-  bool stdin_closing = false;  // the client closed stdin: close it once to_stdin is written
-  bool exited = false;
-  int wait_status = 0;
-  Clock::time_point drain_until{};
-  std::vector<Message> msgs;
-  char chunk[32768];
-  // Ends the session early (client gone, protocol error, server stopping).
-  auto abandon = [&](uint16_t code, const std::string& why) {
-    if (code != 0) {
-      (void)conn.Write(net::ws::Frame(net::ws::kClose, net::ws::ClosePayload(code, why)));
-    }
-    c.Kill();
-    c.CloseAll();
-    return -1;
-  };
-  for (;;) {
-    if (exited && c.out < 0 && c.err < 0) break;
-    if (exited && Clock::now() >= drain_until) break;  // a background child holds the output
-    if (!conn.ServerRunning()) return abandon(net::ws::kCloseGoingAway, "kubelet stopping");
-    pollfd fds[5];
-    int n = 0;
-    fds[n++] = {conn.fd(), POLLIN, 0};
-    const int out_i = c.out >= 0 ? n : -1;
-    if (c.out >= 0) fds[n++] = {c.out, POLLIN, 0};
-    const int err_i = c.err >= 0 ? n : -1;
-    if (c.err >= 0) fds[n++] = {c.err, POLLIN, 0};
-    const int pid_i = !exited && c.pidfd >= 0 ? n : -1;
-    if (pid_i >= 0) fds[n++] = {c.pidfd, POLLIN, 0};
-    const int in_i = c.in >= 0 && !to_stdin.empty() && !c.pty ? n : -1;
-    if (in_i >= 0) fds[n++] = {c.in, POLLOUT, 0};
-    int timeout = conn.HasBuffered() ? 0 : 200;
-    if (exited) timeout = std::min(timeout, 50);
-    if (::poll(fds, static_cast<nfds_t>(n), timeout) < 0 && errno != EINTR) {
-      return abandon(net::ws::kCloseInternalError, "poll failed");
-    }
-    if (conn.HasBuffered() || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      if (conn.Read(&in) == net::UpgradedConnection::ReadResult::kEnd) return abandon(0, "");
-      msgs.clear();
-      if (!reader.Feed(&in, &msgs)) return abandon(reader.close_code(), reader.error());
-      for (Message& m : msgs) {
-        if (m.opcode == net::ws::kPing) {
-          if (!conn.Write(net::ws::Frame(net::ws::kPong, m.payload))) return abandon(0, "");
-          continue;
-        }
-        if (m.opcode == net::ws::kClose) {
-          (void)conn.Write(net::ws::Frame(net::ws::kClose,
-                                          net::ws::ClosePayload(net::ws::kCloseNormal, "")));
-          return abandon(0, "");
-        }
-        if (m.opcode != net::ws::kBinary || m.payload.empty()) continue;
-        const auto channel = static_cast<uint8_t>(m.payload[0]);
-        std::string_view data = std::string_view(m.payload).substr(1);
-        if (channel == kStdin && c.in >= 0 && !stdin_closing) {
-          if (c.pty) {
-            // A terminal's input is small and interactive: write it through now.
-            while (!data.empty()) {
-              ssize_t w = ::write(c.in, data.data(), data.size());
-              if (w <= 0) break;
-              data.remove_prefix(static_cast<size_t>(w));
-            }
-          } else {
-            to_stdin.append(data);
-          }
-        } else if (channel == kResize && c.pty) {
-          json size = json::parse(data, nullptr, false);
-          if (size.is_object()) {
-            winsize ws{};
-            ws.ws_col = static_cast<unsigned short>(size.value("Width", 80));
-            ws.ws_row = static_cast<unsigned short>(size.value("Height", 24));
-            ::ioctl(c.out, TIOCSWINSZ, &ws);
-          }
-        } else if (channel == kClose && v5 && data.size() == 1 &&
-                   static_cast<uint8_t>(data[0]) == kStdin) {
-          stdin_closing = true;
-        }
-      }
-    }
-    if (in_i >= 0 && (fds[in_i].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      ssize_t w = ::write(c.in, to_stdin.data(), to_stdin.size());
-      if (w > 0) {
-        to_stdin.erase(0, static_cast<size_t>(w));
-      } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        to_stdin.clear();  // the process closed its input
-        stdin_closing = true;
-      }
-    }
-    if (stdin_closing && to_stdin.empty() && !c.pty) c.CloseIn();
-    for (auto [idx, channel] : {std::pair{out_i, kStdout}, std::pair{err_i, kStderr}}) {
-      if (idx < 0 || (fds[idx].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      int& fd = channel == kStdout ? c.out : c.err;
-      ssize_t r = ::read(fd, chunk, sizeof chunk);
-      if (r > 0) {
-        if (!Send(conn, channel, std::string_view(chunk, static_cast<size_t>(r)))) {
-          return abandon(0, "");
-        }
-      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-        // End of output (EIO on a terminal whose last holder closed it; a terminal's input is
-        // the same descriptor and goes with it).
-        if (channel == kStdout) {
-          if (c.pty) c.CloseIn();
-          c.CloseOut();
-        } else {
-          c.CloseErr();
-        }
-      }
-    }
-    // Without a pidfd (an old kernel) the process is looked at on every round.
-    if (!exited && (pid_i < 0 || (fds[pid_i].revents & POLLIN) != 0)) {
-      if (::waitpid(c.pid, &wait_status, WNOHANG) == c.pid) {
-        exited = true;
-        c.pid = -1;
-        drain_until = Clock::now() + std::chrono::seconds(2);
-        if (!c.pty) c.CloseIn();
-      }
-    }
-  }
-  c.CloseAll();
-  finish(ExitStatusJson(wait_status));
-  return wait_status;
+  return session.Relay(*spawned);
 }
 
 }  // namespace hami::sim

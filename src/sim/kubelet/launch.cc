@@ -54,16 +54,19 @@ std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevic
   return out;
 }
 
-Result<Launch> PrepareLaunch(const ContainerSpec& spec,
-                             const std::vector<const ContainerDevices*>& answers,
-                             const LaunchContext& ctx) {
-  std::map<std::string, std::string> env;
+namespace {
+
+// The container's environment before the toolkit's and the mounts' rewriting: the node's base
+// env, then the plugins' envs, then the spec's own env, later entries winning. Collects the
+// plugins' mounts too. InvalidArgument for a fieldRef the context does not know.
+Status MergeEnv(const ContainerSpec& spec, const std::vector<const ContainerDevices*>& answers,
+                const LaunchContext& ctx, std::map<std::string, std::string>& env,
+                std::vector<KubeletMount>& mounts) {
   auto put = [&](const std::string& kv) {
     size_t eq = kv.find('=');
     if (eq != std::string::npos && eq > 0) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   };
   for (const std::string& kv : ctx.node_env) put(kv);
-  std::vector<KubeletMount> mounts;
   for (const ContainerDevices* a : answers) {
     for (const auto& [k, v] : a->envs) env[k] = v;
     mounts.insert(mounts.end(), a->mounts.begin(), a->mounts.end());
@@ -79,10 +82,13 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
       env[e.name] = f->second;
     }
   }
-  if (std::optional<std::string> gpus = ToolkitDevices(answers, mounts, env)) {
-    env["NVIDIA_VISIBLE_DEVICES"] = *gpus;
-  }
-  for (auto& [k, v] : env) v = HostPath(v, mounts);
+  return OkStatus();
+}
+
+// Appends to LD_PRELOAD the libraries of every mounted /etc/ld.so.preload, each translated
+// through the mounts. FailedPrecondition when such a file cannot be read.
+Status ApplyPreload(const std::vector<KubeletMount>& mounts, const LaunchContext& ctx,
+                    std::map<std::string, std::string>& env) {
   for (const KubeletMount& m : mounts) {
     if (m.container_path != "/etc/ld.so.preload") continue;
     std::optional<std::string> text = ctx.read_file ? ctx.read_file(m.host_path) : std::nullopt;
@@ -95,11 +101,12 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
     }
     env["LD_PRELOAD"] = preload;
   }
+  return OkStatus();
+}
 
-  Launch out;
-  for (const auto& [k, v] : env) out.env.push_back(k + "=" + v);
-  std::vector<std::string> argv = spec.command;
-  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+// Where the spec's command[0] is on this machine (as a path, or found on ctx.path); "" when it
+// is not, or when the spec has no command.
+std::string FindProgram(const ContainerSpec& spec, const LaunchContext& ctx) {
   std::string program;
   if (!spec.command.empty()) {
     const std::string& cmd = spec.command[0];
@@ -116,6 +123,28 @@ Result<Launch> PrepareLaunch(const ContainerSpec& spec,
       }
     }
   }
+  return program;
+}
+
+}  // namespace
+
+Result<Launch> PrepareLaunch(const ContainerSpec& spec,
+                             const std::vector<const ContainerDevices*>& answers,
+                             const LaunchContext& ctx) {
+  std::map<std::string, std::string> env;
+  std::vector<KubeletMount> mounts;
+  HAMI_RETURN_IF_ERROR(MergeEnv(spec, answers, ctx, env, mounts));
+  if (std::optional<std::string> gpus = ToolkitDevices(answers, mounts, env)) {
+    env["NVIDIA_VISIBLE_DEVICES"] = *gpus;
+  }
+  for (auto& [k, v] : env) v = HostPath(v, mounts);
+  HAMI_RETURN_IF_ERROR(ApplyPreload(mounts, ctx, env));
+
+  Launch out;
+  for (const auto& [k, v] : env) out.env.push_back(k + "=" + v);
+  std::vector<std::string> argv = spec.command;
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  std::string program = FindProgram(spec, ctx);
   if (ctx.stand_in_for_gpu_containers && ctx.has_devices && !ctx.stand_in.empty()) {
     out.argv = ctx.stand_in;
     out.stand_in = true;

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <random>
@@ -21,7 +19,9 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "sim/kubescheduler/diagnosis.h"
+#include "sim/kubescheduler/predicates.h"
 #include "sim/kubescheduler/scheduling_queue.h"
+#include "sim/kubescheduler/work_pool.h"
 
 namespace hami::sim {
 namespace {
@@ -31,138 +31,6 @@ using k8s::ObjectPtr;
 
 // kube-scheduler cuts event messages at this length.
 constexpr size_t kMaxEventMessage = 1024;
-
-// The taint kube-scheduler's NodeUnschedulable check looks for in a pod's tolerations.
-constexpr char kUnschedulableTaint[] = "node.kubernetes.io/unschedulable";
-
-// A fixed set of threads running submitted tasks in FIFO order. Stop() discards tasks that have
-// not started and joins the threads. Thread safety: Submit from any thread; Stop from the owner.
-class WorkPool {
- public:
-  explicit WorkPool(int threads) {
-    for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Run(); });
-  }
-  ~WorkPool() { Stop(); }
-  WorkPool(const WorkPool&) = delete;
-  WorkPool& operator=(const WorkPool&) = delete;
-
-  void Submit(std::function<void()> task) {
-    MutexLock lock(mu_);
-    if (stopped_) return;
-    tasks_.push_back(std::move(task));
-    cv_.notify_one();
-  }
-
-  void Stop() {
-    {
-      MutexLock lock(mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      tasks_.clear();
-      cv_.notify_all();
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
- private:
-  void Run() {
-    while (true) {
-      std::function<void()> task;
-      {
-        UniqueLock lock(mu_);
-        cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return stopped_ || !tasks_.empty(); });
-        if (stopped_) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  Mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
-  bool stopped_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
-
-bool IsTerminal(const Object& pod) {
-  std::string phase = k8s::GetString(pod, "/status/phase");
-  return phase == "Succeeded" || phase == "Failed";
-}
-
-bool IsAssigned(const Object& pod) { return !k8s::GetString(pod, "/spec/nodeName").empty(); }
-
-bool IsBeingDeleted(const Object& obj) {
-  auto md = obj.find("metadata");
-  if (md == obj.end() || !md->is_object()) return false;
-  auto ts = md->find("deletionTimestamp");
-  return ts != md->end() && !ts->is_null();
-}
-
-// The object without fields that change on every write or that kube-scheduler does not react
-// to (pod status, node heartbeats), for deciding whether an update is worth a requeue.
-Object Stripped(const Object& obj, bool is_pod) {
-  Object copy = obj;
-  if (copy.contains("metadata") && copy["metadata"].is_object()) {
-    Object& md = copy["metadata"];
-    md.erase("resourceVersion");
-    md.erase("managedFields");
-    md.erase("generation");
-  }
-  if (is_pod) {
-    copy.erase("status");
-  } else if (copy.contains("status") && copy["status"].is_object() &&
-             copy["status"].contains("conditions") && copy["status"]["conditions"].is_array()) {
-    for (Object& c : copy["status"]["conditions"]) {
-      if (c.is_object()) c.erase("lastHeartbeatTime");
-    }
-  }
-  return copy;
-}
-
-bool Changed(const ObjectPtr& before, const ObjectPtr& after, bool is_pod) {
-  if (before == after) return false;  // an informer resync
-  if (!before || !after) return true;
-  return Stripped(*before, is_pod) != Stripped(*after, is_pod);
-}
-
-bool ToleratesUnschedulable(const Object& pod) {
-  const Object* tolerations = nullptr;
-  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    if (auto t = spec->find("tolerations"); t != spec->end() && t->is_array()) tolerations = &*t;
-  }
-  if (tolerations == nullptr) return false;
-  for (const Object& t : *tolerations) {
-    if (!t.is_object()) continue;
-    std::string key = t.value("key", "");
-    std::string op = t.value("operator", "Equal");
-    std::string effect = t.value("effect", "");
-    if (!effect.empty() && effect != "NoSchedule") continue;
-    if (key.empty() && op == "Exists") return true;
-    if (key == kUnschedulableTaint && (op == "Exists" || t.value("value", "").empty())) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool MatchesNodeSelector(const Object& pod, const Object& node) {
-  auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return true;
-  auto selector = spec->find("nodeSelector");
-  if (selector == spec->end() || !selector->is_object()) return true;
-  const Object* labels = nullptr;
-  if (auto md = node.find("metadata"); md != node.end() && md->is_object()) {
-    if (auto l = md->find("labels"); l != md->end() && l->is_object()) labels = &*l;
-  }
-  for (const auto& [key, want] : selector->items()) {
-    if (labels == nullptr) return false;
-    auto have = labels->find(key);
-    if (have == labels->end() || *have != want) return false;
-  }
-  return true;
-}
 
 std::string Truncate(std::string s) {
   if (s.size() > kMaxEventMessage) {
@@ -251,7 +119,7 @@ class KubeScheduler::Impl {
         {.on_add = [this](const ObjectPtr&) { queue_.MoveAllToActiveOrBackoff(); },
          .on_update =
              [this](const ObjectPtr& a, const ObjectPtr& b) {
-               if (Changed(a, b, /*is_pod=*/false)) queue_.MoveAllToActiveOrBackoff();
+               if (ChangedForScheduling(a, b, /*is_pod=*/false)) queue_.MoveAllToActiveOrBackoff();
              }});
   }
 
@@ -400,7 +268,7 @@ void KubeScheduler::Impl::OnPodAdd(const ObjectPtr& pod) {
 void KubeScheduler::Impl::OnPodUpdate(const ObjectPtr& before, const ObjectPtr& after) {
   std::string key = k8s::ObjectKey(*after);
   if (IsPendingForUs(*after)) {
-    queue_.AddOrUpdate(key, Changed(before, after, /*is_pod=*/true));
+    queue_.AddOrUpdate(key, ChangedForScheduling(before, after, /*is_pod=*/true));
   } else {
     queue_.Delete(key);
   }

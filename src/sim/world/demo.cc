@@ -3,10 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -17,12 +14,46 @@
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
 #include "k8s/typed.h"
+#include "sim/world/demo_internal.h"
 #include "sim/world/manifests.h"
 
 namespace hami::sim {
 
 using SteadyClock = std::chrono::steady_clock;
-using Json = nlohmann::json;
+
+namespace demo_internal {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string ShortType(const std::string& type) {
+  std::string t = type;
+  if (t.rfind("NVIDIA-", 0) == 0) t = t.substr(7);
+  return t;
+}
+
+const std::vector<Scenario>& Scenarios() {
+  static const std::vector<Scenario> kScenarios = {
+      {"01", "Two pods share one GPU", "01-two-pods-share-one-gpu.yaml"},
+      {"02", "Memory isolation only (no SM limit)", "02-memory-only.yaml"},
+      {"03", "A whole GPU for one pod", "03-exclusive.yaml"},
+      {"04", "30 % of a GPU's memory, on each model", "04-memory-percentage.yaml"},
+      {"05", "Policy override: node spread, GPU binpack", "05-policy-override.yaml"},
+      {"06", "GPU type selection", "06-gpu-type-selection.yaml"},
+      {"07", "GPU UUID pinning", "07-gpu-uuid.yaml"},
+      {"08", "Two GPUs on one NUMA node", "08-numa-aware.yaml"},
+  };
+  return kScenarios;
+}
+
+}  // namespace demo_internal
+
+using demo_internal::Lower;
+using demo_internal::Scenario;
+using demo_internal::Scenarios;
 
 namespace {
 
@@ -46,16 +77,6 @@ std::string Uuid(char prefix, int i) {
 
 std::string ReadFile(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return Lower(haystack).find(Lower(needle)) != std::string::npos;
-}
-
 // The number after `key` in `text` ("memory total=8192MiB" -> 8192), or -1.
 int64_t NumberAfter(const std::string& text, const std::string& key) {
   size_t at = text.find(key);
@@ -69,46 +90,6 @@ std::string WordAfter(const std::string& text, const std::string& key) {
   at += key.size();
   size_t end = text.find_first_of(" \n", at);
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-}
-
-std::string ShortType(const std::string& type) {
-  std::string t = type;
-  if (t.rfind("NVIDIA-", 0) == 0) t = t.substr(7);
-  return t;
-}
-
-struct Scenario {
-  std::string id, title, file;
-};
-
-const std::vector<Scenario>& Scenarios() {
-  static const std::vector<Scenario> kScenarios = {
-      {"01", "Two pods share one GPU", "01-two-pods-share-one-gpu.yaml"},
-      {"02", "Memory isolation only (no SM limit)", "02-memory-only.yaml"},
-      {"03", "A whole GPU for one pod", "03-exclusive.yaml"},
-      {"04", "30 % of a GPU's memory, on each model", "04-memory-percentage.yaml"},
-      {"05", "Policy override: node spread, GPU binpack", "05-policy-override.yaml"},
-      {"06", "GPU type selection", "06-gpu-type-selection.yaml"},
-      {"07", "GPU UUID pinning", "07-gpu-uuid.yaml"},
-      {"08", "Two GPUs on one NUMA node", "08-numa-aware.yaml"},
-  };
-  return kScenarios;
-}
-
-// "find fit node(a), 0 nodes not fit, 3 nodes fit(a:1.5,b:0.25,c:2)" -> {a:1.5, b:0.25, c:2}.
-std::map<std::string, double> FitScores(const std::string& why) {
-  std::map<std::string, double> scores;
-  size_t open = why.find("nodes fit(");
-  if (open == std::string::npos) return scores;
-  std::string list = why.substr(open + 10);
-  list = list.substr(0, list.find(')'));
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
-    size_t colon = item.rfind(':');
-    if (colon == std::string::npos) continue;
-    scores[item.substr(0, colon)] = std::strtod(item.c_str() + colon + 1, nullptr);
-  }
-  return scores;
 }
 
 }  // namespace
@@ -193,325 +174,6 @@ std::vector<MetricSample> ParseExposition(const std::string& text) {
     out.push_back(std::move(s));
   }
   return out;
-}
-
-namespace {
-
-// Collects the pass/fail lines of the seed examples' expectations, one scenario at a time, over
-// one report. Lookups tolerate missing pods, containers and GPUs: a missing piece fails the
-// check that needs it rather than stopping the evaluation.
-class SeedChecks {
- public:
-  explicit SeedChecks(const DemoReport& r) : r_(r) {}
-
-  std::vector<DemoCheck> Take() { return std::move(checks_); }
-
-  void Check(const std::string& scenario, bool ok, const std::string& text) {
-    checks_.push_back({scenario, ok, text});
-  }
-
-  const DemoPod* Pod(const std::string& name) const { return r_.Pod(name); }
-  const DemoReport& report() const { return r_; }
-
-  static bool Running(const DemoPod* p) { return p != nullptr && p->phase == "Running"; }
-
-  // The i-th GPU of the pod's first container, or null.
-  const DemoGpu* GpuOf(const DemoPod* p, size_t i = 0) const {
-    if (p == nullptr || p->containers.empty() || p->containers[0].gpus.size() <= i) {
-      return nullptr;
-    }
-    return r_.Gpu(p->node, p->containers[0].gpus[i]);
-  }
-
-  std::string TypeOf(const DemoPod* p) const {
-    const DemoGpu* g = GpuOf(p);
-    return g == nullptr ? std::string() : g->type;
-  }
-
-  static const DemoContainer* First(const DemoPod* p) {
-    return p == nullptr || p->containers.empty() ? nullptr : &p->containers[0];
-  }
-
- private:
-  const DemoReport& r_;
-  std::vector<DemoCheck> checks_;
-};
-
-std::string NameOr(const DemoPod* p) { return p ? p->name : std::string("?"); }
-
-// The container's measured SM use, rounded to a whole percent, or "?".
-std::string SmUtilText(const DemoContainer* c) {
-  return c ? std::to_string(static_cast<int>(std::lround(c->sm_util))) : "?";
-}
-
-void CheckTwoPodsShareOneGpu(SeedChecks& k) {
-  const DemoPod* a = k.Pod("inference-service-a");
-  const DemoPod* b = k.Pod("inference-service-b");
-  k.Check("01", SeedChecks::Running(a) && SeedChecks::Running(b), "both pods run");
-  k.Check("01",
-          k.GpuOf(a) != nullptr && k.GpuOf(b) != nullptr && a->node == b->node &&
-              k.GpuOf(a)->uuid == k.GpuOf(b)->uuid,
-          "both on the same physical GPU");
-  for (const DemoPod* p : {a, b}) {
-    const DemoContainer* c = SeedChecks::First(p);
-    k.Check("01",
-            c != nullptr && c->quota_mib == std::vector<int64_t>{8192} &&
-                c->quota_cores == std::vector<int>{50} && c->sees_mib == 8192 &&
-                c->sm_limit_env == "50",
-            NameOr(p) + " sees 8192 MiB and runs with a 50 % SM limit");
-  }
-  for (const DemoPod* p : {a, b}) {
-    const DemoContainer* c = SeedChecks::First(p);
-    k.Check("01", c != nullptr && c->sm_util >= 0 && c->sm_util <= 60,
-            NameOr(p) + " is held to its share of the SMs (uses " + SmUtilText(c) + " %)");
-  }
-}
-
-void CheckMemoryOnly(SeedChecks& k) {
-  const DemoPod* mem = k.Pod("memory-only-isolation");
-  const DemoContainer* mc = SeedChecks::First(mem);
-  k.Check("02", SeedChecks::Running(mem) && mc != nullptr && mc->sees_mib == 4096,
-          "the container sees 4096 MiB");
-  k.Check("02", mc != nullptr && mc->sm_limit_env == "(unset)",
-          "no CUDA_DEVICE_SM_LIMIT: compute is not limited");
-}
-
-void CheckExclusive(SeedChecks& k) {
-  const DemoPod* ex = k.Pod("training-job");
-  const DemoGpu* exg = k.GpuOf(ex);
-  const DemoContainer* exc = SeedChecks::First(ex);
-  bool alone = exg != nullptr;
-  for (const DemoPod& p : k.report().pods) {
-    if (&p == ex || p.node != (ex ? ex->node : "")) continue;
-    for (const DemoContainer& c : p.containers) {
-      for (const std::string& u : c.gpus) alone &= exg == nullptr || u != exg->uuid;
-    }
-  }
-  k.Check("03",
-          SeedChecks::Running(ex) && exc != nullptr && exg != nullptr &&
-              exc->quota_cores == std::vector<int>{100} &&
-              exc->quota_mib == std::vector<int64_t>{exg->memory_mib},
-          "it holds 100 % of a GPU and all of its memory");
-  k.Check("03", alone, "no other pod shares that GPU");
-}
-
-void CheckMemoryPercentage(SeedChecks& k) {
-  std::set<std::string> models;
-  int pct_pods = 0;
-  for (const DemoPod& p : k.report().pods) {
-    if (p.scenario != "04") continue;
-    ++pct_pods;
-    const DemoGpu* g = k.GpuOf(&p);
-    const DemoContainer* c = SeedChecks::First(&p);
-    bool ok = p.phase == "Running" && g != nullptr && c != nullptr && c->quota_mib.size() == 1 &&
-              c->quota_mib[0] == g->memory_mib * 30 / 100 && c->sees_mib == c->quota_mib[0];
-    if (g != nullptr) models.insert(g->type);
-    k.Check("04", ok,
-            p.name + ": " + (g ? ShortType(g->type) : "?") + " " +
-                (g ? std::to_string(g->memory_mib) : "?") + " MiB x 30 % = " +
-                (c && !c->quota_mib.empty() ? std::to_string(c->quota_mib[0]) : "?") + " MiB");
-  }
-  k.Check("04", pct_pods >= 3 && models.size() == 3, "30 % of the memory of each of the 3 models");
-}
-
-void CheckPolicyOverride(SeedChecks& k) {
-  const DemoPod* bp = k.Pod("binpack-inference");
-  std::map<std::string, double> scores = FitScores(bp ? bp->why : "");
-  bool spread = SeedChecks::Running(bp) && scores.count(bp->node) != 0;
-  for (const auto& [n, s] : scores) spread &= s >= scores[bp ? bp->node : ""];
-  k.Check("05", spread, "node spread: it went to the least loaded node that fits");
-  // GPU binpack: it joined a GPU another pod already used, when its node had one with room.
-  const DemoGpu* bpg = k.GpuOf(bp);
-  bool shared = false, other_used = false;
-  for (const DemoPod& p : k.report().pods) {
-    if (&p == bp || p.scenario >= "05" || bp == nullptr || p.node != bp->node) continue;
-    for (const DemoContainer& c : p.containers) {
-      for (const std::string& u : c.gpus) {
-        other_used = true;
-        shared |= bpg != nullptr && u == bpg->uuid;
-      }
-    }
-  }
-  k.Check("05", SeedChecks::Running(bp) && (shared || !other_used),
-          "GPU binpack: it shares a GPU already in use on that node");
-  // Sharing, the SM limit is enforced (a GPU split evenly would give it half).
-  const DemoContainer* bpc = SeedChecks::First(bp);
-  k.Check("05", !shared || (bpc != nullptr && bpc->sm_util >= 0 && bpc->sm_util <= 35),
-          "on the shared GPU it is held to its 25 % SM limit (uses " + SmUtilText(bpc) + " %)");
-}
-
-void CheckGpuTypeSelection(SeedChecks& k) {
-  const DemoPod* a100 = k.Pod("a100-only-task");
-  k.Check("06", SeedChecks::Running(a100) && Contains(k.TypeOf(a100), "A100"),
-          "a100-only-task runs on an A100");
-  const DemoPod* old = k.Pod("exclude-old-gpu");
-  k.Check("06",
-          SeedChecks::Running(old) && !k.TypeOf(old).empty() && !Contains(k.TypeOf(old), "T4") &&
-              !Contains(k.TypeOf(old), "P100"),
-          "exclude-old-gpu avoids T4 and P100");
-  const DemoPod* sel = k.Pod("selective-gpu");
-  std::string st = k.TypeOf(sel);
-  k.Check("06",
-          SeedChecks::Running(sel) && (Contains(st, "A100") || Contains(st, "V100")) &&
-              !Contains(st, "A100-SXM"),
-          "selective-gpu runs on an A100 or V100 but not an SXM A100");
-  const DemoPod* h100 = k.Pod("h100-only-task");
-  k.Check("06",
-          h100 != nullptr && h100->phase == "Pending" && h100->node.empty() &&
-              h100->why.find("CardTypeMismatch") != std::string::npos,
-          "a pod asking for an H100 stays Pending, and the scheduler says the type does not match");
-}
-
-void CheckUuidPinning(SeedChecks& k) {
-  const DemoPod* pin = k.Pod("uuid-pinned-task");
-  k.Check("07", SeedChecks::Running(pin) && k.GpuOf(pin) && k.GpuOf(pin)->uuid == kDemoPinnedUuid,
-          "uuid-pinned-task runs on " + std::string(kDemoPinnedUuid));
-  const DemoPod* nouse = k.Pod("uuid-exclude-task");
-  k.Check("07",
-          SeedChecks::Running(nouse) && k.GpuOf(nouse) && k.GpuOf(nouse)->uuid != kDemoPinnedUuid,
-          "uuid-exclude-task runs on another GPU");
-}
-
-void CheckNumaAware(SeedChecks& k) {
-  const DemoPod* numa = k.Pod("numa-aware-training");
-  const DemoGpu *n0 = k.GpuOf(numa, 0), *n1 = k.GpuOf(numa, 1);
-  const DemoContainer* nc = SeedChecks::First(numa);
-  k.Check("08",
-          SeedChecks::Running(numa) && n0 && n1 && n0->uuid != n1->uuid && n0->numa == n1->numa &&
-              nc && nc->quota_mib == std::vector<int64_t>{32768, 32768},
-          "two GPUs on one NUMA node, 32768 MiB each");
-}
-
-}  // namespace
-
-std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
-  SeedChecks k(r);
-  CheckTwoPodsShareOneGpu(k);
-  CheckMemoryOnly(k);
-  CheckExclusive(k);
-  CheckMemoryPercentage(k);
-  CheckPolicyOverride(k);
-  CheckGpuTypeSelection(k);
-  CheckUuidPinning(k);
-  CheckNumaAware(k);
-  return k.Take();
-}
-
-namespace {
-
-std::string Mib(double bytes) {
-  if (bytes < 0) return "-";
-  return std::to_string(static_cast<int64_t>(std::llround(bytes / 1048576.0)));
-}
-
-std::string PodLine(const DemoReport& r, const DemoPod& p) {
-  char buf[512];
-  if (p.phase != "Running") {
-    std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", p.name.c_str(), p.phase.c_str(),
-                  p.why.empty() ? "(no decision yet)" : p.why.c_str());
-    return buf;
-  }
-  std::string out;
-  for (const DemoContainer& c : p.containers) {
-    std::string gpus, quota;
-    for (size_t i = 0; i < c.gpus.size(); ++i) {
-      const DemoGpu* g = r.Gpu(p.node, c.gpus[i]);
-      gpus += (i ? "+" : "") + (g ? std::to_string(g->index) : std::string("?"));
-      if (i == 0 && g != nullptr) gpus = ShortType(g->type) + " #" + gpus;
-    }
-    if (!c.quota_mib.empty()) {
-      quota = std::to_string(c.quota_mib[0]) + " MiB";
-      if (c.quota_mib.size() > 1) quota += " x" + std::to_string(c.quota_mib.size());
-      quota += c.quota_cores.empty() || c.quota_cores[0] == 0
-                   ? ", SM unlimited"
-                   : ", SM " + std::to_string(c.quota_cores[0]) + " %";
-    }
-    std::string used =
-        c.used_bytes < 0
-            ? "(no sample yet)"
-            : Mib(c.used_bytes) + " MiB, SM " +
-                  (c.sm_util < 0 ? "-" : std::to_string(static_cast<int>(std::lround(c.sm_util)))) +
-                  " %";
-    if (!c.quota_cores.empty() && c.quota_cores[0] > 0 && c.quota_cores[0] < 100 &&
-        c.sm_util > c.quota_cores[0] + 10) {
-      used += " (alone on its GPU: the default core policy lends it idle SMs)";
-    }
-    std::snprintf(buf, sizeof(buf), "  %-22s %-9s %-28s quota %-24s uses %s\n", p.name.c_str(),
-                  p.node.c_str(), gpus.c_str(), quota.c_str(), used.c_str());
-    out += buf;
-  }
-  // Why it went there, as the scheduler said it (its FilteringSucceed event).
-  if (!p.why.empty()) out += "      scheduler: " + p.why + "\n";
-  return out;
-}
-
-}  // namespace
-
-std::string RenderDemoReport(const DemoReport& r) {
-  std::string out;
-  for (const Scenario& s : Scenarios()) {
-    out += "\n[" + s.id + "] " + s.title + "  (" + s.file + ")\n";
-    for (const DemoPod& p : r.pods) {
-      if (p.scenario == s.id) out += PodLine(r, p);
-    }
-    for (const DemoCheck& c : r.checks) {
-      if (c.scenario == s.id)
-        out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
-    }
-  }
-  size_t failed = static_cast<size_t>(
-      std::count_if(r.checks.begin(), r.checks.end(), [](const DemoCheck& c) { return !c.ok; }));
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "\n%s: %zu of %zu checks hold (started in %.1f s, %.1f s in all)\n",
-                failed == 0 ? "PASS" : "FAIL", r.checks.size() - failed, r.checks.size(),
-                r.startup_seconds, r.total_seconds);
-  out += buf;
-  return out;
-}
-
-std::string DemoReportJson(const DemoReport& r) {
-  Json j;
-  j["gpus"] = Json::array();
-  for (const DemoGpu& g : r.gpus) {
-    j["gpus"].push_back({{"node", g.node},
-                         {"uuid", g.uuid},
-                         {"type", g.type},
-                         {"index", g.index},
-                         {"numa", g.numa},
-                         {"memory_mib", g.memory_mib}});
-  }
-  j["pods"] = Json::array();
-  for (const DemoPod& p : r.pods) {
-    Json cs = Json::array();
-    for (const DemoContainer& c : p.containers) {
-      cs.push_back({{"name", c.name},
-                    {"gpus", c.gpus},
-                    {"quota_mib", c.quota_mib},
-                    {"quota_cores", c.quota_cores},
-                    {"sees_mib", c.sees_mib},
-                    {"sm_limit_env", c.sm_limit_env},
-                    {"used_bytes", c.used_bytes},
-                    {"limit_bytes", c.limit_bytes},
-                    {"sm_util", c.sm_util}});
-    }
-    j["pods"].push_back({{"scenario", p.scenario},
-                         {"name", p.name},
-                         {"phase", p.phase},
-                         {"node", p.node},
-                         {"why", p.why},
-                         {"containers", cs}});
-  }
-  j["checks"] = Json::array();
-  for (const DemoCheck& c : r.checks) {
-    j["checks"].push_back({{"scenario", c.scenario}, {"ok", c.ok}, {"text", c.text}});
-  }
-  j["monitor_urls"] = r.monitor_urls;
-  j["scheduler_metrics_url"] = r.scheduler_metrics_url;
-  j["kubeconfig"] = r.kubeconfig;
-  j["startup_seconds"] = r.startup_seconds;
-  j["total_seconds"] = r.total_seconds;
-  return j.dump(2);
 }
 
 namespace {

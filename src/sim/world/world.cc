@@ -1,34 +1,32 @@
+// World (world.h): start-up, in dependency order, and teardown. RBAC and credentials are in
+// world_rbac.cc; the node processes, fault injection and pod access in world_processes.cc.
+
 #include "sim/world/world.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
-#include <set>
 #include <thread>
 
-#include "common/base64.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/subprocess.h"
-#include "k8s/api_error.h"
 #include "k8s/config.h"
 #include "k8s/typed.h"
 #include "net/tls.h"
 #include "sim/world/manifests.h"
+#include "sim/world/world_internal.h"
 
 namespace hami::sim {
 
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
-namespace {
+namespace world_internal {
 
 Status WriteAll(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -37,6 +35,12 @@ Status WriteAll(const std::string& path, const std::string& text) {
   if (!out) return Status(StatusCode::kInternal, "cannot write " + path);
   return OkStatus();
 }
+
+}  // namespace world_internal
+
+using world_internal::WriteAll;
+
+namespace {
 
 // Mutating webhook configurations (cluster-scoped), where hami-scheduler's is registered.
 k8s::Resource Webhooks() {
@@ -195,40 +199,6 @@ Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const 
                                                  {"resourceNamespace", "kube-system"}}
                                           : Json{{"leaderElect", false}};
   return config.dump();  // JSON is YAML
-}
-
-k8s::Object AuthorizationReportFromAudit(const std::string& audit_log) {
-  // A long-running request (a watch) is logged when its answer starts and again when it ends:
-  // counted once, at its start.
-  std::set<std::string> started;
-  k8s::Object out = k8s::Object::object();
-  size_t begin = 0;
-  while (begin < audit_log.size()) {
-    size_t end = audit_log.find('\n', begin);
-    if (end == std::string::npos) end = audit_log.size();
-    Json e = Json::parse(audit_log.substr(begin, end - begin), nullptr, false);
-    begin = end + 1;
-    if (!e.is_object() || !e.contains("objectRef")) continue;  // non-resource requests
-    std::string stage = e.value("stage", ""), id = e.value("auditID", "");
-    if (stage == "ResponseStarted") {
-      started.insert(id);
-    } else if (stage != "ResponseComplete" || started.count(id)) {
-      continue;
-    }
-    std::string decision =
-        k8s::GetString(e, "/annotations/authorization.k8s.io~1decision");  // allow / forbid
-    if (decision.empty()) continue;
-    const Json& ref = e["objectRef"];
-    std::string call = e.value("verb", "") + " " + ref.value("resource", "");
-    if (!ref.value("apiGroup", "").empty()) call += "." + ref.value("apiGroup", "");
-    if (!ref.value("subresource", "").empty()) call += "/" + ref.value("subresource", "");
-    std::string user = k8s::GetString(e, "/user/username");
-    Json& d = out[user];
-    if (!d.is_object()) d = {{"allowed", Json::object()}, {"denied", Json::object()}};
-    Json& count = d[decision == "allow" ? "allowed" : "denied"][call];
-    count = count.is_number() ? count.get<int>() + 1 : 1;
-  }
-  return out;
 }
 
 World::World(WorldOptions options) : options_(std::move(options)) {}
@@ -425,248 +395,6 @@ Status World::StartKubeScheduler(const std::string& config_yaml) {
                 {Bin("hami-sim-kube-scheduler"), "--config=" + dir_ + "/kube-scheduler.yaml",
                  "--kubeconfig=" + kubeconfig_},
                 BaseEnv());
-}
-
-Status World::WriteTokenKubeconfig(const std::string& path, const std::string& token) {
-  if (!control_plane_) {
-    // The simulated API server's administrator kubeconfig, with the account's token instead.
-    HAMI_ASSIGN_OR_RETURN(std::string admin, hami::ReadFileToString(kubeconfig_));
-    const std::string marker = "token: hami-sim-admin";
-    size_t at = admin.find(marker);
-    if (at == std::string::npos) return InternalError("the API server's kubeconfig has no token");
-    admin.replace(at, marker.size(), "token: " + token);
-    return WriteAll(path, admin);
-  }
-  return WriteAll(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: kube\n  cluster:\n"
-                        "    server: " + control_plane_->server() +
-                        "\n    certificate-authority-data: " +
-                        Base64Encode(control_plane_->ca_pem()) +
-                        "\nusers:\n- name: account\n  user:\n    token: " + token +
-                        "\ncontexts:\n- name: kube\n  context: {cluster: kube, user: account}\n"
-                        "current-context: kube\n");
-}
-
-Status World::SetUpRbac() {
-  // The resource of each kind the RBAC manifests may hold.
-  const std::map<std::string, k8s::Resource> kinds = {
-      {"ServiceAccount", {"v1", "serviceaccounts", true}},
-      {"Role", {"rbac.authorization.k8s.io/v1", "roles", true}},
-      {"RoleBinding", {"rbac.authorization.k8s.io/v1", "rolebindings", true}},
-      {"ClusterRole", {"rbac.authorization.k8s.io/v1", "clusterroles", false}},
-      {"ClusterRoleBinding", {"rbac.authorization.k8s.io/v1", "clusterrolebindings", false}},
-      {"Namespace", {"v1", "namespaces", false}}};
-  for (const std::string& doc : SplitYamlDocuments(options_.rbac_manifests)) {
-    HAMI_ASSIGN_OR_RETURN(k8s::Object obj, YamlToJson(doc));
-    if (!obj.is_object()) return InvalidArgumentError("an RBAC manifest is not an object");
-    std::string kind = k8s::GetString(obj, "/kind");
-    auto it = kinds.find(kind);
-    if (it == kinds.end()) return InvalidArgumentError("RBAC manifests: unexpected kind " + kind);
-    std::string ns = k8s::GetString(obj, "/metadata/namespace");
-    if (it->second.namespaced && ns.empty()) ns = "default";
-    Result<k8s::Object> created = client_->Create(it->second, ns, obj);
-    if (!created.ok() && !k8s::IsAlreadyExists(created.status())) return created.status();
-  }
-  // One kubeconfig per component, with a token of its account.
-  for (const auto& [component, account] : options_.service_accounts) {
-    size_t slash = account.find('/');
-    if (slash == std::string::npos) {
-      return InvalidArgumentError("service account \"" + account + "\": want <namespace>/<name>");
-    }
-    k8s::Object request = {{"apiVersion", "authentication.k8s.io/v1"},
-                           {"kind", "TokenRequest"},
-                           {"metadata", {{"name", account.substr(slash + 1)}}},
-                           {"spec", {{"expirationSeconds", 86400}}}};
-    HAMI_ASSIGN_OR_RETURN(k8s::Object answer,
-                          client_->Create(k8s::Resource{"v1", "serviceaccounts", true},
-                                          account.substr(0, slash), request, "token"));
-    std::string token = k8s::GetString(answer, "/status/token");
-    if (token.empty()) return InternalError("TokenRequest for " + account + " gave no token");
-    std::string path = dir_ + "/kubeconfig-" + component;
-    HAMI_RETURN_IF_ERROR(WriteTokenKubeconfig(path, token));
-    component_kubeconfigs_[component] = path;
-  }
-  return OkStatus();
-}
-
-std::string World::KubeconfigOf(const std::string& component) const {
-  auto it = component_kubeconfigs_.find(component);
-  return it != component_kubeconfigs_.end() ? it->second : kubeconfig_;
-}
-
-Result<std::string> World::AuthorizationReport() {
-  if (control_plane_) {
-    HAMI_ASSIGN_OR_RETURN(std::string audit, hami::ReadFileToString(control_plane_->audit_log()));
-    return AuthorizationReportFromAudit(audit).dump();
-  }
-  HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r, client_->Send("GET", "/debug/authorization"));
-  if (r.status != 200) {
-    return InternalError("GET /debug/authorization: " + std::to_string(r.status) + " " + r.body);
-  }
-  return r.body;
-}
-
-Status World::StartKubelet(const std::string& node) {
-  const WorldNode* n = Node(node);
-  if (n == nullptr) return NotFoundError("no node " + node);
-  const std::string here = options_.kubelet_relative_paths ? "" : dir_ + "/";
-  std::vector<std::string> argv = {Bin("hami-sim-kubelet"),
-                                   "--kubeconfig=" + kubeconfig_,
-                                   "--node-name=" + node,
-                                   "--root-dir=" + here + node,
-                                   "--sim-config=" + here + node + "/gpu.conf",
-                                   "--sim-state=" + here + node + "/gpu-state",
-                                   "--sim-lib-dir=" + options_.build_dir + "/sim",
-                                   "--heartbeat=" + options_.kubelet_heartbeat};
-  for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
-  if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
-  if (options_.pid_namespaces) argv.push_back("--pid-namespaces");
-  argv.push_back(ReadyArg(node + "-kubelet"));
-  if (options_.kubelet_relative_paths) {
-    // cd first: the shell execs the kubelet, so the process (and its signals) stay the same.
-    std::string command = "cd '" + dir_ + "' && exec";
-    for (const std::string& a : argv) command += " '" + a + "'";
-    argv = {"/bin/sh", "-c", command};
-  }
-  ReadyFields ready;
-  return Launch(node + "-kubelet", argv, BaseEnv(), &ready);
-}
-
-Status World::StopKubelet(const std::string& node) {
-  auto it = processes_.find(node + "-kubelet");
-  if (it == processes_.end()) return NotFoundError("no kubelet for " + node);
-  it->second->Stop();
-  return OkStatus();
-}
-
-Status World::StartPlugin(const std::string& node) {
-  const WorldNode* n = Node(node);
-  if (n == nullptr) return NotFoundError("no node " + node);
-  std::vector<std::string> env = BaseEnv();
-  env.push_back("NODE_NAME=" + node);
-  env.push_back("KUBECONFIG=" + KubeconfigOf("hami-device-plugin"));
-  env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
-  env.push_back("HAMI_SIM_STATE=" + GpuState(node));
-  env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
-  env.insert(env.end(), n->plugin_env.begin(), n->plugin_env.end());
-  std::vector<std::string> argv = {Bin("hami-device-plugin"),
-                                   "--device-plugin-path=" + dir_ + "/" + node + "/device-plugins",
-                                   "--hook-path=" + HookPath(node),
-                                   "--libvgpu=" + options_.build_dir + "/lib/libvgpu.so",
-                                   "--node-config-file=" + dir_ + "/config.json",
-                                   "--register-interval=" + options_.register_interval};
-  if (!options_.device_config_yaml.empty()) {
-    argv.push_back("--config-file=" + dir_ + "/device-config.yaml");
-  }
-  argv.insert(argv.end(), options_.plugin_args.begin(), options_.plugin_args.end());
-  argv.push_back(ReadyArg(node + "-plugin"));
-  ReadyFields ready;
-  return Launch(node + "-plugin", argv, env, &ready);
-}
-
-Status World::StartMonitor(const std::string& node) {
-  const WorldNode* n = Node(node);
-  if (n == nullptr) return NotFoundError("no node " + node);
-  std::vector<std::string> env = BaseEnv();
-  env.push_back("NODE_NAME=" + node);
-  env.push_back("KUBECONFIG=" + KubeconfigOf("hami-monitor"));
-  env.push_back("HOOK_PATH=" + HookPath(node) + "/vgpu");
-  env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
-  env.push_back("HAMI_SIM_STATE=" + GpuState(node));
-  env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
-  ReadyFields ready;
-  HAMI_RETURN_IF_ERROR(Launch(node + "-monitor",
-                              {Bin("hami-monitor"), "--metrics-bind-address=127.0.0.1:0",
-                               "--update-interval=" + options_.monitor_interval,
-                               ReadyArg(node + "-monitor")},
-                              env, &ready));
-  monitor_urls_[node] = "http://" + ready["metrics"] + "/metrics";
-  return OkStatus();
-}
-
-std::string World::MonitorMetricsUrl(const std::string& node) const {
-  auto it = monitor_urls_.find(node);
-  return it == monitor_urls_.end() ? "" : it->second;
-}
-
-Status World::StopPlugin(const std::string& node) {
-  auto it = processes_.find(node + "-plugin");
-  if (it == processes_.end()) return NotFoundError("no plugin for " + node);
-  it->second->Stop();
-  return OkStatus();
-}
-
-LoggedProcess* World::Find(const std::string& process) const {
-  auto it = processes_.find(process);
-  if (it != processes_.end()) return it->second->Running() ? it->second.get() : nullptr;
-  if (!control_plane_) return nullptr;
-  return control_plane_->Process(process == "apiserver" ? "kube-apiserver" : process);
-}
-
-int World::Pid(const std::string& process) const {
-  LoggedProcess* p = Find(process);
-  return p == nullptr ? -1 : p->pid();
-}
-
-Status World::Signal(const std::string& process, int sig) {
-  LoggedProcess* p = Find(process);
-  if (p == nullptr) return NotFoundError(process + " is not running");
-  if (kill(p->pid(), sig) != 0) return Status(StatusCode::kInternal, "kill failed");
-  return OkStatus();
-}
-
-Status World::InjectXid(const std::string& node, int device, int xid) {
-  ProcessResult r = RunProcess({Bin("hami-simctl"), "--state", GpuState(node), "inject-xid",
-                                "--device", std::to_string(device), "--xid", std::to_string(xid)},
-                               {"HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf"});
-  if (r.exit_code != 0) {
-    return Status(StatusCode::kInternal, "hami-simctl inject-xid failed: " + r.err);
-  }
-  return OkStatus();
-}
-
-Result<std::vector<std::string>> World::Apply(const std::string& yaml, const std::string& ns) {
-  std::vector<std::string> names;
-  for (const std::string& doc : SplitYamlDocuments(yaml)) {
-    HAMI_ASSIGN_OR_RETURN(k8s::Object obj, YamlToJson(doc));
-    if (!obj.is_object()) return InvalidArgumentError("a YAML document is not an object");
-    HAMI_ASSIGN_OR_RETURN(k8s::Object created, client_->Create(k8s::kPods, ns, obj));
-    names.push_back(k8s::Name(created));
-  }
-  return names;
-}
-
-Result<k8s::Object> World::WaitForPod(const std::string& ns, const std::string& name,
-                                      const std::function<bool(const k8s::Object&)>& pred,
-                                      std::chrono::milliseconds timeout) {
-  auto end = SteadyClock::now() + timeout;
-  Result<k8s::Object> last = NotFoundError("pod " + ns + "/" + name + " not found");
-  for (;;) {
-    Result<k8s::Object> pod = k8s::GetPod(*client_, ns, name);
-    if (pod.ok()) {
-      if (pred(*pod)) return pod;
-      last = std::move(pod);
-    }
-    if (SteadyClock::now() > end) {
-      if (!last.ok()) return last.status();
-      return Status(StatusCode::kDeadlineExceeded,
-                    "pod " + ns + "/" + name + " did not reach the expected state; last seen " +
-                        last->dump());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-Result<std::string> World::Logs(const std::string& ns, const std::string& pod,
-                                const std::string& container) {
-  HAMI_ASSIGN_OR_RETURN(k8s::HttpResponse r,
-                        client_->Send("GET", k8s::ResourcePath(k8s::kPods, ns, pod, "log") +
-                                                 "?container=" + k8s::UrlEncode(container)));
-  if (r.status != 200) {
-    return Status(StatusCode::kUnavailable, "logs of " + ns + "/" + pod + "/" + container +
-                                                ": HTTP " + std::to_string(r.status) + " " +
-                                                r.body);
-  }
-  return r.body;
 }
 
 }  // namespace hami::sim
