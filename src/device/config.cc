@@ -9,11 +9,14 @@
 #include <limits>
 #include <set>
 
+#include "device/config_internal.h"
 #include "device/text_util.h"
 
 namespace hami::device {
 
 namespace {
+
+using config_internal::SortTemplates;
 
 constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();  // bound of int32_t settings
 
@@ -335,12 +338,6 @@ Status ParseFlatSection(const FlatSectionSpec& spec, std::string_view written_as
     }
   }
   return OkStatus();
-}
-
-void SortTemplates(AscendChipConfig* c) {
-  std::stable_sort(
-      c->templates.begin(), c->templates.end(),
-      [](const AscendTemplate& a, const AscendTemplate& b) { return a.memory_mib < b.memory_mib; });
 }
 
 Status ParseAscendTemplates(const YAML::Node& n, const std::string& path,

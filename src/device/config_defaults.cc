@@ -2,6 +2,7 @@
 // chips, the NVIDIA section) and the checks a parsed NVIDIA section must pass. Reading the YAML
 // file is config.cc's job.
 #include "device/config.h"
+#include "device/config_internal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,14 +32,13 @@ AscendChipConfig AscendChip(std::string chip, std::string word, int64_t allocata
   return c;
 }
 
-// Templates in memory order, as config.cc leaves the chips it parses.
-void SortTemplates(AscendChipConfig* c) {
+}  // namespace
+
+void config_internal::SortTemplates(AscendChipConfig* c) {
   std::stable_sort(
       c->templates.begin(), c->templates.end(),
       [](const AscendTemplate& a, const AscendTemplate& b) { return a.memory_mib < b.memory_mib; });
 }
-
-}  // namespace
 
 std::string_view GpuCorePolicyName(GpuCorePolicy p) {
   switch (p) {
@@ -90,7 +90,7 @@ std::vector<AscendChipConfig> DefaultAscendChips() {
       AscendChip("Ascend910", "Ascend910C", 65536, 65536, 20, 7, true,
                  {{"vir05_1c_16g", 16384, 5, 1}, {"vir10_3c_32g", 32768, 10, 3}}),
   };
-  for (AscendChipConfig& c : chips) SortTemplates(&c);
+  for (AscendChipConfig& c : chips) config_internal::SortTemplates(&c);
   return chips;
 }
 

@@ -10,6 +10,7 @@
 #include "device/node_lock.h"
 #include "device/node_locker.h"
 #include "extender/lease_follower.h"
+#include "extender/lease_test_util.h"
 #include "extender/lock_releaser.h"
 #include "k8s/test_util.h"
 
@@ -18,6 +19,8 @@ namespace {
 
 using Json = nlohmann::json;
 using k8s::FakeTransport;
+using testing::kLeasePath;
+using testing::Lease;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -86,7 +89,8 @@ TEST_F(LockReleaserTest, AFinishedHoldersLockIsClearedOnlyAfterTheGrace) {
                  FakeTransport::Json(200, NodeLockedBy("", 0).dump()));
   fc_.clock.Advance(milliseconds(400));  // the grace, rounded up to the 250 ms grid
   ASSERT_TRUE(releaser_.ProcessOne());
-  EXPECT_EQ(Writes(*fc_.fake), std::vector<std::string>{"PATCH https://api.test:6443/api/v1/nodes/node-a"});
+  EXPECT_EQ(Writes(*fc_.fake),
+            std::vector<std::string>{"PATCH https://api.test:6443/api/v1/nodes/node-a"});
   EXPECT_EQ(releaser_.stats().released, 1u);
 }
 
@@ -126,18 +130,6 @@ TEST_F(LockReleaserTest, AFailedReleaseIsRetriedWithBackoff) {
   EXPECT_EQ(releaser_.stats().released, 1u);
 }
 
-constexpr char kLeasePath[] =
-    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/hami-scheduler";
-
-k8s::HttpResponse Lease(const std::string& holder, const std::string& renew) {
-  Json l = {
-      {"apiVersion", "coordination.k8s.io/v1"},
-      {"kind", "Lease"},
-      {"metadata",
-       {{"name", "hami-scheduler"}, {"namespace", "kube-system"}, {"resourceVersion", "3"}}},
-      {"spec", {{"holderIdentity", holder}, {"leaseDurationSeconds", 15}, {"renewTime", renew}}}};
-  return FakeTransport::Json(200, l.dump());
-}
 
 TEST(LeaseFollowerTest, LeadsWithoutLeaderElection) {
   k8s::testing::FakeClient fc;

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "device/node_lock.h"
 #include "device/node_registration.h"
+#include "extender/lease_test_util.h"
 #include "k8s/test_util.h"
 #include "scheduler/test_util.h"
 
@@ -23,6 +24,8 @@ namespace {
 
 using Json = nlohmann::json;
 using k8s::FakeTransport;
+using testing::kLeasePath;
+using testing::Lease;
 using std::chrono::seconds;
 
 // Waits (real time, polling) for a condition another thread brings about; false after 20 s.
@@ -74,18 +77,6 @@ k8s::HttpResponse List(const std::string& kind, const std::vector<Json>& items) 
   return FakeTransport::Json(200, l.dump());
 }
 
-k8s::HttpResponse Lease(const std::string& holder, const std::string& renew) {
-  Json l = {
-      {"apiVersion", "coordination.k8s.io/v1"},
-      {"kind", "Lease"},
-      {"metadata",
-       {{"name", "hami-scheduler"}, {"namespace", "kube-system"}, {"resourceVersion", "3"}}},
-      {"spec", {{"holderIdentity", holder}, {"leaseDurationSeconds", 15}, {"renewTime", renew}}}};
-  return FakeTransport::Json(200, l.dump());
-}
-
-constexpr char kLeasePath[] =
-    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/hami-scheduler";
 
 class ServiceUnitTest : public ::testing::Test {
  protected:
