@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Real-GPU checks of libvgpu.so: run on a machine with an NVIDIA GPU, its driver and (for the
-# PyTorch part) python3 with torch. Needs a build (bash scripts/build.sh) or prebuilt binaries:
+# Real-GPU checks of libvgpu.so, the device plugin's discovery and hami-monitor's metrics: run
+# on a machine with an NVIDIA GPU, its driver and (for the PyTorch part) python3 with torch. Needs a build (bash scripts/build.sh) or prebuilt binaries:
 #
 #   bash scripts/gpu_check.sh                    # binaries from build/
 #   HAMI_BIN=/opt/hami/bin HAMI_LIB=/opt/hami/lib/libvgpu.so bash scripts/gpu_check.sh
@@ -45,8 +45,8 @@ approx() { # approx VALUE TARGET TOLERANCE -> 1 if |VALUE-TARGET| <= TOLERANCE
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
 
-# GPU_CHECK_PARTS: any of "memory sm torch plugin" (default: all).
-PARTS=" ${GPU_CHECK_PARTS:-memory sm torch plugin} "
+# GPU_CHECK_PARTS: any of "memory sm torch plugin monitor" (default: all).
+PARTS=" ${GPU_CHECK_PARTS:-memory sm torch plugin monitor} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 
 say "== environment"
@@ -306,6 +306,120 @@ PY
   ok=0
   [[ $out == *"mismatches=0"* && $out != "gpus=0 "* && $(kv gpus <<< "$out") == $(kv registered <<< "$out") ]] && ok=1
   verdict "plugin registration = driver (uuid, memory, numa)" "$out" $ok
+fi
+
+if part monitor; then
+  say ""
+  say "== hami-monitor against the driver's NVML: one container holding 1 GiB of a 4 GiB quota"
+  # The monitor as the DaemonSet runs it, beside a simulated API server that knows the pod; the
+  # container's region is where the device plugin would put it (<hook>/containers/<uid>_main/).
+  # Its metrics must show the region's figures, the driver's view of the GPU, and (on a real GPU,
+  # while a spin kernel runs at a 50 % SM limit) the container's share from NVML's per-process
+  # samples, which needs the monitor to have matched the processes to the container.
+  M=$WORK/monitor
+  mkdir -p "$M/hook/containers"
+  "$BIN/hami-sim-apiserver" --port 0 --write-kubeconfig "$M/kubeconfig" \
+    --ready-file "$M/api.json" > "$LOGS/monitor-apiserver.log" 2>&1 &
+  api_pid=$!
+  uid=$($PY - "$M/api.json" <<'PY'
+import json, os, sys, time, urllib.request
+for _ in range(300):
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.05)
+url = json.load(open(sys.argv[1]))["url"]
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "gpu-check", "namespace": "default"},
+       "spec": {"nodeName": "gpu-check", "containers": [{"name": "main", "image": "x"}]}}
+req = urllib.request.Request(url + "/api/v1/namespaces/default/pods", json.dumps(pod).encode(),
+                             {"Content-Type": "application/json"})
+print(json.load(urllib.request.urlopen(req))["metadata"]["uid"])
+PY
+)
+  dir=$M/hook/containers/${uid}_main
+  mkdir -p "$dir"
+  "$BIN/hami-monitor" --hook-path "$M/hook" --node-name gpu-check --kubeconfig "$M/kubeconfig" \
+    --metrics-bind-address 127.0.0.1:0 --update-interval 1s --ready-file "$M/monitor.json" -v 4 \
+    > "$LOGS/monitor.log" 2>&1 &
+  mon_pid=$!
+  export REGION=$dir/region-0.cache
+  # One container: every process has the same environment (the region's limits are set by the
+  # first process that creates it).
+  CTR=(CUDA_DEVICE_MEMORY_LIMIT=4Gi CUDA_DEVICE_SM_LIMIT=50 GPU_CORE_UTILIZATION_POLICY=force)
+  coproc MHOLD { vgpu "${CTR[@]}" -- "$BIN/vgpu_probe" crash-hold --bytes 1Gi 2>&1; }
+  read -r -t 60 line <&"${MHOLD[0]}"
+  mholder=$(pgrep -n -x vgpu_probe)
+  spin_out=
+  if command -v nvidia-smi > /dev/null; then
+    vgpu "${CTR[@]}" -- "$BIN/vgpu_probe" spin --blocks "$SMS" --block-ns 1000000 \
+      --duration-ms 6000 --warmup-ms 3000 > "$M/spin.txt" 2>&1 &
+    spin_pid=$!
+    sleep 7  # the spin's warm-up and a few seconds of samples
+  else
+    sleep 3  # a few updates
+  fi
+  unset REGION
+  # Scrape while both processes run: the figures of this container's row and of the host GPU.
+  metrics=$($PY - "$M/monitor.json" "$uid" <<'PY'
+import json, sys, time, urllib.request
+for _ in range(300):
+    try:
+        addr = json.load(open(sys.argv[1]))["metrics"]
+        break
+    except (OSError, ValueError, KeyError):
+        time.sleep(0.05)
+text = urllib.request.urlopen("http://%s/metrics" % addr).read().decode()
+open(sys.argv[1] + ".metrics", "w").write(text)
+want = {"hami_vgpu_memory_limit_bytes": "limit", "hami_vgpu_memory_used_bytes": "used",
+        "hami_vgpu_memory_buffer_bytes": "buffer",
+        "hami_container_device_utilization_ratio": "util",
+        "hami_host_gpu_memory_used_bytes": "host_used"}
+out = {}
+for line in text.splitlines():
+    name = line.split("{", 1)[0].split(" ", 1)[0]
+    # Device 0 only: the container sees every GPU of the machine, the probes use the first.
+    mine = 'pod="gpu-check"' in line and 'vdevice_index="0"' in line
+    host = name.startswith("hami_host") and 'device_index="0"' in line
+    if name in want and (mine or host):
+        out[want[name]] = "%.0f" % float(line.rsplit(" ", 1)[1])
+        if 'device_uuid="' in line:
+            out["uuid"] = line.split('device_uuid="', 1)[1].split('"', 1)[0]
+print(" ".join("%s=%s" % kv for kv in sorted(out.items())))
+PY
+)
+  smi=
+  if command -v nvidia-smi > /dev/null; then
+    smi=$(nvidia-smi --query-gpu=uuid,memory.used,memory.reserved --format=csv,noheader,nounits \
+      | head -1)
+  fi
+  [ -n "${spin_pid:-}" ] && wait "$spin_pid"
+  kill -9 "$mholder" 2> /dev/null
+  wait "${MHOLD_PID:-}" 2> /dev/null
+  kill "$mon_pid" "$api_pid" 2> /dev/null
+  wait "$mon_pid" "$api_pid" 2> /dev/null
+  printf 'holder said: %s\n%s\n' "$line" "$metrics" > "$LOGS/monitor.txt"
+  say "$metrics"
+  verdict "monitor: container's limit and buffer" \
+    "limit=$(kv limit <<< "$metrics") buffer=$(kv buffer <<< "$metrics")" \
+    "$([ "$(kv limit <<< "$metrics")" = $((4 * GIB)) ] && \
+       [ "$(kv buffer <<< "$metrics")" = $((1 * GIB)) ] && echo 1 || echo 0)"
+  if [ -n "$smi" ]; then
+    smi_uuid=$(cut -d, -f1 <<< "$smi" | tr -d ' ')
+    # The metric is nvmlDeviceGetMemoryInfo's "used" (as upstream's HostGPUMemoryUsage), which
+    # counts the driver's reserved memory; nvidia-smi shows the two apart.
+    smi_used=$(awk -F, '{ printf "%d", $2 + $3 }' <<< "$smi")
+    verdict "monitor: device uuid = nvidia-smi" "$(kv uuid <<< "$metrics")" \
+      "$([ "$(kv uuid <<< "$metrics")" = "$smi_uuid" ] && echo 1 || echo 0)"
+    # Both read while the two processes run; the driver's figure moves a little between reads.
+    host_mib=$(awk -v b="$(kv host_used <<< "$metrics")" 'BEGIN { printf "%d", b / 1048576 }')
+    verdict "monitor: host memory used = nvidia-smi used + reserved" \
+      "$host_mib MiB vs $smi_used MiB" "$(approx "$host_mib" "$smi_used" 64)"
+    verdict "monitor: container SM share at limit 50 %" \
+      "util=$(kv util <<< "$metrics") (spin: sm_util=$(kv sm_util < "$M/spin.txt"))" \
+      "$(approx "$(kv util <<< "$metrics")" 50 8)"
+    cp "$M/spin.txt" "$LOGS/monitor-spin.txt"
+  fi
+  cp "$M/monitor.json.metrics" "$LOGS/monitor-metrics.txt" 2> /dev/null
 fi
 
 say ""
