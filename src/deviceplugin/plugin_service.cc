@@ -29,7 +29,15 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
       clock_(clock != nullptr ? *clock : real_clock_),
       allocator_(client, AllocatorOptionsOf(options_), [this] { return registrar_.Replicas(); },
                  clock_),
-      registrar_(client, driver, RegistrarOptionsOf(options_), clock_) {}
+      registrar_(client, driver, RegistrarOptionsOf(options_), clock_,
+                 [this] { StatsChanged(); }) {}
+
+Result<std::vector<ContainerAllocation>> PluginService::Allocate(
+    const std::vector<std::vector<std::string>>& requests) {
+  Result<std::vector<ContainerAllocation>> r = allocator_.Allocate(requests);
+  StatsChanged();  // the allocator counts inside Allocate only
+  return r;
+}
 
 PluginService::Stats PluginService::stats() const {
   Registrar::Stats r = registrar_.stats();
@@ -39,5 +47,13 @@ PluginService::Stats PluginService::stats() const {
           .allocations = a.allocations,
           .allocation_failures = a.allocation_failures};
 }
+
+bool PluginService::WaitForStats(const std::function<bool(const Stats&)>& pred,
+                                 Duration timeout) const {
+  return changes_.WaitUntil([&] { return pred(stats()); },
+                            std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+}
+
+void PluginService::StatsChanged() { changes_.Notify(); }
 
 }  // namespace hami::deviceplugin

@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/change_signal.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "device/node_config.h"
@@ -62,9 +64,7 @@ class PluginService {
     return allocator_.PreferredAllocation(requests);
   }
   Result<std::vector<ContainerAllocation>> Allocate(
-      const std::vector<std::vector<std::string>>& requests) {
-    return allocator_.Allocate(requests);
-  }
+      const std::vector<std::vector<std::string>>& requests);
   // Marks GPUs unhealthy (the health monitor's callback; public for tests).
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason) {
     registrar_.MarkUnhealthy(uuids, reason);
@@ -78,11 +78,22 @@ class PluginService {
     uint64_t allocation_failures = 0;
   };
   Stats stats() const;
+  // Waits until `pred(stats())` holds: true then, false once `timeout` of real time has passed
+  // without it. The predicate is checked again after each change of either half's counters, so
+  // the wait ends with the change that satisfies it; `timeout` only bounds a wait for one that
+  // never comes. Changes in quick succession may be seen together: prefer `>=` to `==` unless
+  // the count can stop only at that value. `pred` runs with no lock of the service held.
+  bool WaitForStats(const std::function<bool(const Stats&)>& pred, Duration timeout) const;
 
  private:
+  void StatsChanged();
+
   const PluginOptions options_;
   hami::RealClock real_clock_;
   hami::Clock& clock_;
+  // WaitForStats's wake-ups, told after either half's counters changed. Declared before the
+  // halves, which notify through it.
+  mutable ChangeSignal changes_;
   // Declared before the registrar, whose replica map it reads only during calls.
   Allocator allocator_;
   Registrar registrar_;  // stopped first on destruction (declared last)

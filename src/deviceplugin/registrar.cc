@@ -16,9 +16,9 @@ constexpr const char* kPublishKey = "publish";  // publish what is known now
 }  // namespace
 
 Registrar::Registrar(k8s::RestClient& client, GpuDriver& driver, RegistrarOptions options,
-                     hami::Clock& clock)
+                     hami::Clock& clock, std::function<void()> stats_changed)
     : client_(client), driver_(driver), options_(std::move(options)), clock_(clock),
-      queue_(clock) {}
+      stats_changed_(std::move(stats_changed)), queue_(clock) {}
 
 Registrar::~Registrar() { Stop(); }
 
@@ -57,6 +57,7 @@ Status Registrar::Start(Drive drive) {
                       << " ms";
   }
   queue_.AddAfter(kRefreshKey, first.ok() ? options_.register_interval : options_.retry_interval);
+  if (stats_changed_) stats_changed_();
   if (drive == Drive::kWorker) {
     worker_ = std::thread([this] {
       SetCurrentThreadName("register");
@@ -105,16 +106,18 @@ void Registrar::Run(const std::string& key) {
   const bool rediscover = key == kRefreshKey;
   Status s = Refresh(rediscover);
   if (!s.ok()) HAMI_LOG(Warning) << s.message();
-  {
-    MutexLock l(mu_);
-    ++stats_.refreshes;
-  }
   queue_.Done(key);
   // A failed publication brings the next full pass forward to retry_interval; a pass that
   // succeeded schedules the next one a register_interval away.
   if (rediscover || !s.ok()) {
     queue_.AddAfter(kRefreshKey, s.ok() ? options_.register_interval : options_.retry_interval);
   }
+  // Counted only now that the next pass is scheduled (see Stats::refreshes).
+  {
+    MutexLock l(mu_);
+    ++stats_.refreshes;
+  }
+  if (stats_changed_) stats_changed_();
 }
 
 void Registrar::Rebuild() {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -55,9 +56,12 @@ class Registrar {
  public:
   enum class Drive { kWorker, kSteps };
 
-  // `client`, `driver` and `clock` must outlive the registrar.
+  // `client`, `driver` and `clock` must outlive the registrar. `stats_changed` (may be empty) is
+  // called after stats() may have changed, on the thread that changed them (Start's or the
+  // worker's) with no lock of the registrar held; it must not call back into the registrar's
+  // Start, Stop or Step.
   Registrar(k8s::RestClient& client, GpuDriver& driver, RegistrarOptions options,
-            hami::Clock& clock);
+            hami::Clock& clock, std::function<void()> stats_changed = {});
   ~Registrar();
   Registrar(const Registrar&) = delete;
   Registrar& operator=(const Registrar&) = delete;
@@ -78,7 +82,9 @@ class Registrar {
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason);
 
   struct Stats {
-    uint64_t refreshes = 0;  // keys run, published or not
+    // Keys run, published or not. A key is counted once the pass after it is scheduled, so a
+    // caller that sees the count and then advances a fake clock makes that pass due.
+    uint64_t refreshes = 0;
     uint64_t registrations_published = 0;
   };
   Stats stats() const;
@@ -94,6 +100,7 @@ class Registrar {
   GpuDriver& driver_;
   const RegistrarOptions options_;
   hami::Clock& clock_;
+  const std::function<void()> stats_changed_;
   k8s::WorkQueue queue_;
   std::unique_ptr<HealthMonitor> health_;
   std::thread worker_;

@@ -491,8 +491,11 @@ Status Binder::PostBinding(const std::string& ns, const std::string& name,
 }
 
 void Binder::Count(uint64_t BindStats::*counter, int delta) {
-  MutexLock l(stats_mu_);
-  stats_.*counter += static_cast<uint64_t>(static_cast<int64_t>(delta));
+  {
+    MutexLock l(stats_mu_);
+    stats_.*counter += static_cast<uint64_t>(static_cast<int64_t>(delta));
+  }
+  if (hooks_.stats_changed) hooks_.stats_changed();
 }
 
 BindStats Binder::stats() const {

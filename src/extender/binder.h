@@ -66,12 +66,15 @@ struct BinderOptions {
   std::chrono::milliseconds bind_outcome_grace{30000};
 };
 
-// The service's views the binder reads.
+// The service's views the binder reads, and what it tells the service.
 struct BinderHooks {
   // OK once the service may answer binds (waiting for it a while), else why not.
   std::function<Status()> await_ready;
   // The informer caches' current copies ("ns/name" for pods); null when unknown.
   std::function<k8s::ObjectPtr(const std::string&)> pod, node;
+  // Optional: runs after each change of stats(), on the thread that made it, with no lock of
+  // the binder held (whoever waits on the counters looks again).
+  std::function<void()> stats_changed{};
 };
 
 struct BindStats {

@@ -10,8 +10,13 @@
 namespace hami::extender {
 
 LockReleaser::LockReleaser(device::NodeLocker& locker, const Clock& clock, Duration grace,
-                           NodeLookup node)
-    : locker_(locker), clock_(clock), grace_(grace), node_(std::move(node)), queue_(clock) {}
+                           NodeLookup node, std::function<void()> stats_changed)
+    : locker_(locker),
+      clock_(clock),
+      grace_(grace),
+      node_(std::move(node)),
+      stats_changed_(std::move(stats_changed)),
+      queue_(clock) {}
 
 LockReleaser::~LockReleaser() { Stop(); }
 
@@ -74,8 +79,12 @@ void LockReleaser::QueueRelease(const std::string& node, const std::string& ns,
   }
   // Counted under the stats lock taken before the key is queued: with no grace the worker may
   // release the lock at once, and whoever sees it released must also see it queued.
-  MutexLock l(stats_mu_);
-  if (queue_.AddAfter(node + "/" + ns + "/" + pod, delay)) ++stats_.queued;
+  {
+    MutexLock l(stats_mu_);
+    if (!queue_.AddAfter(node + "/" + ns + "/" + pod, delay)) return;
+    ++stats_.queued;
+  }
+  if (stats_changed_) stats_changed_();
 }
 
 void LockReleaser::Process(const std::string& key) {
@@ -107,8 +116,11 @@ bool LockReleaser::Release(const std::string& node, const std::string& ns,
   }
   HAMI_LOG(Info) << "node lock on " << node << " released for " << ns << "/" << pod
                  << ": the pod finished allocating and its device plugin did not clear it";
-  MutexLock l(stats_mu_);
-  ++stats_.released;
+  {
+    MutexLock l(stats_mu_);
+    ++stats_.released;
+  }
+  if (stats_changed_) stats_changed_();
   return true;
 }
 

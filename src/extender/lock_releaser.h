@@ -39,8 +39,10 @@ class LockReleaser {
     uint64_t released = 0;  // locks this releaser cleared
   };
 
-  // `locker` and `clock` must outlive the releaser.
-  LockReleaser(device::NodeLocker& locker, const Clock& clock, Duration grace, NodeLookup node);
+  // `locker` and `clock` must outlive the releaser. `stats_changed` (optional) runs after each
+  // change of stats(), on the thread that made it, with no lock of the releaser held.
+  LockReleaser(device::NodeLocker& locker, const Clock& clock, Duration grace, NodeLookup node,
+               std::function<void()> stats_changed = nullptr);
   ~LockReleaser();
   LockReleaser(const LockReleaser&) = delete;
   LockReleaser& operator=(const LockReleaser&) = delete;
@@ -67,6 +69,7 @@ class LockReleaser {
   const Clock& clock_;
   const Duration grace_;
   const NodeLookup node_;
+  const std::function<void()> stats_changed_;
   k8s::WorkQueue queue_;
   mutable Mutex stats_mu_;
   Stats stats_ GUARDED_BY(stats_mu_);

@@ -52,6 +52,7 @@ void NodeRegistrar::NodeDeleted(const std::string& name) {
     state_.erase(name);
   }
   HAMI_LOG(Info) << "node " << name << ": deleted, no longer scheduled";
+  if (on_pass_) on_pass_();
 }
 
 void NodeRegistrar::LeaderChanged(bool leader) {
@@ -74,6 +75,7 @@ void NodeRegistrar::Process(const std::string& key) {
     // Until the first full pass (and while following), the next full pass sees the node.
     if (!is_leader_() || !registered_once_.load()) return;
     if (k8s::ObjectPtr n = nodes_->Get(key.substr(5))) ReconcileNode(*n);
+    if (on_pass_) on_pass_();
     return;
   }
   HAMI_LOG(Error) << "node registrar: unknown key " << key;

@@ -11,7 +11,9 @@
 //
 // Work, on the registrar's own queue and thread: "node/<name>" (one node's registration, once
 // the first full pass is done and while leading) and "resync" (every node's, then again every
-// register_interval while leading). `on_pass` runs after each full pass (readiness may change).
+// register_interval while leading). `on_pass` runs after each full pass (readiness may change),
+// after a single node is reconciled and after a node is deleted: whenever the ledger may have
+// changed.
 //
 // Thread safety: every member may be called from any thread; Start/Stop from the owner's.
 #pragma once

@@ -93,12 +93,18 @@ SchedulerService::SchedulerService(k8s::RestClient& client, device::DeviceConfig
              [this](bool leader) {
                registrar_.LeaderChanged(leader);
                ready_cv_.notify_all();
+               Changed();
              }),
       registrar_(client, clock_, vendors_, cache_,
                  NodeRegistrarOptions{options_.register_interval, options_.handshake_grace},
-                 [this] { return lease_.IsLeader(); }, [this] { ready_cv_.notify_all(); }),
+                 [this] { return lease_.IsLeader(); },
+                 [this] {
+                   ready_cv_.notify_all();
+                   Changed();
+                 }),
       releaser_(locker_, clock_, options_.lock_release_grace,
-                [this](const std::string& node) { return CachedNode(node); }),
+                [this](const std::string& node) { return CachedNode(node); },
+                [this] { Changed(); }),
       binder_(BinderParts{client, clock_, vendors_, cache_, locker_, events_},
               BinderOptions{options_.scheduler_name, options_.identity, options_.node_lock_wait,
                             options_.bind_outcome_grace},
@@ -106,7 +112,8 @@ SchedulerService::SchedulerService(k8s::RestClient& client, device::DeviceConfig
                           [this](const std::string& key) {
                             return pods_ ? pods_->Get(key) : k8s::ObjectPtr();
                           },
-                          [this](const std::string& node) { return CachedNode(node); }}) {}
+                          [this](const std::string& node) { return CachedNode(node); },
+                          [this] { Changed(); }}) {}
 
 SchedulerService::~SchedulerService() { Stop(); }
 
@@ -229,16 +236,24 @@ void SchedulerService::OnPod(const k8s::ObjectPtr& obj, bool deleted) {
     }
   }
   // Counted once the event is fully handled (a test waits on it to know a change was seen).
-  MutexLock l(stats_mu_);
-  ++stats_.pod_events;
-  stats_.last_pod_version = std::max(stats_.last_pod_version, rv);
+  {
+    MutexLock l(stats_mu_);
+    ++stats_.pod_events;
+    stats_.last_pod_version = std::max(stats_.last_pod_version, rv);
+  }
+  Changed();
 }
 
 void SchedulerService::OnQuota(const k8s::ObjectPtr& quota, bool deleted) {
-  MutexLock lock(quota_mu_);
-  if (deleted) return quota_.Remove(k8s::Namespace(*quota), k8s::Name(*quota));
-  Status s = quota_.Upsert(*quota);
-  if (!s.ok()) HAMI_LOG(Warning) << s.message();
+  {
+    MutexLock lock(quota_mu_);
+    if (deleted) {
+      quota_.Remove(k8s::Namespace(*quota), k8s::Name(*quota));
+    } else if (Status s = quota_.Upsert(*quota); !s.ok()) {
+      HAMI_LOG(Warning) << s.message();
+    }
+  }
+  Changed();
 }
 
 void SchedulerService::OnNode(const k8s::ObjectPtr& obj, bool deleted) {
@@ -256,9 +271,14 @@ k8s::ObjectPtr SchedulerService::CachedNode(const std::string& name) const {
 }
 
 void SchedulerService::Count(uint64_t ServiceStats::*counter) {
-  MutexLock s(stats_mu_);
-  ++(stats_.*counter);
+  {
+    MutexLock s(stats_mu_);
+    ++(stats_.*counter);
+  }
+  Changed();
 }
+
+void SchedulerService::Changed() { changes_.Notify(); }
 
 // ---------------------------------------------------------------------------------------------
 // Inspection.
@@ -281,6 +301,11 @@ ServiceStats SchedulerService::stats() const {
   st.locks_released = r.released;
   st.lock_releases_queued = r.queued;
   return st;
+}
+
+bool SchedulerService::WaitFor(const std::function<bool()>& done,
+                               std::chrono::milliseconds timeout) const {
+  return changes_.WaitUntil(done, timeout);
 }
 
 std::string SchedulerService::LedgerDump() const {

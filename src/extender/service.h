@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/change_signal.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -157,6 +158,12 @@ class SchedulerService {
 
   // Inspection (tests, debugging).
   ServiceStats stats() const;
+  // Blocks until `done()` holds or `timeout` of real time passed (whatever clock the service
+  // was given: the bound is a failure, not a decision); true when it holds. `done` is looked at
+  // again after every change of stats() and of leadership, and after each registration pass;
+  // it runs with no lock of the service held. Not told of: an informer's first sync (the
+  // informer tells no one), so a wait for Ready() must know the informers synced first.
+  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) const;
   std::string LedgerDump() const;
   Status CheckLedger() const;
   std::vector<scheduler::OverCommit> OverCommitted() const;
@@ -172,6 +179,9 @@ class SchedulerService {
   void OnQuota(const k8s::ObjectPtr& quota, bool deleted);
   k8s::ObjectPtr CachedNode(const std::string& name) const;
   void Count(uint64_t ServiceStats::*counter);
+  // Wakes WaitFor: something it promises to look again after has changed. Called with no lock
+  // that a `done` of WaitFor might take held.
+  void Changed();
   // OK once ready (waiting up to filter_ready_wait), else why not (Unavailable).
   Status AwaitReady();
 
@@ -221,6 +231,8 @@ class SchedulerService {
 
   mutable Mutex stats_mu_;
   ServiceStats stats_ GUARDED_BY(stats_mu_);  // the filter's and the informers' counters
+
+  mutable ChangeSignal changes_;  // WaitFor's wake-ups, told by Changed()
 };
 
 }  // namespace hami::extender

@@ -28,16 +28,6 @@ using testing::kLeasePath;
 using testing::Lease;
 using std::chrono::seconds;
 
-// Waits (real time, polling) for a condition another thread brings about; false after 20 s.
-bool WaitFor(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + seconds(20);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 Json Node(const std::string& name, const std::string& lock = "") {
   Json n = {{"apiVersion", "v1"},
             {"kind", "Node"},
@@ -97,6 +87,29 @@ class ServiceUnitTest : public ::testing::Test {
     ASSERT_TRUE(svc_->Start().ok());
   }
 
+  // Bounds every wait for the service's threads: reached only when a test is failing.
+  static constexpr std::chrono::seconds kDeadline{20};
+
+  // Waits until `done` holds; false at kDeadline. The service wakes the wait whenever it changes
+  // what `done` reads (SchedulerService::WaitFor), except when an informer syncs: a condition
+  // on Ready() is waited for through WaitReady.
+  bool WaitFor(const std::function<bool()>& done) const { return svc_->WaitFor(done, kDeadline); }
+
+  // Waits until the informers have synced and then until `done` holds. No one is told when an
+  // informer syncs, but each requests its first watch only once synced, and the transport
+  // wakes its waiters on every request.
+  bool WaitReady(const std::function<bool()>& done) const {
+    for (const char* resource : {"nodes", "pods", "resourcequotas"}) {
+      const std::string watch = std::string("/api/v1/") + resource + "?watch=true";
+      auto watched = [&](const k8s::HttpRequest& r) {
+        return r.method == "GET" && r.url.find(watch) != std::string::npos;
+      };
+      if (!fc_.fake->WaitForRequest(watched, kDeadline)) return false;
+    }
+    return WaitFor(done);
+  }
+  bool WaitReady() const { return WaitReady([&] { return svc_->Ready(); }); }
+
   // Requests other than reads and the event recorder's posts.
   std::vector<std::string> Writes() const {
     std::vector<std::string> out;
@@ -155,7 +168,7 @@ class ServiceUnitTest : public ::testing::Test {
 TEST_F(ServiceUnitTest, ABindWithoutAPlacementOfThisInstanceIsRefusedWithoutAWrite) {
   // The pod was filtered by an instance that restarted since: nothing of its choice survives.
   Start({Node("node-a")}, {Pod("p")});
-  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_TRUE(WaitReady());
   Json reply = Json::parse(Bind("p"));
   ASSERT_TRUE(reply.contains("error")) << reply.dump();
   EXPECT_NE(reply["error"].get<std::string>().find(
@@ -182,7 +195,7 @@ TEST_F(ServiceUnitTest, AnEarlierPlacementOnThePodIsWithdrawnBeforeItsDevicesGoB
       {"hami.io/vgpu-devices-allocated", "GPU-1,NVIDIA,1024,0:;"},
       {"hami.io/vgpu-devices-to-allocate", "GPU-1,NVIDIA,1024,0:;"}};
   Start({Node("node-a")}, {left});
-  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_TRUE(WaitReady());
   ASSERT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
 
   // The withdrawal fails: nothing is given back.
@@ -219,7 +232,7 @@ TEST_F(ServiceUnitTest, AnEarlierPlacementOnThePodIsWithdrawnBeforeItsDevicesGoB
 TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBack) {
   const Json locked = BusyNode();
   Start({locked}, {Pod("p")});
-  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_TRUE(WaitReady());
   Json placed = Json::parse(Filter("p"));
   ASSERT_EQ(placed["nodenames"], Json::array({"node-a"})) << placed.dump();
   EXPECT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
@@ -243,7 +256,7 @@ TEST_F(ServiceUnitTest, ABindGivesUpOnABusyNodeAtItsDeadlineAndGivesTheDevicesBa
 TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
   const Json locked = BusyNode();
   Start({locked}, {Pod("p"), Pod("q")});
-  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_TRUE(WaitReady());
   ASSERT_EQ(Json::parse(Filter("p"))["nodenames"], Json::array({"node-a"}));
   KeepNodeBusy(locked);
   // The first line of the wait names the holder (users ask "why is my pod not starting?").
@@ -296,7 +309,7 @@ TEST_F(ServiceUnitTest, ABindWaitingForABusyNodeHoldsNotTheCallersThread) {
 
 TEST_F(ServiceUnitTest, PodEventsOlderThanThePlacementDoNotUndoTheReservation) {
   Start({Node("node-a")}, {Pod("p")});
-  ASSERT_TRUE(WaitFor([&] { return svc_->Ready(); }));
+  ASSERT_TRUE(WaitReady());
   const uint64_t listed = svc_->stats().pod_events;  // the list's add of p
   ASSERT_EQ(Json::parse(Filter("p"))["nodenames"], Json::array({"node-a"}));
   ASSERT_NE(svc_->LedgerDump().find("uid-p"), std::string::npos);
@@ -326,7 +339,7 @@ TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
   o.lease_poll = std::chrono::seconds(2);
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t1"));
   Start({Node("node-a")}, {Pod("p")}, o);
-  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
+  ASSERT_TRUE(WaitReady([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
 
   // Another holder: this instance follows and its filters say why.
   fc_.fake->Push("GET", kLeasePath, Lease("other_9", "t2"));
@@ -339,7 +352,7 @@ TEST_F(ServiceUnitTest, LeadershipFollowsTheLeaseHolderAndItsRenewals) {
   // Ours again: a registration pass first, then ready.
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));
   fc_.clock.Advance(seconds(2));
-  ASSERT_TRUE(WaitFor([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
+  ASSERT_TRUE(WaitReady([&] { return svc_->IsLeader() && svc_->Ready(); })) << Trace();
 
   // Ours, but no renewal for longer than the lease's 15 s: the holder is gone, so are we.
   fc_.fake->Push("GET", kLeasePath, Lease("me_0a1b", "t3"));

@@ -78,4 +78,16 @@ void FakeTransport::WaitForRequests(size_t n) const {
   cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return requests_.size() >= n; });
 }
 
+bool FakeTransport::WaitForRequest(const std::function<bool(const HttpRequest&)>& match,
+                                   std::chrono::milliseconds timeout) const {
+  UniqueLock lock(mu_);
+  size_t looked = 0;  // requests_ only grows, so each request is matched once
+  return cv_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) {
+    for (; looked < requests_.size(); ++looked) {
+      if (match(requests_[looked])) return true;
+    }
+    return false;
+  });
+}
+
 }  // namespace hami::k8s

@@ -12,8 +12,10 @@
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,6 +41,11 @@ class FakeTransport final : public Transport {
   size_t pending() const;
   // Blocks until at least `n` requests have been made (real time, for threaded tests).
   void WaitForRequests(size_t n) const;
+  // Blocks until some request made so far, or made meanwhile, satisfies `match`, or until
+  // `timeout` of real time passed; true when one did. `match` runs under the transport's lock,
+  // so it must not call the transport.
+  bool WaitForRequest(const std::function<bool(const HttpRequest&)>& match,
+                      std::chrono::milliseconds timeout) const;
 
  private:
   struct Entry {

@@ -203,8 +203,8 @@ TEST_P(ChaosTest, PodBurstThroughAFaultyApiConnectionKeepsTheInvariants) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   std::string before = c.scheduler().LedgerDump();
   c.RestartScheduler();
-  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().LedgerDump() == before; },
-                                  std::chrono::seconds(30)))
+  EXPECT_TRUE(c.WaitForScheduler([&] { return c.scheduler().LedgerDump() == before; },
+                                 std::chrono::seconds(30)))
       << "ledger before the restart:\n"
       << before << "\nrebuilt:\n"
       << c.scheduler().LedgerDump();

@@ -15,8 +15,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 
 #include "device/node_registration.h"
 #include "deviceplugin/fake_gpu_driver.h"
@@ -56,15 +54,10 @@ Inventory TwoGpus() {
   return inv;
 }
 
-bool Poll(const std::function<bool()>& cond,
-          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto end = SteadyClock::now() + timeout;
-  while (SteadyClock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
+// How long a wait for an event may take before the test fails instead of hanging.
+constexpr std::chrono::seconds kDeadline(10);
+
+using Stats = PluginService::Stats;
 
 class PluginTest : public ::testing::Test {
  protected:
@@ -102,7 +95,7 @@ class PluginTest : public ::testing::Test {
         GrpcPluginOptions{.plugin_dir = kubelet_dir_, .preferred_allocation = preferred});
     runner_ = std::make_unique<PluginRunner>(*plugin_, std::chrono::milliseconds(100),
                                              [this](uint64_t n) {
-                                               std::lock_guard<std::mutex> lock(reg_mu_);
+                                               MutexLock lock(reg_mu_);
                                                registered_ = n;
                                                reg_cv_.notify_all();
                                              });
@@ -166,14 +159,16 @@ class PluginTest : public ::testing::Test {
   std::unique_ptr<sim::DeviceManager> kubelet_;
   std::unique_ptr<GrpcPlugin> plugin_;
   // Registrations the runner announced (declared before runner_, which calls into them).
-  std::mutex reg_mu_;
+  Mutex reg_mu_;
   std::condition_variable reg_cv_;
-  uint64_t registered_ = 0;  // guarded by reg_mu_
+  uint64_t registered_ GUARDED_BY(reg_mu_) = 0;
   std::unique_ptr<PluginRunner> runner_;
 };
 
 TEST_F(PluginTest, RegistersTheNodeAndServesKubelet) {
-  ASSERT_TRUE(Poll([&] { return !NodeAnnotation("hami.io/node-nvidia-register").empty(); }));
+  // Counted once the API server has accepted the write.
+  ASSERT_TRUE(service_->WaitForStats(
+      [](const Stats& s) { return s.registrations_published >= 1; }, kDeadline));
   Result<std::vector<device::DeviceInfo>> devs =
       device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
   ASSERT_TRUE(devs.ok()) << devs.status().ToString();
@@ -202,11 +197,16 @@ class FakeClockPluginTest : public PluginTest {
 };
 
 TEST_F(FakeClockPluginTest, RefreshesEveryIntervalAndWritesOnlyChanges) {
-  ASSERT_TRUE(Poll([&] { return service_->stats().registrations_published == 1; }));
+  ASSERT_TRUE(service_->WaitForStats(
+      [](const Stats& s) { return s.registrations_published == 1; }, kDeadline));
   for (int pass = 0; pass < 3; ++pass) {
-    uint64_t before = service_->stats().refreshes;
+    // A pass is counted after its publication (if any) and after the next pass is scheduled: the
+    // count below therefore shows whether this pass wrote, and the next Advance makes one due.
+    const uint64_t before = service_->stats().refreshes;
     clock_.Advance(std::chrono::seconds(30));
-    ASSERT_TRUE(Poll([&] { return service_->stats().refreshes > before; })) << pass;
+    ASSERT_TRUE(service_->WaitForStats([&](const Stats& s) { return s.refreshes > before; },
+                                       kDeadline))
+        << pass;
     EXPECT_EQ(service_->stats().registrations_published, 1u) << pass;
   }
   Inventory one = TwoGpus();
@@ -214,7 +214,8 @@ TEST_F(FakeClockPluginTest, RefreshesEveryIntervalAndWritesOnlyChanges) {
   one.pairs.clear();
   driver_->SetInventory(one);
   clock_.Advance(std::chrono::seconds(30));
-  ASSERT_TRUE(Poll([&] { return service_->stats().registrations_published == 2; }));
+  ASSERT_TRUE(service_->WaitForStats(
+      [](const Stats& s) { return s.registrations_published == 2; }, kDeadline));
   Result<std::vector<device::DeviceInfo>> devs =
       device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
   ASSERT_TRUE(devs.ok()) << devs.status().ToString();
@@ -331,7 +332,8 @@ TEST_F(PluginTest, BadRequestsAndMissingPodsAreClearErrorsWithoutWrites) {
 }
 
 TEST_F(PluginTest, AnXidMakesTheGpuUnhealthyForKubeletAndTheScheduler) {
-  ASSERT_TRUE(Poll([&] { return !NodeAnnotation("hami.io/node-nvidia-register").empty(); }));
+  ASSERT_TRUE(service_->WaitForStats(
+      [](const Stats& s) { return s.registrations_published == 1; }, kDeadline));
   driver_->Inject({kGpu1, 13});  // an application's fault: ignored
   driver_->Inject({kGpu1, 79});
   ASSERT_TRUE(kubelet_->WaitFor(
@@ -343,11 +345,15 @@ TEST_F(PluginTest, AnXidMakesTheGpuUnhealthyForKubeletAndTheScheduler) {
   sim::ResourceState st = kubelet_->Resources().at(kResource);
   EXPECT_EQ(st.Allocatable(), 4);
   EXPECT_TRUE(st.devices[0].healthy);
-  ASSERT_TRUE(Poll([&] {
-    Result<std::vector<device::DeviceInfo>> d =
-        device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
-    return d.ok() && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
-  }));
+  // The XID's publication is the next one (the 30 s refresh is far off): it carries the verdict.
+  ASSERT_TRUE(service_->WaitForStats(
+      [](const Stats& s) { return s.registrations_published >= 2; }, kDeadline));
+  Result<std::vector<device::DeviceInfo>> d =
+      device::DecodeNodeDevices(NodeAnnotation("hami.io/node-nvidia-register"));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_TRUE((*d)[0].health);
+  EXPECT_FALSE((*d)[1].health);
 }
 
 TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
@@ -363,8 +369,9 @@ TEST_F(PluginTest, RegistersAgainWhenKubeletRestarts) {
   RecordProperty("reregistration_ms", static_cast<int>(took.count()));
   // Kubelet may list the devices before the runner's Register call has returned to it.
   {
-    std::unique_lock<std::mutex> lock(reg_mu_);
-    EXPECT_TRUE(reg_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return registered_ >= 2; }))
+    UniqueLock lock(reg_mu_);
+    EXPECT_TRUE(reg_cv_.wait_for(lock.native(), std::chrono::seconds(5),
+                                 [&]() REQUIRES(reg_mu_) { return registered_ >= 2; }))
         << "registrations: " << registered_;
   }
   EXPECT_GE(runner_->registrations(), 2u);

@@ -115,7 +115,7 @@ TEST(HeteroE2E, APodAskingForTwoVendorsGetsBothAndEachVendorLeavesAlone) {
   ASSERT_TRUE(node.ok());
   (*node)["status"]["allocatable"]["hygon.com/dcunum"] = "0";
   ASSERT_TRUE(c.client().Update(k8s::kNodes, "", *node, "status").ok());
-  ASSERT_TRUE(SimCluster::WaitFor([&] {
+  ASSERT_TRUE(c.WaitForScheduler([&] {
     std::string dump = c.scheduler().LedgerDump();
     return dump.find("dev DCU-m0") == std::string::npos;
   })) << c.scheduler().LedgerDump();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -51,6 +52,30 @@ Result<std::string> Get(k8s::SocketTransport& t, const std::string& url) {
   if (r.status != 200)
     return Status(StatusCode::kUnavailable, url + ": HTTP " + std::to_string(r.status));
   return r.body;
+}
+
+// Asks `url` again every `every` until `accept` takes its answer or `timeout` passes: the answer
+// accepted, else DeadlineExceeded naming the last answer or failure.
+//
+// The only wait in these tests that polls, and why it has to: what it waits for happens inside
+// another process that announces it to no one. hami-scheduler's ResourceQuota informer applies a
+// quota to its own cache, from which its metrics page is rendered when asked; Prometheus scrapes
+// its targets on its own interval. Neither offers a watch or a notification, so asking again is
+// the only way to learn that the state has arrived.
+Result<std::string> PollPageUntil(k8s::SocketTransport& t, const std::string& url,
+                                  const std::function<bool(const std::string&)>& accept,
+                                  std::chrono::milliseconds every, std::chrono::seconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    Result<std::string> page = Get(t, url);
+    if (page.ok() && accept(*page)) return page;
+    if (std::chrono::steady_clock::now() >= end) {
+      std::string last = page.ok() ? page->substr(0, 2000) : page.status().ToString();
+      return DeadlineExceededError(url + " gave no acceptable answer in " +
+                                   std::to_string(timeout.count()) + " s; the last: " + last);
+    }
+    std::this_thread::sleep_for(every);
+  }
 }
 
 int FreePort() {
@@ -237,13 +262,14 @@ TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
                                "metadata":{"name":"gpu-memory"},
                                "spec":{"hard":{"limits.nvidia.com/gpumem":"1000000"}}})"))
           .ok());
-  auto quota_end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    Result<std::string> page = Get(**transport, r["scheduler_metrics_url"]);
-    if (page.ok() && page->find("hami_resource_quota_limit{") != std::string::npos) break;
-    ASSERT_LT(std::chrono::steady_clock::now(), quota_end) << "the quota never reached the page";
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the informer's pace
-  }
+  Result<std::string> with_quota = PollPageUntil(
+      **transport, r["scheduler_metrics_url"],
+      [](const std::string& page) {
+        return page.find("hami_resource_quota_limit{") != std::string::npos;
+      },
+      std::chrono::milliseconds(100), std::chrono::seconds(30));
+  ASSERT_TRUE(with_quota.ok()) << "the quota never reached the page: "
+                               << with_quota.status().ToString();
   std::vector<std::string> pages;
   std::vector<std::string> urls = {r["scheduler_metrics_url"]};
   for (const auto& [node, url] : r["monitor_urls"].items()) urls.push_back(url);
@@ -287,22 +313,22 @@ TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
                         "/api/v1/query?query=hami_vgpu_memory_used_bytes%7Bpod%3D%22"
                         "inference-service-a%22%7D";
     Json result;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < end) {
-      Result<std::string> body = Get(**transport, query);
-      if (body.ok()) {
-        Json j = Json::parse(*body, nullptr, false);
-        if (j.is_object() && j["status"] == "success" && !j["data"]["result"].empty()) {
+    Result<std::string> scraped = PollPageUntil(
+        **transport, query,
+        [&](const std::string& body) {
+          Json j = Json::parse(body, nullptr, false);
+          if (!j.is_object() || j["status"] != "success" || j["data"]["result"].empty()) {
+            return false;
+          }
           result = j["data"]["result"][0];
-          break;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));  // Prometheus's own pace
-    }
+          return true;
+        },
+        std::chrono::milliseconds(250), std::chrono::seconds(60));
     prom.Signal(SIGTERM);
     ProcessResult pr = prom.Wait();
-    ASSERT_FALSE(result.is_null())
-        << "Prometheus never returned the container's memory:\n"
+    ASSERT_TRUE(scraped.ok() && !result.is_null())
+        << "Prometheus never returned the container's memory: " << scraped.status().ToString()
+        << "\n"
         << pr.err.substr(pr.err.size() > 3000 ? pr.err.size() - 3000 : 0);
     EXPECT_EQ(result["metric"]["container"], "model-server");
     EXPECT_EQ(result["metric"]["zone"], "vGPU");

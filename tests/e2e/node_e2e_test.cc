@@ -4,9 +4,13 @@
 // hami-device-plugin joined by kubelet's gRPC device plugin API. Pods go from "kubectl apply" to
 // processes running under their quotas; faults hit one process at a time.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,8 +25,13 @@
 #include "k8s/api_error.h"
 #include "k8s/typed.h"
 #include "sim/world/manifests.h"
+#include "sim/world/waits.h"
 #include "sim/world/world.h"
 #include "tests/kube_bin.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  // its number on x86-64 and arm64, for C libraries that predate it
+#endif
 
 namespace hami::e2e {
 namespace {
@@ -97,6 +106,43 @@ bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
 }
 
+// A descriptor that becomes readable once process `pid` has exited, whoever its parent is
+// (pidfd_open(2), Linux 5.3 and later). Through syscall(2): older C libraries lack the wrapper.
+Result<int> OpenPidFd(pid_t pid) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) return fd;
+  const int err = errno;
+  return Status(StatusCode::kUnavailable,
+                "pidfd_open(" + std::to_string(pid) + "): " + std::strerror(err) +
+                    (err == ENOSYS ? " (the kernel predates Linux 5.3, which these tests need)"
+                                   : ""));
+}
+
+// Owns a file descriptor: closed with its scope, whichever assertion ends the test.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() { close(fd_); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Whether the process behind `pidfd` has exited, waiting up to `timeout` for it to.
+bool Exited(int pidfd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    pollfd p{pidfd, POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    int ready = poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready >= 0 || errno != EINTR) return ready > 0;
+  }
+}
+
 // Each test runs on both control planes: the simulated one, and (where the Kubernetes binaries
 // were built) etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
 class NodeE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {
@@ -119,18 +165,6 @@ class NodeE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {
   }
 
   k8s::Object Node(const std::string& name) { return k8s::GetNode(w_->client(), name).value(); }
-  // Polls the node until `pred` holds; the last state seen.
-  k8s::Object WaitForNode(const std::string& name,
-                          const std::function<bool(const k8s::Object&)>& pred,
-                          std::chrono::seconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    k8s::Object n = Node(name);
-    while (!pred(n) && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      n = Node(name);
-    }
-    return n;
-  }
   std::string NodeLock(const std::string& name) {
     return Annotation(Node(name), "hami.io/mutex.lock");
   }
@@ -188,16 +222,10 @@ TEST_P(NodeE2E, SeedScenariosAreScheduledAllocatedAndRun) {
   EXPECT_EQ(NodeLock("node-b"), "");
   // Seed 01's pods have no command here: their stand-in workloads see 8 GiB each.
   for (const char* p : {"inference-service-a", "inference-service-b"}) {
-    std::string log;
-    ASSERT_TRUE(w_->WaitForPod("default", p,
-                               [&](const k8s::Object&) {
-                                 log = w_->Logs("default", p, "model-server").value_or("");
-                                 return log.find("workload: device 0") != std::string::npos;
-                               })
-                    .ok())
-        << log;
-    EXPECT_NE(log.find("running the stand-in GPU workload"), std::string::npos) << log;
-    EXPECT_NE(log.find("total=8192MiB"), std::string::npos) << log;
+    Result<std::string> log = w_->WaitForLog("default", p, "model-server", "workload: device 0");
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    EXPECT_NE(log->find("running the stand-in GPU workload"), std::string::npos) << *log;
+    EXPECT_NE(log->find("total=8192MiB"), std::string::npos) << *log;
   }
   // Seed 07 runs on the pinned GPU, seed 06's A100 task on node-a.
   EXPECT_EQ(k8s::GetString(running["uuid-pinned-task"], "/spec/nodeName"), "node-b");
@@ -503,13 +531,14 @@ TEST_P(NodeE2E, TheKubeletRestartsAndThePluginRegistersAgain) {
   ASSERT_TRUE(w_->StopKubelet("node-a").ok());
   ASSERT_TRUE(w_->StartKubelet("node-a").ok());
   // The new kubelet starts without devices; the plugin notices kubelet.sock and registers again.
-  k8s::Object n = WaitForNode(
+  Result<k8s::Object> n = w_->WaitForNode(
       "node-a",
       [](const k8s::Object& o) {
         return k8s::GetString(o, "/status/allocatable/nvidia.com~1gpu") == "80";
       },
       std::chrono::seconds(5));
-  EXPECT_EQ(k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu"), "80");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(k8s::GetString(*n, "/status/allocatable/nvidia.com~1gpu"), "80");
   std::string ann = "    nvidia.com/use-gputype: \"A100\"\n";
   ASSERT_TRUE(w_->Apply(PodYaml("after", "[\"sleep\", \"60\"]", 1024, 0, ann), "default").ok());
   EXPECT_TRUE(w_->WaitForPod("default", "after", RunningWithDevices).ok());
@@ -523,9 +552,10 @@ TEST_P(NodeE2E, AnXidTakesTheGpuOutOfService) {
     return devs.ok() && devs->size() == 8 && !(*devs)[0].health &&
            k8s::GetString(o, "/status/allocatable/nvidia.com~1gpu") == "70";
   };
-  k8s::Object node = WaitForNode("node-a", unhealthy, std::chrono::seconds(20));
-  ASSERT_TRUE(unhealthy(node)) << node.dump();
-  k8s::Object* n = &node;
+  Result<k8s::Object> node = w_->WaitForNode("node-a", unhealthy, std::chrono::seconds(20));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_TRUE(unhealthy(*node)) << node->dump();
+  k8s::Object* n = &*node;
   EXPECT_EQ(k8s::GetString(*n, "/status/capacity/nvidia.com~1gpu"), "80");
   std::string bad =
       device::DecodeNodeDevices(Annotation(*n, "hami.io/node-nvidia-register")).value()[0].id;
@@ -587,12 +617,15 @@ TEST_P(NodeE2E, ADeletedPodKeepsItsDevicesUntilItsContainerIsGone) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   std::string id = FirstContainer(*p, "containerID").get<std::string>();
   ASSERT_EQ(id.rfind("hami-sim://", 0), 0u);
-  std::string proc = "/proc/" + id.substr(std::string("hami-sim://").size());
+  const std::string pid = id.substr(std::string("hami-sim://").size());
+  const std::string proc = "/proc/" + pid;
   ASSERT_TRUE(std::filesystem::exists(proc));
-  ASSERT_TRUE(w_->WaitForPod("default", "stubborn", [&](const k8s::Object&) {
-                  return w_->Logs("default", "stubborn", "main").value_or("").find("ready") !=
-                         std::string::npos;
-                }).ok());
+  // Opened while the process surely lives (it ignores SIGTERM and is not deleted yet).
+  Result<int> pidfd = OpenPidFd(static_cast<pid_t>(std::stol(pid)));
+  ASSERT_TRUE(pidfd.ok()) << pidfd.status().ToString();
+  const OwnedFd process(*pidfd);
+  Result<std::string> ready = w_->WaitForLog("default", "stubborn", "main", "ready");
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
   // The kubelet's log says which devices the plugin gave, not only its own slot IDs.
   std::string allocated =
       ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
@@ -609,15 +642,33 @@ TEST_P(NodeE2E, ADeletedPodKeepsItsDevicesUntilItsContainerIsGone) {
   EXPECT_EQ(k8s::GetInt(*terminating, "/metadata/deletionGracePeriodSeconds", -1), 3);
   ASSERT_TRUE(w_->Apply(pinned("successor", "[\"sleep\", \"60\"]"), "default").ok());
 
-  // While the old process lives, the successor has no node.
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::filesystem::exists(proc) && std::chrono::steady_clock::now() < end) {
-    Result<k8s::Object> next = k8s::GetPod(w_->client(), "default", "successor");
-    ASSERT_TRUE(next.ok());
-    ASSERT_TRUE(k8s::GetString(*next, "/spec/nodeName").empty() || !std::filesystem::exists(proc))
-        << "the successor got the card while the deleted pod's container still ran";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // While the old process lives, the successor has no node: each state of the successor is
+  // judged as the API server reports it, against whether the process has exited by then, until
+  // it exits.
+  Cancellation exited;
+  std::string bound_while_running;  // the successor's state when it got a node too early
+  Status watched;
+  std::thread watcher([&] {
+    watched = sim::WatchObject(
+        w_->client(), k8s::kPods, "default", "successor",
+        [&](const k8s::Object* next) {
+          if (next == nullptr || k8s::GetString(*next, "/spec/nodeName").empty() ||
+              Exited(process.get(), std::chrono::milliseconds(0))) {
+            return false;
+          }
+          bound_while_running = next->dump();
+          return true;
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(30), &exited);
+  });
+  const bool gone = Exited(process.get(), std::chrono::seconds(20));
+  exited.Cancel();
+  watcher.join();
+  ASSERT_TRUE(bound_while_running.empty())
+      << "the successor got the card while the deleted pod's container still ran: "
+      << bound_while_running;
+  EXPECT_TRUE(watched.ok() || watched.code() == StatusCode::kCancelled) << watched.ToString();
+  EXPECT_TRUE(gone) << proc << " still runs";
   EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
   std::string log =
       ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
@@ -686,10 +737,23 @@ TEST_P(NodeE2E, AnUnreachableApiServerNeverHandsADeviceOutTwice) {
     ASSERT_TRUE(capacity.count(uuid)) << uuid;
     EXPECT_LE(mib, capacity[uuid]) << uuid;
   }
-  // Every node lock is released once the burst has settled.
-  EXPECT_TRUE(w_->WaitForPod("default", names[0], [&](const k8s::Object&) {
-                  return NodeLock("node-a").empty() && NodeLock("node-b").empty();
-                }).ok());
+  // Every node lock is released once the burst has settled: some moment finds both nodes without
+  // one. A pod whose binding failed may still be retried and lock a node for a while, so each
+  // round waits for one node's lock to go and then reads the other's.
+  auto unlocked = [](const k8s::Object& o) { return Annotation(o, "hami.io/mutex.lock").empty(); };
+  const auto locks_end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool both_unlocked = false;
+  std::string waiting = "node-a", other = "node-b";
+  while (!both_unlocked && std::chrono::steady_clock::now() < locks_end) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        locks_end - std::chrono::steady_clock::now());
+    Result<k8s::Object> free = w_->WaitForNode(waiting, unlocked, left);
+    ASSERT_TRUE(free.ok()) << free.status().ToString();
+    both_unlocked = unlocked(Node(other));
+    std::swap(waiting, other);
+  }
+  EXPECT_TRUE(both_unlocked) << "node-a: " << NodeLock("node-a") << ", node-b: "
+                             << NodeLock("node-b");
 }
 
 std::vector<sim::ControlPlaneKind> RealIfBuilt() {

@@ -102,7 +102,7 @@ TEST(SeedE2E, Example1WithLeaderElection) {
   o.scheduler.lease_namespace = "default";
   o.scheduler.lease_poll = std::chrono::milliseconds(50);
   SimCluster c(o);
-  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().IsLeader(); }));
+  ASSERT_TRUE(c.WaitForScheduler([&] { return c.scheduler().IsLeader(); }));
   c.AddNode("gpu-node", {Gpu("GPU-v100", 0, 32768, kV100)});
   c.ApplyYamlFile(Example("01-two-pods-share-one-gpu.yaml"), "default");
   for (const char* pod : {"inference-service-a", "inference-service-b"}) {

@@ -248,7 +248,7 @@ TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
   ASSERT_TRUE(unrelated.ok());
   const int64_t rv = extender::ResourceVersionNumberOf(unrelated->resource_version);
   ASSERT_GT(rv, 0);
-  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().last_pod_version >= rv; }));
+  ASSERT_TRUE(c.WaitForScheduler([&] { return c.scheduler().stats().last_pod_version >= rv; }));
   EXPECT_EQ(c.scheduler().stats().lock_releases_queued, 0u);
   EXPECT_NE(lock().find(",default,p"), std::string::npos) << lock();
   EXPECT_EQ(c.scheduler().stats().locks_released, 0u);
@@ -256,7 +256,7 @@ TEST(ServiceTest, ReleasesTheLockOfAFinishedHolderItsPluginLeftBehind) {
       k8s::PatchPodAnnotations(c.client(), "default", "p", {{"hami.io/bind-phase", "success"}})
           .ok());
   EXPECT_TRUE(SimCluster::WaitFor([&] { return lock().empty(); })) << lock();
-  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().locks_released == 1; }));
+  EXPECT_TRUE(c.WaitForScheduler([&] { return c.scheduler().stats().locks_released == 1; }));
   EXPECT_EQ(c.scheduler().stats().lock_releases_queued, 1u);
   // The service's counters are on its /metrics page.
   const std::string metrics = c.scheduler().Metrics();
@@ -286,7 +286,7 @@ TEST(ServiceTest, QuotaEnforcedByWebhookAndFilter) {
       << invalid.status().ToString();
   quota["spec"]["hard"]["limits.nvidia.com/gpumem"] = "10000";
   ASSERT_TRUE(c.client().Create(quotas, "default", quota).ok());
-  ASSERT_TRUE(SimCluster::WaitFor([&] {
+  ASSERT_TRUE(c.WaitForScheduler([&] {
     return c.scheduler().Metrics().find("hami_resource_quota_limit") != std::string::npos;
   }));
   ASSERT_TRUE(c.CreatePod("default", Pod("q1", "8000")).ok());
@@ -425,7 +425,7 @@ TEST(ServiceTest, ABindStillRunningKeepsItsReservationFromARetriedFilterAndBind)
   const uint64_t waits = c.scheduler().stats().lock_waits;
   Json first;
   std::thread running([&] { first = bind(r); });
-  ASSERT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().stats().lock_waits > waits; }));
+  ASSERT_TRUE(c.WaitForScheduler([&] { return c.scheduler().stats().lock_waits > waits; }));
 
   Json again = filter(r);
   EXPECT_EQ(again["nodenames"], Json::array());
@@ -550,7 +550,7 @@ TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {
   patch["status"]["allocatable"]["nvidia.com/gpu"] = "0";
   ASSERT_TRUE(
       c.client().Patch(k8s::kNodes, "", "n1", k8s::PatchType::kMerge, patch.dump(), "status").ok());
-  EXPECT_TRUE(SimCluster::WaitFor(
+  EXPECT_TRUE(c.WaitForScheduler(
       [&] { return c.scheduler().LedgerDump().find("GPU-gone") == std::string::npos; }));
   EXPECT_TRUE(SimCluster::WaitFor([&] {
     Result<k8s::Object> n = k8s::GetNode(c.client(), "n1");
@@ -561,7 +561,7 @@ TEST(ServiceTest, NodeLeavesWhenItsDevicePluginGoesAway) {
   patch["status"]["allocatable"]["nvidia.com/gpu"] = "10";
   ASSERT_TRUE(
       c.client().Patch(k8s::kNodes, "", "n1", k8s::PatchType::kMerge, patch.dump(), "status").ok());
-  EXPECT_TRUE(SimCluster::WaitFor(
+  EXPECT_TRUE(c.WaitForScheduler(
       [&] { return c.scheduler().LedgerDump().find("GPU-gone") != std::string::npos; }));
 }
 
@@ -599,10 +599,11 @@ TEST(ServiceTest, FollowsTheLeaseOfItsKubeScheduler) {
   EXPECT_FALSE(c.scheduler().Ready());
   // Our kube-scheduler sidecar (same host) takes the lease: the extender leads.
   ASSERT_TRUE(lease("host-a_5678"));
-  EXPECT_TRUE(SimCluster::WaitFor([&] { return c.scheduler().Ready(); }));
+  // Readiness has sources no one announces (informer syncs): the service's own wait covers them.
+  EXPECT_TRUE(c.scheduler().WaitReady(std::chrono::seconds(30)));
   // The sidecar stops renewing... a holder change away from us ends leadership.
   ASSERT_TRUE(lease("host-b_9999"));
-  EXPECT_TRUE(SimCluster::WaitFor([&] { return !c.scheduler().IsLeader(); }));
+  EXPECT_TRUE(c.WaitForScheduler([&] { return !c.scheduler().IsLeader(); }));
 }
 
 }  // namespace

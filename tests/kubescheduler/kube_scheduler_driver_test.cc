@@ -1,7 +1,9 @@
 // The simulated kube-scheduler end to end: the in-process simulated API server, a fake HTTP(S)
 // scheduler extender that records its calls and answers scripted results, and the driver (as a
-// library, and once as the hami-sim-kube-scheduler binary). Hermetic: port 0, temp dirs; waits
-// poll the API server or the driver's state against a deadline, never sleep for ordering.
+// library, and once as the hami-sim-kube-scheduler binary). Hermetic: port 0, temp dirs. Waits are
+// event-driven (tests/event_wait.h): conditions on API objects are re-checked on the API server's
+// watch events, conditions on the driver's own state after each of its API exchanges or extender
+// calls; the deadline only bounds a failing test.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,30 +27,62 @@
 #include "k8s/config.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
+#include "k8s/socket_transport.h"
+#include "k8s/transport.h"
 #include "k8s/typed.h"
 #include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/kubescheduler/config.h"
 #include "sim/kubescheduler/kube_scheduler.h"
+#include "tests/event_wait.h"
 
 namespace hami::sim {
 namespace {
 
+using eventwait::ChangeSignal;
 using k8s::Object;
 using std::chrono::milliseconds;
 
-constexpr auto kDeadline = std::chrono::seconds(30);
+// The drivers' API transport. KubeScheduler has no observer of its own, so this notifies `changed`
+// wherever the state it reports (Stats, IsLeader, HasSynced) may just have changed: before a
+// request leaves, after each streamed chunk is consumed (informers run their handlers, which update
+// the scheduling queue, inside that call) and when an exchange ends. Every change the driver makes
+// happens inside such a call or is followed by one (the Event after a cycle's outcome, the lease
+// renewal after acquiring, the watch after an informer's first list) or by an extender call, which
+// FakeExtender reports.
+class NotifyingTransport : public k8s::Transport {
+ public:
+  NotifyingTransport(std::unique_ptr<k8s::Transport> inner, ChangeSignal& changed)
+      : inner_(std::move(inner)), changed_(changed) {}
 
-// Polls `cond` until it holds or the deadline passes.
-bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds deadline = kDeadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
+  Result<k8s::HttpResponse> Do(const k8s::HttpRequest& request) override {
+    changed_.Notify();
+    Result<k8s::HttpResponse> r = [&] {
+      if (!request.on_body) return inner_->Do(request);
+      k8s::HttpRequest observed = request;
+      observed.on_body = [&](std::string_view chunk) {
+        const bool more = request.on_body(chunk);
+        changed_.Notify();
+        return more;
+      };
+      return inner_->Do(observed);
+    }();
+    changed_.Notify();
+    return r;
   }
-  return cond();
-}
+  std::vector<Result<k8s::HttpResponse>> DoBatch(
+      const std::vector<k8s::HttpRequest>& requests) override {
+    changed_.Notify();
+    std::vector<Result<k8s::HttpResponse>> r = inner_->DoBatch(requests);
+    changed_.Notify();
+    return r;
+  }
+
+ private:
+  std::unique_ptr<k8s::Transport> inner_;
+  ChangeSignal& changed_;
+};
 
 class TempDir {
  public:
@@ -81,7 +115,8 @@ class FakeExtender {
  public:
   using Handler = std::function<Object(const Object& args)>;
 
-  FakeExtender(k8s::RestClient& api, bool tls) : api_(api) {
+  // Notifies `called` after recording each call.
+  FakeExtender(k8s::RestClient& api, bool tls, ChangeSignal& called) : api_(api), called_(called) {
     net::HttpServerOptions opts;
     if (tls) {
       Result<net::CertificatePem> pem =
@@ -149,10 +184,12 @@ class FakeExtender {
       calls->push_back(args);
       h = handler;
     }
+    called_.Notify();
     return h(args);
   }
 
   k8s::RestClient& api_;
+  ChangeSignal& called_;
   std::unique_ptr<net::HttpServer> server_;
   std::string url_;
   mutable std::mutex mu_;
@@ -167,26 +204,34 @@ class KubeSchedulerDriverTest : public ::testing::Test {
   void SetUp() override {
     server_ = ApiServer::Start({}).value();
     kubeconfig_ = dir_.Write("kubeconfig", server_->Kubeconfig());
-    client_ = NewClient();
+    client_ = k8s::RestClient::Create(ClientConfig()).value();
+    const k8s::RestConfig cfg = ClientConfig();
+    driver_client_ = std::make_unique<k8s::RestClient>(
+        cfg,
+        std::make_unique<NotifyingTransport>(
+            k8s::NewTransportFor(cfg.server, cfg.tls, std::chrono::seconds(10)).value(),
+            driver_changed_),
+        client_->clock());
   }
   void TearDown() override {
     for (auto& d : drivers_) d->Stop();
     drivers_.clear();
     extenders_.clear();
-    // Idle keep-alive connections of the test's client would hold server workers until their
+    // Idle keep-alive connections of the test's clients would hold server workers until their
     // read timeout.
+    driver_client_.reset();
     client_.reset();
     server_->Stop();
   }
 
-  std::unique_ptr<k8s::RestClient> NewClient() {
+  k8s::RestConfig ClientConfig() const {
     k8s::RestConfig cfg = k8s::ParseKubeconfig(server_->Kubeconfig(), dir_.path()).value();
     cfg.qps = 0;  // unlimited: tests measure behaviour, not the client's rate limit
-    return k8s::RestClient::Create(cfg).value();
+    return cfg;
   }
 
   FakeExtender& AddExtender(bool tls = false) {
-    extenders_.push_back(std::make_unique<FakeExtender>(*client_, tls));
+    extenders_.push_back(std::make_unique<FakeExtender>(*client_, tls, driver_changed_));
     return *extenders_.back();
   }
 
@@ -221,7 +266,7 @@ class KubeSchedulerDriverTest : public ::testing::Test {
     EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
     if (!opts.initial_backoff) opts.initial_backoff = milliseconds(50);
     if (!opts.max_backoff) opts.max_backoff = milliseconds(200);
-    drivers_.push_back(std::make_unique<KubeScheduler>(*client_, *cfg, opts));
+    drivers_.push_back(std::make_unique<KubeScheduler>(*driver_client_, *cfg, opts));
     Status s = drivers_.back()->Start();
     EXPECT_TRUE(s.ok()) << s.ToString();
     return *drivers_.back();
@@ -257,8 +302,20 @@ class KubeSchedulerDriverTest : public ::testing::Test {
     return p.ok() ? k8s::GetString(*p, "/spec/nodeName") : "";
   }
 
+  // Waits for a condition on the drivers' state or the extenders' calls (see NotifyingTransport).
+  bool WaitForDriver(const std::function<bool()>& done) {
+    return driver_changed_.WaitUntil(done, eventwait::kDefaultTimeout);
+  }
+  // Waits for a condition on the pods (or the Events) in namespace default.
+  bool WaitForPods(const std::function<bool()>& done) {
+    return eventwait::WatchUntil(*client_, k8s::kPods, "default", done);
+  }
+  bool WaitForEvents(const std::function<bool()>& done) {
+    return eventwait::WatchUntil(*client_, k8s::kEvents, "default", done);
+  }
+
   bool WaitBound(const std::string& pod) {
-    return WaitFor([&] { return !NodeOf(pod).empty(); });
+    return WaitForPods([&] { return !NodeOf(pod).empty(); });
   }
 
   // Events about `pod` with `reason`, oldest first.
@@ -275,15 +332,19 @@ class KubeSchedulerDriverTest : public ::testing::Test {
   }
 
   bool WaitEvent(const std::string& pod, const std::string& reason, Object* first = nullptr) {
-    bool ok = WaitFor([&] { return !Events(pod, reason).empty(); });
+    bool ok = WaitForEvents([&] { return !Events(pod, reason).empty(); });
     if (ok && first != nullptr) *first = Events(pod, reason).front();
     return ok;
   }
 
   TempDir dir_;
+  // Notified by the drivers' API client and by the fake extenders; outlives both.
+  ChangeSignal driver_changed_;
   std::unique_ptr<ApiServer> server_;
   std::string kubeconfig_;
   std::unique_ptr<k8s::RestClient> client_;
+  // The drivers' own client, so that their API traffic signals driver_changed_.
+  std::unique_ptr<k8s::RestClient> driver_client_;
   std::vector<std::unique_ptr<FakeExtender>> extenders_;
   std::vector<std::unique_ptr<KubeScheduler>> drivers_;
 };
@@ -321,7 +382,7 @@ TEST_F(KubeSchedulerDriverTest, FilterGetsNodeNamesAndBindVerbBindsThePod) {
   EXPECT_EQ(ev["type"], "Normal");
   EXPECT_EQ(ev["message"], "Successfully assigned default/p1 to node-b");
   EXPECT_EQ(k8s::GetString(ev, "/source/component"), "hami-scheduler");
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().queue.assumed == 0; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().queue.assumed == 0; }));
   KubeSchedulerStats st = sched.Stats();
   EXPECT_EQ(st.scheduled, 1u);
   EXPECT_EQ(st.cycles, 1u);
@@ -413,14 +474,14 @@ TEST_F(KubeSchedulerDriverTest, ExtenderErrorRetriesWithBackoffUntilFixed) {
   EXPECT_EQ(ev["type"], "Warning");
   EXPECT_EQ(ev["message"], "node cache not synced");
   // It keeps retrying (with backoff) while the extender fails...
-  ASSERT_TRUE(WaitFor([&] { return ext.FilterCallsFor("p1") >= 3; }));
+  ASSERT_TRUE(WaitForDriver([&] { return ext.FilterCallsFor("p1") >= 3; }));
   EXPECT_EQ(NodeOf("p1"), "");
   broken = false;
   // ...and succeeds once it is fixed.
   ASSERT_TRUE(WaitBound("p1"));
   // The driver counts the pod when its Binding call returns, which can be after the pod is
   // seen bound.
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().scheduled == 1; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().scheduled == 1; }));
   KubeSchedulerStats st = sched.Stats();
   EXPECT_GE(st.errors, 3u);
   EXPECT_EQ(st.scheduled, 1u);
@@ -462,7 +523,7 @@ TEST_F(KubeSchedulerDriverTest, AllNodesFailedGivesAggregatedMessageUntilANodeEv
             "2 CardInsufficientMemory.");
   // Unschedulable pods wait for a cluster event instead of spinning on backoff. (A cycle that
   // overlapped with one, such as the informers' initial node adds, is retried once after backoff.)
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().queue.unschedulable == 1; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().queue.unschedulable == 1; }));
   const int attempts = sched.Attempts("default/p1");
   EXPECT_EQ(sched.Stats().unschedulable, static_cast<uint64_t>(attempts));
   full = false;
@@ -485,7 +546,7 @@ TEST_F(KubeSchedulerDriverTest, RejectedBindingIsReportedAndRetried) {
   CreatePod("p1");
   ASSERT_TRUE(WaitBound("p1"));
   std::vector<Object> failed = Events("p1", "FailedScheduling");
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitForEvents([&] {
     failed = Events("p1", "FailedScheduling");
     return !failed.empty();
   }));
@@ -493,7 +554,7 @@ TEST_F(KubeSchedulerDriverTest, RejectedBindingIsReportedAndRetried) {
   EXPECT_EQ(ext.bind_calls().size(), 2u);
   // The pod shows its node as soon as the extender's Binding is written, a moment before the
   // extender answers and the driver counts the pod scheduled.
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().scheduled == 1; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().scheduled == 1; }));
   KubeSchedulerStats st = sched.Stats();
   EXPECT_EQ(st.binding_failures, 1u);
   EXPECT_EQ(st.extender_bind_errors, 1u);
@@ -510,9 +571,9 @@ TEST_F(KubeSchedulerDriverTest, PodDeletedWhileBackingOffIsDropped) {
   KubeScheduler& sched = StartDriver(ConfigYaml(ext, "  nodeCacheCapable: true\n"), opts);
   CreatePod("p1");
   ASSERT_TRUE(WaitEvent("p1", "FailedScheduling"));
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().queue.backoff == 1; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().queue.backoff == 1; }));
   ASSERT_TRUE(client_->Delete(k8s::kPods, "default", "p1").ok());
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitForDriver([&] {
     QueueSizes q = sched.Stats().queue;
     return q.active + q.backoff + q.unschedulable + q.in_flight + q.assumed == 0;
   }));
@@ -528,29 +589,30 @@ TEST_F(KubeSchedulerDriverTest, OnlyTheLeaderSchedules) {
   KubeSchedulerOptions a_opts;
   a_opts.identity = "host-a_1";
   KubeScheduler& a = StartDriver(yaml, a_opts);
-  ASSERT_TRUE(WaitFor([&] { return a.IsLeader(); }));
+  ASSERT_TRUE(WaitForDriver([&] { return a.IsLeader(); }));
   KubeSchedulerOptions b_opts;
   b_opts.identity = "host-b_2";
   KubeScheduler& b = StartDriver(yaml, b_opts);
-  ASSERT_TRUE(WaitFor([&] { return b.HasSynced(); }));
+  ASSERT_TRUE(WaitForDriver([&] { return b.HasSynced(); }));
 
   CreatePod("p1");
   ASSERT_TRUE(WaitBound("p1"));
   Result<Object> lease = k8s::GetLease(*client_, "kube-system", "hami-scheduler");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(k8s::GetString(*lease, "/spec/holderIdentity"), "host-a_1");
-  ASSERT_TRUE(WaitFor([&] { return a.Stats().scheduled == 1; }));  // counted after Binding returns
+  // Counted after the Binding call returns.
+  ASSERT_TRUE(WaitForDriver([&] { return a.Stats().scheduled == 1; }));
   EXPECT_FALSE(b.IsLeader());
   // The follower tracked p1 as pending until its informer saw the binding, but never ran a cycle.
-  ASSERT_TRUE(WaitFor([&] { return b.Stats().queue.active == 0; }));
+  ASSERT_TRUE(WaitForDriver([&] { return b.Stats().queue.active == 0; }));
   EXPECT_EQ(b.Stats().cycles, 0u);
 
   // The leader goes away (and gives the lease up); the other takes over.
   a.Stop();
-  ASSERT_TRUE(WaitFor([&] { return b.IsLeader(); }));
+  ASSERT_TRUE(WaitForDriver([&] { return b.IsLeader(); }));
   CreatePod("p2");
   ASSERT_TRUE(WaitBound("p2"));
-  ASSERT_TRUE(WaitFor([&] { return b.Stats().scheduled == 1; }));
+  ASSERT_TRUE(WaitForDriver([&] { return b.Stats().scheduled == 1; }));
   EXPECT_EQ(a.Stats().scheduled, 1u);
   lease = k8s::GetLease(*client_, "kube-system", "hami-scheduler");
   ASSERT_TRUE(lease.ok());
@@ -566,7 +628,7 @@ TEST_F(KubeSchedulerDriverTest, ManyPodsWithSeveralWorkers) {
       StartDriver(ConfigYaml(ext, "  bindVerb: bind\n  nodeCacheCapable: true\n"), opts);
   constexpr int kPods = 40;
   for (int i = 0; i < kPods; ++i) CreatePod("p" + std::to_string(i));
-  ASSERT_TRUE(WaitFor([&] { return sched.Stats().scheduled == kPods; }));
+  ASSERT_TRUE(WaitForDriver([&] { return sched.Stats().scheduled == kPods; }));
   for (int i = 0; i < kPods; ++i) EXPECT_FALSE(NodeOf("p" + std::to_string(i)).empty()) << i;
   KubeSchedulerStats st = sched.Stats();
   EXPECT_EQ(st.cycles, static_cast<uint64_t>(kPods));  // no pod was scheduled twice

@@ -2,7 +2,9 @@
 // subprocess creates or reuses the Secret, patches the caBundle, and serves the pair, so the API
 // server's own TLS verification of the webhook call (against that caBundle, host 127.0.0.1) is
 // the proof. Plus the controller in-process on a fake clock for the CA rollover, which would take
-// a real CA's lifetime otherwise.
+// a real CA's lifetime otherwise. Waits are event-driven (tests/event_wait.h): on the watch events
+// of the objects a condition reads, or on the requests the scheduler makes; a deadline only bounds
+// a failing test.
 #include "extender/webhook_cert.h"
 
 #include <arpa/inet.h>
@@ -19,6 +21,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,8 +34,10 @@
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
+#include "net/http_server.h"
 #include "net/tls.h"
 #include "sim/apiserver/api_server.h"
+#include "tests/event_wait.h"
 
 namespace hami::extender {
 namespace {
@@ -45,16 +50,7 @@ const k8s::Resource kWebhookConfigs{"admissionregistration.k8s.io/v1",
 constexpr char kNs[] = "hami-system";
 constexpr char kSecret[] = "hami-scheduler-tls";
 
-// Polls `done` until it holds or `timeout` passes: the condition, not the pause, synchronises.
-bool WaitFor(const std::function<bool()>& done,
-             std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+constexpr std::chrono::seconds kTimeout(15);  // bounds a failing wait
 
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
@@ -127,7 +123,8 @@ class WebhookCertTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     api_ = sim::ApiServer::Start({}).value();
-    ASSERT_TRUE(api_->WriteKubeconfig(dir_ + "/kubeconfig").ok());
+    kubeconfig_ = dir_ + "/kubeconfig";
+    ASSERT_TRUE(api_->WriteKubeconfig(kubeconfig_).ok());
     k8s::RestConfig config;
     config.server = api_->url();
     config.qps = 0;
@@ -137,13 +134,32 @@ class WebhookCertTest : public ::testing::Test {
   }
   void TearDown() override {
     client_.reset();
-    api_->Stop();
+    api_->Stop();  // ends the watches the tap is relaying, so it can stop
+    if (tap_) tap_->Stop();
     std::filesystem::remove_all(dir_);
+  }
+
+  // Points the schedulers launched from now on at a front door to the API server that serves each
+  // request in process (same routes, counts and watches) and notifies tap_served_ after it: the
+  // event for conditions on requests that change no object, which no watch reports.
+  void ServeThroughTap() {
+    tap_ = net::HttpServer::Create({}).value();
+    for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+      tap_->HandlePrefix(method, "/", [this](const net::HttpRequest& req, net::HttpResponse& res) {
+        api_->ServeInProcess(req, res);
+        tap_served_.Notify();
+      });
+    }
+    const std::string url = "http://127.0.0.1:" + std::to_string(tap_->Start().value());
+    std::string config = api_->Kubeconfig();
+    config.replace(config.find(api_->url()), api_->url().size(), url);
+    kubeconfig_ = dir_ + "/tap-kubeconfig";
+    std::ofstream(kubeconfig_) << config;
   }
 
   std::vector<std::string> Argv(const std::vector<std::string>& extra) const {
     std::vector<std::string> argv = {
-        HAMI_SCHEDULER, "--kubeconfig=" + dir_ + "/kubeconfig", "--http_bind=127.0.0.1:0",
+        HAMI_SCHEDULER, "--kubeconfig=" + kubeconfig_, "--http_bind=127.0.0.1:0",
         "--metrics-bind-address=127.0.0.1:0", std::string("--webhook-cert-secret=") + kSecret};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
@@ -204,6 +220,14 @@ class WebhookCertTest : public ::testing::Test {
                                                 k8s::PatchType::kJsonPatch, patch.dump());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
+  // Waits for a condition on the MutatingWebhookConfigurations, or on the Secrets of kNs.
+  bool WaitForWebhookConfig(const std::function<bool()>& done) {
+    return eventwait::WatchUntil(*client_, kWebhookConfigs, "", done, kTimeout);
+  }
+  bool WaitForSecret(const std::function<bool()>& done) {
+    return eventwait::WatchUntil(*client_, kSecrets, kNs, done, kTimeout);
+  }
+
   // The decoded caBundle of the webhook, "" when unset.
   std::string CaBundle() {
     Result<Object> config = client_->Get(kWebhookConfigs, "", "hami-webhook");
@@ -236,8 +260,11 @@ class WebhookCertTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string kubeconfig_;  // what Launch() gives the scheduler
   std::unique_ptr<sim::ApiServer> api_;
   std::unique_ptr<k8s::RestClient> client_;
+  eventwait::ChangeSignal tap_served_;
+  std::unique_ptr<net::HttpServer> tap_;  // set by ServeThroughTap()
 };
 
 TEST_F(WebhookCertTest, CreatesTheSecretPatchesTheCaBundleAndReusesItAfterARestart) {
@@ -268,7 +295,7 @@ TEST_F(WebhookCertTest, CreatesTheSecretPatchesTheCaBundleAndReusesItAfterAResta
   net::CertificateInfo ca = net::InspectCertificate(b.ca_crt).value();
   EXPECT_GT(ca.not_after - now, std::chrono::hours(24 * 3649));
   // ...the caBundle...
-  ASSERT_TRUE(WaitFor([&] { return CaBundle() == b.ca_crt; })) << CaBundle();
+  ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == b.ca_crt; })) << CaBundle();
   // ...and the pair served.
   EXPECT_EQ(PeerCertificate(port, b.ca_crt), b.tls_crt);
 
@@ -312,18 +339,21 @@ TEST_F(WebhookCertTest, RenewsAShortLivedServingCertificateWithoutARestart) {
   ASSERT_GT(port, 0) << proc->Wait().err;
   SetWebhookPort(port);
   const WebhookCertBundle first = ReadSecret().value().bundle;
-  ASSERT_TRUE(WaitFor([&] { return CaBundle() == first.ca_crt; }));
+  ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == first.ca_crt; }));
 
   // (4) The Secret gets a new serving certificate from the same CA...
   std::optional<SecretView> renewed;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitForSecret([&] {
     renewed = ReadSecret();
     return renewed && renewed->bundle.tls_crt != first.tls_crt;
   }));
   EXPECT_EQ(renewed->bundle.ca_crt, first.ca_crt);
   EXPECT_EQ(renewed->bundle.ca_key, first.ca_key);
   // ...and new handshakes present whatever the Secret holds now (it keeps renewing every ~2s).
-  ASSERT_TRUE(WaitFor([&] {
+  // The pair a server presents emits no event; the scheduler swaps it in right after its write of
+  // the Secret returns, so the Secret's watch event precedes it by that much, and a handshake that
+  // loses this race is tried again at the next renewal's event.
+  ASSERT_TRUE(WaitForSecret([&] {
     std::string served = PeerCertificate(port, first.ca_crt);
     std::optional<SecretView> now = ReadSecret();
     return !served.empty() && served != first.tls_crt && now && served == now->bundle.tls_crt;
@@ -354,7 +384,7 @@ TEST_F(WebhookCertTest, TwoReplicasStartedTogetherShareOneSecret) {
   const WebhookCertBundle secret = ReadSecret().value().bundle;
   EXPECT_EQ(PeerCertificate(port_a, secret.ca_crt), secret.tls_crt);
   EXPECT_EQ(PeerCertificate(port_b, secret.ca_crt), secret.tls_crt);
-  ASSERT_TRUE(WaitFor([&] { return CaBundle() == secret.ca_crt; }));
+  ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == secret.ca_crt; }));
   SetWebhookPort(port_b);
   EXPECT_EQ(AdmittedSchedulerName("gpu-b"), "hami-scheduler");
   std::string log = Stop(a) + Stop(b);
@@ -364,16 +394,17 @@ TEST_F(WebhookCertTest, TwoReplicasStartedTogetherShareOneSecret) {
 }
 
 TEST_F(WebhookCertTest, AWebhookConfigurationAppliedLaterGetsItsCaBundle) {
+  ServeThroughTap();
   std::unique_ptr<Subprocess> proc;
   int port = Launch(proc, {"--webhook-cert-check-interval=100ms"});
   ASSERT_GT(port, 0) << proc->Wait().err;
   // The scheduler keeps looking for the configuration (a missing one is not fatal)...
-  ASSERT_TRUE(
-      WaitFor([&] { return api_->RequestCounts()["GET mutatingwebhookconfigurations"] >= 3; }));
+  ASSERT_TRUE(tap_served_.WaitUntil(
+      [&] { return api_->RequestCounts()["GET mutatingwebhookconfigurations"] >= 3; }, kTimeout));
   // ...and patches it once it appears.
   CreateWebhookConfig(port);
   const std::string ca = ReadSecret().value().bundle.ca_crt;
-  ASSERT_TRUE(WaitFor([&] { return CaBundle() == ca; }));
+  ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == ca; }));
   EXPECT_EQ(AdmittedSchedulerName("gpu-late"), "hami-scheduler");
   std::string log = Stop(proc);
   // One warning, not one per retry.

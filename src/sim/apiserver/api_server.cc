@@ -44,6 +44,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options) {
   HAMI_RETURN_IF_ERROR(impl->ConfigureTls(http));
   HAMI_ASSIGN_OR_RETURN(impl->http, net::HttpServer::Create(std::move(http)));
   impl->SeedNamespaces();
+  if (o.on_write) impl->store.AddWriteListener([f = o.on_write](const ResourceInfo&) { f(); });
 
   net::HttpServer& s = *impl->http;
   impl->HandleDiscovery(s);

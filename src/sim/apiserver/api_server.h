@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,11 @@ struct ApiServerOptions {
   // Upper bound of one watch request (a smaller ?timeoutSeconds= wins).
   std::chrono::seconds max_watch_duration{std::chrono::minutes(30)};
   int worker_threads = 256;  // each connection (and each open watch) holds one
+  // Set: called after every write the server stores (any resource and verb), on the writing
+  // thread, once the written state is what reads return. For an in-process harness that waits
+  // for the cluster to change (SimCluster::WaitFor) instead of polling it. It must be cheap and
+  // must neither block nor call into the server.
+  std::function<void()> on_write;
 };
 
 class ApiServer {

@@ -35,14 +35,14 @@ Store::Appended Store::Append(WatchEvent event) {
   return out;
 }
 
-// The listener runs after unlocking: a dispatcher woken while the lock is still held would only
-// block on it again.
+// The listeners run after unlocking: a dispatcher woken while the lock is still held would only
+// block on it again, and whoever a listener wakes finds the write in place.
 void Store::Notify(Appended appended) {
-  if (write_listener_) write_listener_(*appended.resource);
+  for (const auto& listener : write_listeners_) listener(*appended.resource);
 }
 
-void Store::SetWriteListener(std::function<void(const ResourceInfo&)> listener) {
-  write_listener_ = std::move(listener);
+void Store::AddWriteListener(std::function<void(const ResourceInfo&)> listener) {
+  write_listeners_.push_back(std::move(listener));
 }
 
 Result<ObjectPtr> Store::Create(const ResourceInfo& resource, const std::string& ns, json object,

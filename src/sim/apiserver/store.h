@@ -90,17 +90,17 @@ class Store {
   Status EventsSince(int64_t after, const std::function<bool(const ResourceInfo&)>& want,
                      std::vector<WatchEvent>* out, int64_t* now) const;
 
-  // Called after every write, outside the store's lock, with the written resource (the watch
-  // fan-out's wake-up). Set once, before the store is shared; it must be cheap and must not call
-  // back into the store.
-  void SetWriteListener(std::function<void(const ResourceInfo&)> listener);
+  // Adds a function called after every write, outside the store's lock, with the written
+  // resource (the watch fan-out's wake-up; the server's on_write option). Added before the store
+  // is shared; each must be cheap and must not call back into the store.
+  void AddWriteListener(std::function<void(const ResourceInfo&)> listener);
 
   // Later EventsSince calls return Cancelled.
   void Close();
 
  private:
   // A write in two steps: Append (lock held) records the event and drops what falls out of the
-  // history window; Notify (lock released) calls the write listener and frees those events.
+  // history window; Notify (lock released) calls the write listeners and frees those events.
   struct Appended {
     const ResourceInfo* resource;
     std::vector<WatchEvent> evicted;
@@ -121,7 +121,7 @@ class Store {
   std::deque<WatchEvent> history_ GUARDED_BY(mu_);
   int64_t compacted_ GUARDED_BY(mu_) = 0;  // highest revision dropped from history_
   bool closed_ GUARDED_BY(mu_) = false;
-  std::function<void(const ResourceInfo&)> write_listener_;  // immutable once shared
+  std::vector<std::function<void(const ResourceInfo&)>> write_listeners_;  // fixed once shared
 };
 
 }  // namespace hami::sim

@@ -138,7 +138,7 @@ size_t WatchHub::IndexOf(const ResourceInfo& resource) const {
 }
 
 void WatchHub::Start() {
-  store_.SetWriteListener([this](const ResourceInfo& r) { OnWrite(r); });
+  store_.AddWriteListener([this](const ResourceInfo& r) { OnWrite(r); });
   thread_ = std::thread([this] {
     SetCurrentThreadName("watch-hub");
     Loop();

@@ -67,7 +67,7 @@ class WatchHub {
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
 
-  // Starts the dispatcher and registers the store's write listener.
+  // Starts the dispatcher and adds its write listener to the store.
   void Start();
   // Ends every watch and joins the dispatcher. Idempotent.
   void Stop();

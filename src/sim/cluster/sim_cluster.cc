@@ -1,14 +1,13 @@
 #include "sim/cluster/sim_cluster.h"
 
 #include <algorithm>
-#include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include "common/base64.h"
+#include "common/change_signal.h"
 #include "common/file_util.h"
 #include "device/config.h"
 #include "device/node_locker.h"
@@ -46,6 +45,26 @@ std::vector<std::string> OtherVendorResources(const SimClusterOptions& o,
       }
       for (const std::string& m : out) listed = listed || m == name;
       if (!listed) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+// What SimCluster::WaitFor waits on: the changes to API state, told by every SimCluster of the
+// process (WaitFor is static and cannot tell clusters apart; a change of another one costs a
+// waiter one needless look, nothing more). Never destroyed: the API server's and the watches'
+// threads may still report while the process exits.
+ChangeSignal& ApiChanges() {
+  static ChangeSignal& changes = *new ChangeSignal;
+  return changes;
+}
+
+// Keeps an informer's cache small: it exists only for its events.
+k8s::Object MetadataOnly(const k8s::Object& o) {
+  k8s::Object out;
+  for (const char* key : {"name", "namespace", "resourceVersion"}) {
+    if (o.contains("metadata") && o["metadata"].contains(key)) {
+      out["metadata"][key] = o["metadata"][key];
     }
   }
   return out;
@@ -113,18 +132,19 @@ sim::ApiServer& SimCluster::apiserver() {
 }
 
 bool SimCluster::WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() >= deadline) return cond();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  return ApiChanges().WaitUntil(cond, timeout);
+}
+
+bool SimCluster::WaitForScheduler(const std::function<bool()>& cond,
+                                  std::chrono::milliseconds timeout) {
+  return service_->WaitFor(cond, timeout);
 }
 
 SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options)) {
   if (options_.kube_bin_dir.empty()) {
     sim::ApiServerOptions api;
     api.bookmark_interval = std::chrono::milliseconds(500);
+    api.on_write = [] { ApiChanges().Notify(); };
     apiserver_ = sim::ApiServer::Start(api).value();
     rest_.server = apiserver_->url();
   } else {
@@ -133,6 +153,7 @@ SimCluster::SimCluster(SimClusterOptions options) : options_(std::move(options))
   rest_.qps = 0;  // unlimited: the test is the only client
   client_ = k8s::RestClient::Create(rest_).value();
   if (control_plane_) {
+    WatchForChanges();
     // No controller manager: the ServiceAccount pods are admitted with is made here.
     Result<k8s::Object> sa = client_->Create(k8s::Resource{"v1", "serviceaccounts", true},
                                              "default", Json{{"metadata", {{"name", "default"}}}});
@@ -173,10 +194,29 @@ void SimCluster::StartRealControlPlane() {
   rest_ = std::move(*rest);
 }
 
+void SimCluster::WatchForChanges() {
+  // What WaitFor's conditions read. A watch resumes where it broke off and a relist reports
+  // what it missed, so every change is told, and told after kube-apiserver committed it.
+  for (const k8s::Resource& r : {k8s::kPods, k8s::kNodes, k8s::kEvents}) {
+    k8s::InformerOptions o;
+    o.transform = MetadataOnly;
+    auto w = std::make_unique<k8s::Informer>(*client_, r, o);
+    auto notify = [] { ApiChanges().Notify(); };
+    w->AddEventHandler({
+        .on_add = [notify](const k8s::ObjectPtr&) { notify(); },
+        .on_update = [notify](const k8s::ObjectPtr&, const k8s::ObjectPtr&) { notify(); },
+        .on_delete = [notify](const k8s::ObjectPtr&) { notify(); },
+    });
+    w->Start();
+    change_watches_.push_back(std::move(w));
+  }
+}
+
 SimCluster::~SimCluster() {
   driver_.reset();
   plugin_.reset();
   StopScheduler();
+  change_watches_.clear();  // they use client_
   client_.reset();  // closes kept-alive connections, so the server stops at once
   if (apiserver_) apiserver_->Stop();
   control_plane_.reset();
@@ -241,7 +281,7 @@ void SimCluster::AddNode(const std::string& name, const std::vector<device::Devi
   CreateNode(std::move(node));
   // Registered once the scheduler's ledger lists the node's first device.
   std::string probe = gpus.empty() ? name : gpus.front().id;
-  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+  WaitForScheduler([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
 }
 
 void SimCluster::AddVendorNode(const std::string& name,
@@ -262,7 +302,7 @@ void SimCluster::AddVendorNode(const std::string& name,
   }
   node["status"]["allocatable"]["pods"] = "110";
   CreateNode(std::move(node));
-  WaitFor([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
+  WaitForScheduler([&] { return service_->LedgerDump().find(probe) != std::string::npos; });
 }
 
 void SimCluster::CreateNode(k8s::Object node) {

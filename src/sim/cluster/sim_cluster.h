@@ -6,7 +6,8 @@
 //   SimCluster c;                                   // everything started, nothing registered
 //   c.AddNode("node-a", {Gpu("GPU-a", 0, 32768)});
 //   c.ApplyYamlFile(path, "default");               // pods go through the webhook
-//   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });
+//   c.WaitFor([&] { return c.BoundNode("default", "p") != ""; });       // API objects
+//   c.WaitForScheduler([&] { return c.scheduler().stats().binds == 1; });  // hami-scheduler
 //
 // With `kube_bin_dir` set, the same cluster runs on a real control plane instead: etcd and
 // kube-apiserver (KubeControlPlane, no controller manager) and the real kube-scheduler with the
@@ -35,6 +36,10 @@
 #include "net/http_server.h"
 #include "sim/apiserver/api_server.h"
 #include "sim/world/manifests.h"
+
+namespace hami::k8s {
+class Informer;
+}  // namespace hami::k8s
 
 namespace hami::sim {
 
@@ -99,9 +104,19 @@ class SimCluster {
   std::string BoundNode(const std::string& ns, const std::string& name);
   std::string Annotation(const std::string& ns, const std::string& name, const std::string& key);
   std::vector<k8s::Object> Events(const std::string& ns, const std::string& name);
-  // Polls `cond` until true or `timeout`; returns the last value.
+  // Waits until `cond` holds; false once `timeout` passed without it (a failure bound, never a
+  // pacing). `cond` is looked at first and again after every write any SimCluster's API server
+  // in this process stores (on a real control plane: every change its pods, nodes and events
+  // watches report), so it must read API objects only (BoundNode, Annotation, Events, the
+  // client). State kept inside hami-scheduler is waited for with WaitForScheduler. `cond` runs
+  // on the calling thread with no lock held.
   static bool WaitFor(const std::function<bool()>& cond,
                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // As WaitFor, for conditions on hami-scheduler's own state (stats, leadership, LedgerDump):
+  // looked at again on each change the running instance announces (SchedulerService::WaitFor
+  // says which). Waits on the instance running when called (not across RestartScheduler).
+  bool WaitForScheduler(const std::function<bool()>& cond,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   class Driver;
 
@@ -110,6 +125,8 @@ class SimCluster {
   void StopScheduler();
   void StartDriver();
   void StartRealControlPlane();
+  // On a real control plane: watches whose events wake WaitFor.
+  void WatchForChanges();
   // Creates a node; on a real API server, marks it Ready and lifts the not-ready taint the
   // API server's admission put on it.
   void CreateNode(k8s::Object node);
@@ -129,6 +146,9 @@ class SimCluster {
   std::shared_ptr<net::CertificateSource> cert_;
   std::unique_ptr<FakeDevicePlugin> plugin_;
   std::unique_ptr<Driver> driver_;
+  // On a real control plane, the watches that wake WaitFor (the simulated API server reports
+  // its writes itself).
+  std::vector<std::unique_ptr<k8s::Informer>> change_watches_;
 };
 
 }  // namespace hami::sim

@@ -4,11 +4,13 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "common/thread_annotations.h"
 #include "net/http_server.h"
 #include "net/websocket.h"
 #include "net/websocket_test_util.h"
@@ -38,8 +40,13 @@ class ExecSessionTest : public ::testing::Test {
       res.headers = {{"Upgrade", "websocket"},
                      {"Sec-WebSocket-Accept", net::ws::AcceptKey(req.Header("Sec-WebSocket-Key"))},
                      {"Sec-WebSocket-Protocol", protocol}};
-      res.upgrade = [r = *r, p, protocol](net::UpgradedConnection& conn) {
+      res.upgrade = [this, r = *r, p, protocol](net::UpgradedConnection& conn) {
         RunExecSession(conn, protocol, r, p);
+        {
+          MutexLock lock(mu_);
+          ++sessions_ended_;
+        }
+        session_ended_.notify_all();
       };
     });
     port_ = server_->Start().value();
@@ -61,9 +68,20 @@ class ExecSessionTest : public ::testing::Test {
     return q;
   }
 
+  // Waits until `n` sessions have returned from RunExecSession (whose contract is that the
+  // process it started is then gone, reaped); false once `timeout` passes first.
+  bool WaitSessionsEnded(int n, std::chrono::milliseconds timeout) {
+    UniqueLock lock(mu_);
+    return session_ended_.wait_for(lock.native(), timeout,
+                                   [&]() REQUIRES(mu_) { return sessions_ended_ >= n; });
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<net::HttpServer> server_;
   int port_ = 0;
+  Mutex mu_;
+  std::condition_variable session_ended_;
+  int sessions_ended_ GUARDED_BY(mu_) = 0;
 };
 
 json StatusOf(const std::map<int, std::string>& ch) {
@@ -164,10 +182,8 @@ TEST_F(ExecSessionTest, AClientThatGoesAwayTakesItsProcessWithIt) {
     ASSERT_GT(pid, 0);
     EXPECT_EQ(::kill(pid, 0), 0);
   }  // the client's socket closes here
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // The session notices the close, kills the process group and reaps it before it returns.
+  ASSERT_TRUE(WaitSessionsEnded(1, std::chrono::seconds(20))) << "the session outlived its client";
   EXPECT_NE(::kill(pid, 0), 0) << "the exec'd process outlived its client";
 }
 

@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <sstream>
 #include <thread>
 
 #include "common/file_util.h"
+#include "common/thread_annotations.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
+#include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "k8s/socket_transport.h"
@@ -178,6 +181,65 @@ std::vector<MetricSample> ParseExposition(const std::string& text) {
 
 namespace {
 
+// Wakes whoever waits when a pod or an event in one namespace is added, changed or deleted, as the
+// API server's watches report them (one k8s::Informer each, kept running). Waiters judge their
+// condition through the API again on each wake. Events are followed besides pods because
+// hami-scheduler records its FilteringFailed events on a thread of its own, after the pod changes
+// they explain: following the pods alone could miss the last one.
+//
+// Thread safety: the informers' threads Bump; Generation and WaitForChange from any thread.
+class NamespaceChanges {
+ public:
+  NamespaceChanges(k8s::RestClient& client, const std::string& ns)
+      : pods_(client, k8s::kPods, {.ns = ns}), events_(client, k8s::kEvents, {.ns = ns}) {
+    for (k8s::Informer* informer : {&pods_, &events_}) {
+      informer->AddEventHandler(
+          {.on_add = [this](const k8s::ObjectPtr&) { Bump(); },
+           .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr&) { Bump(); },
+           .on_delete = [this](const k8s::ObjectPtr&) { Bump(); }});
+      informer->Start();
+    }
+  }
+  // Stops both informers at once: each waits for its watch to notice (up to about a second).
+  ~NamespaceChanges() {
+    std::thread events([this] { events_.Stop(); });
+    pods_.Stop();
+    events.join();
+  }
+  NamespaceChanges(const NamespaceChanges&) = delete;
+  NamespaceChanges& operator=(const NamespaceChanges&) = delete;
+
+  // Counts the changes seen so far. Read it before judging a condition, then WaitForChange: a
+  // change the judgement's reads missed has not been counted yet, so it ends the wait.
+  uint64_t Generation() {
+    MutexLock l(mu_);
+    return generation_;
+  }
+  // Until more than `seen` changes were counted, or `deadline`.
+  void WaitForChange(uint64_t seen, SteadyClock::time_point deadline) {
+    UniqueLock l(mu_);
+    changed_.wait_until(l.native(), deadline, [&]() REQUIRES(mu_) {
+      return generation_ != seen;
+    });
+  }
+
+ private:
+  void Bump() {
+    {
+      MutexLock l(mu_);
+      ++generation_;
+    }
+    changed_.notify_all();
+  }
+
+  Mutex mu_;
+  std::condition_variable changed_;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  // Constructed last, so that their handlers find the members above in place.
+  k8s::Informer pods_;
+  k8s::Informer events_;
+};
+
 class DemoRun {
  public:
   DemoRun(const DemoOptions& o, std::ostream& out) : o_(o), out_(out) {}
@@ -215,6 +277,7 @@ class DemoRun {
     wo.scheduler_args = {"--node-scheduler-policy=spread", "--gpu-scheduler-policy=binpack"};
     wo.on_start = [this](const std::string& process) { out_ << " " << process << std::flush; };
     HAMI_ASSIGN_OR_RETURN(world_, World::Start(wo));
+    changes_ = std::make_unique<NamespaceChanges>(world_->client(), "default");
     report_.startup_seconds = Seconds(t0);
     report_.kubeconfig = world_->kubeconfig();
     char line[96];
@@ -265,10 +328,12 @@ class DemoRun {
     return OkStatus();
   }
 
-  // Running, or unschedulable with the scheduler's reason.
+  // Running, or unschedulable with the scheduler's reason. Judged again whenever a pod or an event
+  // in the namespace changes.
   Status Settle(const std::string& scenario) {
     auto end = SteadyClock::now() + o_.scenario_timeout;
     for (;;) {
+      const uint64_t seen = changes_->Generation();
       bool all = true;
       for (const auto& [sc, name] : applied_) {
         if (sc != scenario) continue;
@@ -288,7 +353,7 @@ class DemoRun {
                           std::to_string(o_.scenario_timeout.count()) +
                           " s; the processes' logs are in " + world_->dir());
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      changes_->WaitForChange(seen, end);
     }
   }
 
@@ -378,7 +443,12 @@ spec:
 
   // Until every running container shows memory in use and an SM measurement (the monitors
   // update every second), at most 30 s; then 2.5 s more.
+  //
+  // This wait looks again every kScrapeInterval: a monitor's figures change on its own timer and
+  // are published only when scraped (no watch, no file to follow), so there is no event to wake
+  // on; a quarter of the monitors' update interval keeps the delay small, the 30 s bound the wait.
   void WaitForUsage() {
+    constexpr auto kScrapeInterval = std::chrono::milliseconds(250);
     auto end = SteadyClock::now() + std::chrono::seconds(30);
     SteadyClock::time_point settled{};
     for (;;) {
@@ -402,7 +472,7 @@ spec:
           SteadyClock::now() > end) {
         return;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      std::this_thread::sleep_for(kScrapeInterval);
     }
   }
 
@@ -463,6 +533,7 @@ spec:
   const DemoOptions& o_;
   std::ostream& out_;
   std::unique_ptr<World> world_;
+  std::unique_ptr<NamespaceChanges> changes_;  // in "default"; before world_ goes
   std::unique_ptr<k8s::SocketTransport> transport_;
   std::vector<std::pair<std::string, std::string>> applied_;  // (scenario, pod) in order
   DemoReport report_;

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "common/file_util.h"
 #include "common/log.h"
@@ -19,6 +18,7 @@
 #include "k8s/typed.h"
 #include "net/tls.h"
 #include "sim/world/manifests.h"
+#include "sim/world/waits.h"
 #include "sim/world/world_internal.h"
 
 namespace hami::sim {
@@ -112,20 +112,18 @@ Status AimPlaceholderWebhook(k8s::RestClient& client, const std::string& extende
   Result<k8s::Object> hook =
       client.Patch(Webhooks(), "", "hami-webhook", k8s::PatchType::kJsonPatch, patch.dump());
   if (!hook.ok()) return hook.status();
-  for (auto end = SteadyClock::now() + timeout;;) {
-    Result<k8s::Object> h = client.Get(Webhooks(), "", "hami-webhook");
-    if (h.ok() &&
-        !h->value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"), std::string())
-             .empty()) {
-      return OkStatus();
-    }
-    if (SteadyClock::now() > end) {
-      return Status(StatusCode::kDeadlineExceeded,
-                    "hami-scheduler never filled in the webhook's caBundle; last seen: " +
-                        (h.ok() ? h->dump() : h.status().ToString()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Result<k8s::Object> filled = WaitForObject(
+      client, Webhooks(), "", "hami-webhook",
+      [](const k8s::Object& h) {
+        return !h.value(k8s::Object::json_pointer("/webhooks/0/clientConfig/caBundle"),
+                        std::string())
+                    .empty();
+      },
+      timeout);
+  if (!filled.ok()) {
+    return filled.status().WithContext("hami-scheduler never filled in the webhook's caBundle");
   }
+  return OkStatus();
 }
 
 // The kube-scheduler configuration from sim/world/manifests.h, leader election on the Lease
@@ -141,21 +139,16 @@ std::string DefaultKubeSchedulerConfig(const std::string& extender_url, bool lea
 // allocatable (its kubelet admits them).
 Status WaitForNodeGpus(k8s::RestClient& client, const std::string& name,
                        std::chrono::seconds timeout) {
-  auto end = SteadyClock::now() + timeout;
-  for (;;) {
-    Result<k8s::Object> node = k8s::GetNode(client, name);
-    std::string gpus =
-        node.ok() ? k8s::GetString(*node, "/status/allocatable/nvidia.com~1gpu") : "";
-    if (node.ok() &&
-        !k8s::GetString(*node, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
-        !gpus.empty() && gpus != "0") {
-      return OkStatus();
-    }
-    if (SteadyClock::now() > end) {
-      return Status(StatusCode::kDeadlineExceeded, "node " + name + " never registered GPUs");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  Result<k8s::Object> node = WaitForObject(
+      client, k8s::kNodes, "", name,
+      [](const k8s::Object& n) {
+        std::string gpus = k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu");
+        return !k8s::GetString(n, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
+               !gpus.empty() && gpus != "0";
+      },
+      timeout);
+  if (!node.ok()) return node.status().WithContext("node " + name + " never registered GPUs");
+  return OkStatus();
 }
 
 }  // namespace
@@ -275,7 +268,8 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
           if (r.ok()) *ready = std::move(*r);
           return r.ok();
         },
-        options_.start_timeout));
+        // The ready file is written beside the log and renamed in: an event, never a timer.
+        options_.start_timeout, LoggedProcess::kEventsOnly));
   }
   if (options_.on_start) options_.on_start(name);
   return OkStatus();

@@ -11,6 +11,7 @@
 //   auto w = World::Start(o).value();
 //   w->Apply(yaml_text, "default");
 //   w->WaitForPod("default", "p", [](const k8s::Object& p) { return PodPhase(p) == "Running"; });
+//   std::string ready = w->WaitForLog("default", "p", "main", "listening").value();
 //   std::string log = w->Logs("default", "p", "main").value();
 //
 // Every process logs to <dir>/<name>.log. The end-to-end tests and (later) the main job use it;
@@ -115,10 +116,22 @@ class World {
 
   // Creates every document of a multi-document YAML text (pods) in `ns`.
   Result<std::vector<std::string>> Apply(const std::string& yaml, const std::string& ns);
-  // Polls the pod until `pred` holds; the last state seen either way (NotFound if it never
-  // existed, DeadlineExceeded when `pred` never held).
+  // Follows the pod through the API server's watch (sim/world/waits.h) until `pred` holds for one
+  // of its states: that state. NotFound if the pod never existed, DeadlineExceeded (naming the
+  // last state seen) when `pred` never held. `pred` is judged when the pod changes, so it must
+  // read nothing but the pod it is given.
   Result<k8s::Object> WaitForPod(const std::string& ns, const std::string& name,
                                  const std::function<bool(const k8s::Object&)>& pred,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // The same for a node.
+  Result<k8s::Object> WaitForNode(const std::string& name,
+                                  const std::function<bool(const k8s::Object&)>& pred,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Waits until container `container` of the pod, which must be on a node, has logged `text`: its
+  // log then, as Logs() reads it. Woken by the kubelet's writes to the container's log file
+  // (inotify); FailedPrecondition for a pod on no node, DeadlineExceeded when the text never comes.
+  Result<std::string> WaitForLog(const std::string& ns, const std::string& pod,
+                                 const std::string& container, const std::string& text,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // kubectl logs: GET pods/<name>/log?container=<c> through the API server.
   Result<std::string> Logs(const std::string& ns, const std::string& pod,

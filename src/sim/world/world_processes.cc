@@ -3,11 +3,10 @@
 
 #include <signal.h>
 
-#include <thread>
-
 #include "common/subprocess.h"
 #include "k8s/typed.h"
 #include "sim/world/manifests.h"
+#include "sim/world/waits.h"
 #include "sim/world/world.h"
 
 namespace hami::sim {
@@ -147,22 +146,35 @@ Result<std::vector<std::string>> World::Apply(const std::string& yaml, const std
 Result<k8s::Object> World::WaitForPod(const std::string& ns, const std::string& name,
                                       const std::function<bool(const k8s::Object&)>& pred,
                                       std::chrono::milliseconds timeout) {
-  auto end = SteadyClock::now() + timeout;
-  Result<k8s::Object> last = NotFoundError("pod " + ns + "/" + name + " not found");
-  for (;;) {
-    Result<k8s::Object> pod = k8s::GetPod(*client_, ns, name);
-    if (pod.ok()) {
-      if (pred(*pod)) return pod;
-      last = std::move(pod);
-    }
-    if (SteadyClock::now() > end) {
-      if (!last.ok()) return last.status();
-      return Status(StatusCode::kDeadlineExceeded,
-                    "pod " + ns + "/" + name + " did not reach the expected state; last seen " +
-                        last->dump());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return WaitForObject(*client_, k8s::kPods, ns, name, pred, timeout);
+}
+
+Result<k8s::Object> World::WaitForNode(const std::string& name,
+                                       const std::function<bool(const k8s::Object&)>& pred,
+                                       std::chrono::milliseconds timeout) {
+  return WaitForObject(*client_, k8s::kNodes, "", name, pred, timeout);
+}
+
+Result<std::string> World::WaitForLog(const std::string& ns, const std::string& pod,
+                                      const std::string& container, const std::string& text,
+                                      std::chrono::milliseconds timeout) {
+  const SteadyClock::time_point deadline = SteadyClock::now() + timeout;
+  HAMI_ASSIGN_OR_RETURN(k8s::Object p, k8s::GetPod(*client_, ns, pod));
+  const std::string node = k8s::GetString(p, "/spec/nodeName");
+  if (node.empty()) return FailedPreconditionError("pod " + ns + "/" + pod + " is on no node");
+  // Where hami-sim-kubelet keeps a container's log (its PodWorker::LogPath): under its root
+  // directory, which is the node's directory here (StartKubelet).
+  const std::string file = dir_ + "/" + node + "/pods/" + k8s::Uid(p) + "/" + container + ".log";
+  Result<std::string> written = WaitForFileText(file, text, deadline);
+  if (!written.ok()) {
+    return written.status().WithContext("log of " + ns + "/" + pod + "/" + container);
   }
+  HAMI_ASSIGN_OR_RETURN(std::string log, Logs(ns, pod, container));
+  if (log.find(text) == std::string::npos) {
+    return InternalError("the kubelet serves a log of " + ns + "/" + pod + "/" + container +
+                         " without \"" + text + "\", which its file has: " + log);
+  }
+  return log;
 }
 
 Result<std::string> World::Logs(const std::string& ns, const std::string& pod,

@@ -1,0 +1,168 @@
+// Event-driven waits (waits.h): an object through list + watch, a file's text through inotify.
+#include "sim/world/waits.h"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "common/file_util.h"
+#include "k8s/api_error.h"
+#include "k8s/watch_stream.h"
+
+namespace hami::sim {
+namespace {
+
+using std::chrono::steady_clock;
+
+// A watch gives up after this many failures in a row that delivered nothing: a server that keeps
+// refusing the stream is reported instead of being asked again until the deadline.
+constexpr int kMaxQuietWatchFailures = 3;
+
+// The watch's timeoutSeconds: the time left, in whole seconds rounded up (at least one, as the API
+// takes no less), at most a minute, so that a server gone silent is noticed well before a long
+// deadline (RestClient::Watch gives up on a stream a grace after its timeout).
+int64_t WatchSeconds(SteadyTime deadline) {
+  int64_t left = std::chrono::ceil<std::chrono::seconds>(deadline - steady_clock::now()).count();
+  return std::clamp<int64_t>(left, 1, 60);
+}
+
+// Failures of the connection rather than of the request: following the object goes on from where
+// it stopped (Gone: from a fresh list).
+bool ConnectionFailure(const Status& s) {
+  return k8s::IsGone(s) || s.code() == StatusCode::kUnavailable ||
+         s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kUnknown;
+}
+
+std::string Describe(const k8s::Resource& resource, const std::string& ns,
+                     const std::string& name) {
+  return resource.plural + " " + (ns.empty() ? name : ns + "/" + name);
+}
+
+}  // namespace
+
+Status WatchObject(k8s::RestClient& client, const k8s::Resource& resource, const std::string& ns,
+                   const std::string& name,
+                   const std::function<bool(const k8s::Object*)>& on_state, SteadyTime deadline,
+                   const Cancellation* cancel) {
+  const std::string what = Describe(resource, ns, name);
+  k8s::ListOptions by_name;
+  by_name.field_selector = "metadata.name=" + name;
+  std::string from;  // where the next watch starts; "" = list first
+  int quiet_failures = 0;
+  for (;;) {
+    if (cancel != nullptr && cancel->cancelled()) {
+      return Status(StatusCode::kCancelled, "waiting for " + what + ": cancelled");
+    }
+    if (steady_clock::now() >= deadline) {
+      return DeadlineExceededError("waiting for " + what + ": deadline passed");
+    }
+    if (from.empty()) {
+      // RestClient retries a failed list with backoff, which paces this loop while the server
+      // is unreachable.
+      Result<k8s::Object> list = client.List(resource, ns, by_name);
+      if (!list.ok() && ConnectionFailure(list.status())) continue;
+      if (!list.ok()) return list.status().WithContext("listing " + what);
+      const k8s::Object* state = nullptr;
+      if (auto items = list->find("items"); items != list->end() && items->is_array() &&
+                                            !items->empty()) {
+        state = &(*items)[0];
+      }
+      if (on_state(state)) return OkStatus();
+      from = k8s::ResourceVersion(*list);
+      if (from.empty()) return InternalError("listing " + what + ": no resourceVersion");
+    }
+    k8s::ListOptions watch = by_name;
+    watch.resource_version = from;
+    watch.timeout_seconds = WatchSeconds(deadline);
+    bool done = false;
+    bool delivered = false;
+    Status s = client.Watch(
+        resource, ns, watch,
+        [&](const k8s::WatchEvent& ev) {
+          delivered = true;
+          if (std::string rv = k8s::ResourceVersion(*ev.object); !rv.empty()) from = rv;
+          if (ev.type == k8s::WatchEvent::Type::kBookmark) return true;
+          done = on_state(ev.type == k8s::WatchEvent::Type::kDeleted ? nullptr : ev.object.get());
+          return !done;
+        },
+        cancel);
+    if (done) return OkStatus();
+    quiet_failures = s.ok() || delivered ? 0 : quiet_failures + 1;
+    if (s.ok()) continue;  // the server ended the stream (its timeout): resume
+    if (s.code() == StatusCode::kCancelled) return s.WithContext("waiting for " + what);
+    if (!ConnectionFailure(s) || quiet_failures >= kMaxQuietWatchFailures) {
+      return s.WithContext("watching " + what);
+    }
+    if (k8s::IsGone(s)) from.clear();
+  }
+}
+
+Result<k8s::Object> WaitForObject(k8s::RestClient& client, const k8s::Resource& resource,
+                                  const std::string& ns, const std::string& name,
+                                  const std::function<bool(const k8s::Object&)>& pred,
+                                  std::chrono::milliseconds timeout) {
+  std::optional<k8s::Object> last;  // the last state seen, for the deadline's message
+  bool held = false;
+  Status s = WatchObject(
+      client, resource, ns, name,
+      [&](const k8s::Object* state) {
+        if (state == nullptr) return false;
+        last = *state;
+        held = pred(*state);
+        return held;
+      },
+      steady_clock::now() + timeout);
+  if (s.ok() && held) return *std::move(last);
+  const std::string what = Describe(resource, ns, name);
+  if (s.code() != StatusCode::kDeadlineExceeded) return s;
+  if (!last) return NotFoundError(what + " not found");
+  return DeadlineExceededError(what + " did not reach the expected state; last seen " +
+                               last->dump());
+}
+
+Result<std::string> WaitForFileText(const std::string& path, const std::string& text,
+                                    SteadyTime deadline) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return InternalError(std::string("inotify_init1: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  if (inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE) <
+      0) {
+    return NotFoundError("cannot watch " + dir + ": " + std::strerror(errno));
+  }
+  for (;;) {
+    // Read only once the watch is in place: a write after this read wakes the poll below.
+    Result<std::string> content = ReadFileToString(path);
+    if (content.ok() && content->find(text) != std::string::npos) return content;
+    const int64_t left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - steady_clock::now()).count();
+    if (left <= 0) {
+      std::string seen = content.ok() ? content->substr(content->size() > 2000
+                                                             ? content->size() - 2000
+                                                             : 0)
+                                      : content.status().ToString();
+      return DeadlineExceededError(path + " never contained \"" + text + "\"; last read: " + seen);
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX))) < 0 && errno != EINTR) {
+      return InternalError(std::string("poll on inotify: ") + std::strerror(errno));
+    }
+    // Which file changed does not matter: the loop reads the file again either way.
+    char events[4096];
+    while (read(fd, events, sizeof(events)) > 0) {
+    }
+  }
+}
+
+}  // namespace hami::sim
