@@ -193,9 +193,14 @@ int main(int argc, char** argv) {
       "/tls.crt --key_file=" + dir + "/tls.key --kube-qps=0 2>" + dir + "/scheduler.log";
   hami::Subprocess sched({"/bin/sh", "-c", cmd}, {"PATH=/usr/bin:/bin"});
   std::string out = sched.ReadUntil("\n");
+  // "listening on <url> (metrics on <host>:<port>)": the line every hami-scheduler prints, older
+  // builds compared with --scheduler-bin included (the ready file is newer than some of them).
   size_t colon = out.rfind(':', out.find(" (metrics"));
   int port = std::atoi(out.c_str() + colon + 1);
-  int mport = std::atoi(out.c_str() + out.find("metrics on :") + 12);
+  size_t mcolon = out.rfind(':', out.rfind(')'));
+  int mport = out.find("(metrics on ") == std::string::npos || mcolon == std::string::npos
+                  ? 0
+                  : std::atoi(out.c_str() + mcolon + 1);
   if (port <= 0 || mport <= 0) {
     std::fprintf(stderr, "scheduler did not start: %s\n", out.c_str());
     return 1;
