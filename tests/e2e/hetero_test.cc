@@ -10,6 +10,7 @@
 
 #include "device/config.h"
 #include "device/node_registration.h"
+#include "k8s/api_error.h"
 #include "k8s/typed.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
@@ -110,11 +111,18 @@ TEST(HeteroE2E, APodAskingForTwoVendorsGetsBothAndEachVendorLeavesAlone) {
   EXPECT_EQ(c.Annotation("default", "both", "hami.io/vgpu-devices-allocated"),
             "GPU-m0,NVIDIA,2000,0:;");
 
-  // The DCU plugin goes away: allocatable hygon.com/dcunum drops to 0.
-  Result<k8s::Object> node = k8s::GetNode(c.client(), "mixed");
-  ASSERT_TRUE(node.ok());
-  (*node)["status"]["allocatable"]["hygon.com/dcunum"] = "0";
-  ASSERT_TRUE(c.client().Update(k8s::kNodes, "", *node, "status").ok());
+  // The DCU plugin goes away: allocatable hygon.com/dcunum drops to 0. The bind may still be
+  // finishing on the node (its lock released by the plugin): on a conflict, read it again, as
+  // any client updating a whole object does.
+  Status updated;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    Result<k8s::Object> node = k8s::GetNode(c.client(), "mixed");
+    ASSERT_TRUE(node.ok());
+    (*node)["status"]["allocatable"]["hygon.com/dcunum"] = "0";
+    updated = c.client().Update(k8s::kNodes, "", *node, "status").status();
+    if (!k8s::IsConflict(updated)) break;
+  }
+  ASSERT_TRUE(updated.ok()) << updated.ToString();
   ASSERT_TRUE(c.WaitForScheduler([&] {
     std::string dump = c.scheduler().LedgerDump();
     return dump.find("dev DCU-m0") == std::string::npos;
