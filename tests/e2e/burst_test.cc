@@ -30,6 +30,7 @@
 #include "scheduler/ledger.h"
 #include "scheduler/test_util.h"
 #include "sim/cluster/sim_cluster.h"
+#include "sim/world/waits.h"
 
 namespace hami::e2e {
 using sim::SimCluster;
@@ -71,33 +72,30 @@ int64_t Revision(const k8s::Object& o) {
 
 // Follows one kind of object in "default": every object listed (as ADDED), then the list's
 // revision (as a BOOKMARK), then every watch event from there, bookmarks included, go to `sink`
-// until `stop` fires (OK) or a stream fails (its error). A stream the server ends is resumed where
-// it stopped.
+// until `stop` fires (OK) or a list or stream fails (its error). A stream the server ends is
+// resumed where it stopped. No failure is recovered from (Recovery::kNone): a relist would not
+// replay the deletions in between, and the view would keep pods that are gone.
 Status FollowDefault(k8s::RestClient& client, const k8s::Resource& r,
                      const std::function<void(const k8s::WatchEvent&)>& sink,
                      const Cancellation& stop) {
-  HAMI_ASSIGN_OR_RETURN(k8s::Object list, client.ListAll(r, "default"));
-  for (const k8s::Object& item : list["items"]) {
-    sink({k8s::WatchEvent::Type::kAdded, std::make_shared<const k8s::Object>(item)});
-  }
-  std::string from = k8s::ResourceVersion(list);
-  sink({k8s::WatchEvent::Type::kBookmark,
-        std::make_shared<const k8s::Object>(Json{{"metadata", {{"resourceVersion", from}}}})});
-  while (!stop.cancelled()) {
-    k8s::ListOptions o;
-    o.resource_version = from;
-    o.timeout_seconds = 300;
-    Status s = client.Watch(
-        r, "default", o,
-        [&](const k8s::WatchEvent& ev) {
-          if (std::string rv = k8s::ResourceVersion(*ev.object); !rv.empty()) from = rv;
-          sink(ev);
-          return true;
-        },
-        &stop);
-    if (!s.ok()) return stop.cancelled() ? OkStatus() : s;
-  }
-  return OkStatus();
+  sim::FollowOptions options;
+  options.cancel = &stop;
+  Status s = sim::FollowResource(
+      client, r, "default", options,
+      [&](const k8s::Object& list) {
+        for (const k8s::Object& item : list.at("items")) {
+          sink({k8s::WatchEvent::Type::kAdded, std::make_shared<const k8s::Object>(item)});
+        }
+        Json revision = {{"metadata", {{"resourceVersion", k8s::ResourceVersion(list)}}}};
+        sink({k8s::WatchEvent::Type::kBookmark,
+              std::make_shared<const k8s::Object>(std::move(revision))});
+        return false;
+      },
+      [&](const k8s::WatchEvent& ev) {
+        sink(ev);
+        return false;
+      });
+  return stop.cancelled() ? OkStatus() : s;
 }
 
 // Tells when the burst's scheduling has settled, from what the API server reports (a pods watch

@@ -1,4 +1,4 @@
-// Event-driven waits (waits.h): an object through list + watch, a file's text through inotify.
+// Event-driven waits (waits.h): objects through list + watch, a file's text through inotify.
 #include "sim/world/waits.h"
 
 #include <poll.h>
@@ -11,76 +11,88 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 #include "common/file_util.h"
 #include "k8s/api_error.h"
-#include "k8s/watch_stream.h"
 
 namespace hami::sim {
 namespace {
 
 using std::chrono::steady_clock;
 
-// A watch gives up after this many failures in a row that delivered nothing: a server that keeps
-// refusing the stream is reported instead of being asked again until the deadline.
+// A follow gives up after this many failed watches in a row that delivered nothing: a server
+// that keeps refusing the stream is reported instead of being asked again until the deadline.
 constexpr int kMaxQuietWatchFailures = 3;
 
 // The watch's timeoutSeconds: the time left, in whole seconds rounded up (at least one, as the API
 // takes no less), at most a minute, so that a server gone silent is noticed well before a long
 // deadline (RestClient::Watch gives up on a stream a grace after its timeout).
 int64_t WatchSeconds(SteadyTime deadline) {
-  int64_t left = std::chrono::ceil<std::chrono::seconds>(deadline - steady_clock::now()).count();
-  return std::clamp<int64_t>(left, 1, 60);
+  const auto left = deadline - steady_clock::now();
+  if (left >= std::chrono::minutes(1)) return 60;
+  return std::max<int64_t>(std::chrono::ceil<std::chrono::seconds>(left).count(), 1);
 }
 
-// Failures of the connection rather than of the request: following the object goes on from where
-// it stopped (Gone: from a fresh list).
+// Failures of the connection rather than of the request, which Recovery::kReconnect goes on
+// after (Gone: from a fresh list).
 bool ConnectionFailure(const Status& s) {
   return k8s::IsGone(s) || s.code() == StatusCode::kUnavailable ||
          s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kUnknown;
 }
 
-std::string Describe(const k8s::Resource& resource, const std::string& ns,
-                     const std::string& name) {
-  return resource.plural + " " + (ns.empty() ? name : ns + "/" + name);
+// Whether `recovery` lets a follow go on after its watch failed with `s`.
+bool WatchRecovers(Recovery recovery, const Status& s) {
+  switch (recovery) {
+    case Recovery::kNone:
+      return false;
+    case Recovery::kRelistOnGone:
+      return k8s::IsGone(s);
+    case Recovery::kReconnect:
+      return ConnectionFailure(s);
+  }
+  return false;
+}
+
+std::string Describe(const k8s::Resource& resource, std::string_view ns, const std::string& name) {
+  if (name.empty()) return resource.plural + (ns.empty() ? "" : " in " + std::string(ns));
+  return resource.plural + " " + (ns.empty() ? name : std::string(ns) + "/" + name);
 }
 
 }  // namespace
 
-Status WatchObject(k8s::RestClient& client, const k8s::Resource& resource, const std::string& ns,
-                   const std::string& name,
-                   const std::function<bool(const k8s::Object*)>& on_state, SteadyTime deadline,
-                   const Cancellation* cancel) {
-  const std::string what = Describe(resource, ns, name);
-  k8s::ListOptions by_name;
-  by_name.field_selector = "metadata.name=" + name;
+Status FollowResource(k8s::RestClient& client, const k8s::Resource& resource, std::string_view ns,
+                      const FollowOptions& options,
+                      const std::function<bool(const k8s::Object& list)>& on_list,
+                      const std::function<bool(const k8s::WatchEvent& event)>& on_event) {
+  const std::string what = Describe(resource, ns, options.name);
+  k8s::ListOptions selected;
+  if (!options.name.empty()) selected.field_selector = "metadata.name=" + options.name;
   std::string from;  // where the next watch starts; "" = list first
   int quiet_failures = 0;
   for (;;) {
-    if (cancel != nullptr && cancel->cancelled()) {
+    if (options.cancel != nullptr && options.cancel->cancelled()) {
       return Status(StatusCode::kCancelled, "waiting for " + what + ": cancelled");
     }
-    if (steady_clock::now() >= deadline) {
+    if (steady_clock::now() >= options.deadline) {
       return DeadlineExceededError("waiting for " + what + ": deadline passed");
     }
     if (from.empty()) {
       // RestClient retries a failed list with backoff, which paces this loop while the server
       // is unreachable.
-      Result<k8s::Object> list = client.List(resource, ns, by_name);
-      if (!list.ok() && ConnectionFailure(list.status())) continue;
-      if (!list.ok()) return list.status().WithContext("listing " + what);
-      const k8s::Object* state = nullptr;
-      if (auto items = list->find("items"); items != list->end() && items->is_array() &&
-                                            !items->empty()) {
-        state = &(*items)[0];
+      Result<k8s::Object> list = client.ListAll(resource, ns, selected);
+      if (!list.ok() && options.recovery == Recovery::kReconnect &&
+          ConnectionFailure(list.status())) {
+        continue;
       }
-      if (on_state(state)) return OkStatus();
+      if (!list.ok()) return list.status().WithContext("listing " + what);
+      if (on_list(*list)) return OkStatus();
       from = k8s::ResourceVersion(*list);
       if (from.empty()) return InternalError("listing " + what + ": no resourceVersion");
     }
-    k8s::ListOptions watch = by_name;
+    k8s::ListOptions watch = selected;
     watch.resource_version = from;
-    watch.timeout_seconds = WatchSeconds(deadline);
+    watch.timeout_seconds = WatchSeconds(options.deadline);
     bool done = false;
     bool delivered = false;
     Status s = client.Watch(
@@ -88,20 +100,40 @@ Status WatchObject(k8s::RestClient& client, const k8s::Resource& resource, const
         [&](const k8s::WatchEvent& ev) {
           delivered = true;
           if (std::string rv = k8s::ResourceVersion(*ev.object); !rv.empty()) from = rv;
-          if (ev.type == k8s::WatchEvent::Type::kBookmark) return true;
-          done = on_state(ev.type == k8s::WatchEvent::Type::kDeleted ? nullptr : ev.object.get());
+          done = on_event(ev);
           return !done;
         },
-        cancel);
+        options.cancel);
     if (done) return OkStatus();
     quiet_failures = s.ok() || delivered ? 0 : quiet_failures + 1;
     if (s.ok()) continue;  // the server ended the stream (its timeout): resume
     if (s.code() == StatusCode::kCancelled) return s.WithContext("waiting for " + what);
-    if (!ConnectionFailure(s) || quiet_failures >= kMaxQuietWatchFailures) {
+    if (!WatchRecovers(options.recovery, s) || quiet_failures >= kMaxQuietWatchFailures) {
       return s.WithContext("watching " + what);
     }
     if (k8s::IsGone(s)) from.clear();
   }
+}
+
+Status WatchObject(k8s::RestClient& client, const k8s::Resource& resource, const std::string& ns,
+                   const std::string& name,
+                   const std::function<bool(const k8s::Object*)>& on_state, SteadyTime deadline,
+                   const Cancellation* cancel) {
+  FollowOptions options;
+  options.name = name;
+  options.deadline = deadline;
+  options.cancel = cancel;
+  options.recovery = Recovery::kReconnect;
+  return FollowResource(
+      client, resource, ns, options,
+      [&](const k8s::Object& list) {
+        const k8s::Object& items = list.at("items");
+        return on_state(items.empty() ? nullptr : &items[0]);
+      },
+      [&](const k8s::WatchEvent& ev) {
+        if (ev.type == k8s::WatchEvent::Type::kBookmark) return false;
+        return on_state(ev.type == k8s::WatchEvent::Type::kDeleted ? nullptr : ev.object.get());
+      });
 }
 
 Result<k8s::Object> WaitForObject(k8s::RestClient& client, const k8s::Resource& resource,

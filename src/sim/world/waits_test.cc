@@ -8,9 +8,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "k8s/api_error.h"
 #include "k8s/config.h"
 #include "sim/apiserver/api_server.h"
 
@@ -26,7 +29,7 @@ class WaitsTest : public ::testing::Test {
     std::string tmpl = (std::filesystem::temp_directory_path() / "hami_waits_XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    Result<std::unique_ptr<ApiServer>> server = ApiServer::Start({});
+    Result<std::unique_ptr<ApiServer>> server = ApiServer::Start(ServerOptions());
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     Result<k8s::RestConfig> cfg = k8s::ParseKubeconfig(server_->Kubeconfig(), dir_);
@@ -35,6 +38,7 @@ class WaitsTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::move(*client);
   }
+  virtual ApiServerOptions ServerOptions() const { return {}; }
   void TearDown() override {
     client_.reset();
     if (server_) server_->Stop();
@@ -64,6 +68,75 @@ class WaitsTest : public ::testing::Test {
   std::unique_ptr<ApiServer> server_;
   std::unique_ptr<k8s::RestClient> client_;
 };
+
+// A server that keeps one event for resumption: two writes after a list put the list's revision
+// out of reach, so the watch from it is answered 410 Gone.
+class ShortHistoryWaitsTest : public WaitsTest {
+ protected:
+  ApiServerOptions ServerOptions() const override {
+    ApiServerOptions options;
+    options.history_window = 1;
+    return options;
+  }
+};
+
+TEST_F(WaitsTest, FollowResourceHandsOverTheListThenEveryEventInOrder) {
+  ASSERT_TRUE(CreateMap("a", "1").ok());
+  ASSERT_TRUE(CreateMap("b", "1").ok());
+  std::set<std::string> listed;
+  std::vector<std::string> events;
+  FollowOptions options;
+  options.deadline = In(seconds(30));
+  Status s = FollowResource(
+      *client_, k8s::kConfigMaps, "default", options,
+      [&](const k8s::Object& list) {
+        for (const k8s::Object& cm : list.at("items")) listed.insert(k8s::Name(cm));
+        // Made after the list: each must come as an event, the deletion included.
+        EXPECT_TRUE(SetMap("a", "2").ok());
+        EXPECT_TRUE(CreateMap("c", "1").ok());
+        EXPECT_TRUE(client_->Delete(k8s::kConfigMaps, "default", "b").ok());
+        return false;
+      },
+      [&](const k8s::WatchEvent& ev) {
+        if (ev.type == k8s::WatchEvent::Type::kBookmark) return false;
+        events.push_back(std::string(k8s::WatchEventTypeName(ev.type)) + " " +
+                         k8s::Name(*ev.object));
+        return events.size() == 3;
+      });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(listed, (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(events, (std::vector<std::string>{"MODIFIED a", "ADDED c", "DELETED b"}));
+}
+
+TEST_F(ShortHistoryWaitsTest, GoneEndsAFollowWithoutRecoveryAndListsAgainWithIt) {
+  ASSERT_TRUE(CreateMap("m", "0").ok());
+  // Collects the value of each list, writing the map twice after the first; done at the second.
+  auto follow = [&](Recovery recovery, std::vector<std::string>* lists) {
+    FollowOptions options;
+    options.deadline = In(seconds(30));
+    options.recovery = recovery;
+    return FollowResource(
+        *client_, k8s::kConfigMaps, "default", options,
+        [&](const k8s::Object& list) {
+          lists->push_back(Value(&list.at("items").at(0)));
+          if (lists->size() == 1) {
+            EXPECT_TRUE(SetMap("m", lists->front() + "+1").ok());
+            EXPECT_TRUE(SetMap("m", lists->front() + "+2").ok());
+          }
+          return lists->size() == 2;
+        },
+        [](const k8s::WatchEvent&) { return false; });
+  };
+  std::vector<std::string> lists;
+  Status s = follow(Recovery::kNone, &lists);
+  EXPECT_TRUE(k8s::IsGone(s)) << s.ToString();
+  EXPECT_EQ(lists, (std::vector<std::string>{"0"}));
+
+  lists.clear();
+  s = follow(Recovery::kRelistOnGone, &lists);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(lists, (std::vector<std::string>{"0+2", "0+2+2"}));
+}
 
 TEST_F(WaitsTest, EveryStateFromTheListedOneOnIsHandedOverInOrder) {
   ASSERT_TRUE(CreateMap("m", "one").ok());
