@@ -17,6 +17,11 @@
 // docs/compatibility.md): score = 10 * (w_slot * slots/count + w_core * cores/total_cores +
 // w_mem * mem/total_mem), weights from `hami.io/device-scoring-weights` (default 1,1,1).
 //
+// Implementation, by file: placement.cc (the node loop, the verdict cache, the chosen node's
+// assignment, decision messages), pod_context.cc (what the pod asks, resolved once per filter),
+// node_evaluator.cc (fitting a node device by device) and node_topology.cc (NUMA groups, topology
+// plug-ins, link scores); their shared types are in placement_internal.h.
+//
 // Thread safety: the engine is immutable; Place() may run concurrently on one Ledger as long as no
 // thread mutates that Ledger meanwhile.
 #pragma once
