@@ -37,9 +37,45 @@ namespace {
 using hami::Result;
 using hami::Status;
 
+namespace monitor = hami::monitor;
+
 int Die(const std::string& what) {
   HAMI_LOG(Error) << what;
   return 1;
+}
+
+monitor::MonitorOptions MonitorOptionsOf(const monitor::MonitorConfig& c) {
+  monitor::MonitorOptions mo;
+  mo.containers_dir = c.hook_path + "/containers";
+  mo.resync_delay = c.resync_delay;
+  mo.feedback = c.feedback;
+  return mo;
+}
+
+// /metrics renders the monitor's latest snapshot; /readyz waits for the pod informer's sync.
+void ServeMetrics(hami::net::HttpServer& server, monitor::Monitor& m,
+                  monitor::InformerPodDirectory& pods, const monitor::MonitorConfig& c) {
+  monitor::ExporterOptions eo;
+  eo.node = c.node_name;
+  eo.legacy = c.legacy;
+  eo.version = HAMI_VERSION;
+  eo.compiler = "g++";
+  eo.platform = "linux";
+  server.SetMetricsHandler([&m, eo]() mutable {
+    eo.now_s = static_cast<uint64_t>(time(nullptr));
+    return monitor::RenderMonitorMetrics(m.Snapshot(), eo);
+  });
+  server.AddReadinessCheck("pods-synced", [&pods] { return pods.Synced(); });
+}
+
+// A missing containers directory is normal on a fresh node, and a hint when HOOK_PATH is wrong.
+void WarnIfNoContainersDir(const std::string& containers_dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(containers_dir, ec)) {
+    HAMI_LOG(Warning) << containers_dir
+                      << " does not exist yet: no container with libvgpu has run on this node, "
+                         "or HOOK_PATH is not the device plugin's; it is read once it appears";
+  }
 }
 
 }  // namespace
@@ -47,15 +83,14 @@ int Die(const std::string& what) {
 int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);  // a few threads, each allocating little
   CLI::App app{"hami-monitor: HAMi-compatible vGPU monitor and metrics exporter"};
-  hami::monitor::MonitorFlags flags = hami::monitor::DefaultMonitorFlags();
-  hami::monitor::AddMonitorFlags(app, &flags);
+  monitor::MonitorFlags flags = monitor::DefaultMonitorFlags();
+  monitor::AddMonitorFlags(app, &flags);
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   hami::log::SetVerbosity(flags.verbosity);
-  Result<hami::monitor::MonitorConfig> config = hami::monitor::MonitorConfigFromFlags(flags);
+  Result<monitor::MonitorConfig> config = monitor::MonitorConfigFromFlags(flags);
   if (!config.ok()) return Die(config.status().message());
   hami::RealClock clock;
-  if (Status s = hami::monitor::AwaitHookPath(config->hook_path, config->hook_wait, clock);
-      !s.ok()) {
+  if (Status s = monitor::AwaitHookPath(config->hook_path, config->hook_wait, clock); !s.ok()) {
     return Die(s.message());
   }
   // After the wait (a signal during it ends the process at once), before any thread starts:
@@ -71,17 +106,14 @@ int main(int argc, char** argv) {
   if (!client.ok()) return Die("API client: " + client.status().ToString());
 
   // Without NVML the monitor still serves the regions' figures (and retries NVML each update).
-  hami::monitor::LateNvmlStats gpus(config->nvml_library);
+  monitor::LateNvmlStats gpus(config->nvml_library);
   gpus.TryOpen();
-  hami::monitor::InformerPodDirectory pods(**client, config->node_name);
-  hami::monitor::MonitorOptions mo;
-  mo.containers_dir = config->hook_path + "/containers";
-  mo.resync_delay = config->resync_delay;
-  mo.feedback = config->feedback;
-  hami::monitor::Monitor monitor(mo, &gpus, &pods);
-  hami::monitor::Runner runner(monitor, clock,
-                               {.interval = config->update_interval,
-                                .before_update = [&gpus] { gpus.TryOpen(); }});
+  monitor::InformerPodDirectory pods(**client, config->node_name);
+  const monitor::MonitorOptions mo = MonitorOptionsOf(*config);
+  monitor::Monitor mon(mo, &gpus, &pods);
+  monitor::Runner runner(mon, clock,
+                         {.interval = config->update_interval,
+                          .before_update = [&gpus] { gpus.TryOpen(); }});
 
   // Idle or stalled clients cost the server no worker (net/http_server.h), so a few workers
   // serve scrapes and probes however many connections are open.
@@ -89,17 +121,7 @@ int main(int argc, char** argv) {
   http.worker_threads = 4;
   Result<std::unique_ptr<hami::net::HttpServer>> server = hami::net::HttpServer::Create(http);
   if (!server.ok()) return Die("metrics server: " + server.status().ToString());
-  hami::monitor::ExporterOptions eo;
-  eo.node = config->node_name;
-  eo.legacy = config->legacy;
-  eo.version = HAMI_VERSION;
-  eo.compiler = "g++";
-  eo.platform = "linux";
-  (*server)->SetMetricsHandler([&monitor, eo]() mutable {
-    eo.now_s = static_cast<uint64_t>(time(nullptr));
-    return hami::monitor::RenderMonitorMetrics(monitor.Snapshot(), eo);
-  });
-  (*server)->AddReadinessCheck("pods-synced", [&pods] { return pods.Synced(); });
+  ServeMetrics(**server, mon, pods, *config);
 
   pods.Start();
   // The port first: a monitor that cannot serve exits with the reason before any update runs.
@@ -118,14 +140,7 @@ int main(int argc, char** argv) {
   }
   std::printf("metrics on %s:%d\n", http.host.c_str(), *port);
   std::fflush(stdout);
-  {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(mo.containers_dir, ec)) {
-      HAMI_LOG(Warning) << mo.containers_dir
-                        << " does not exist yet: no container with libvgpu has run on this node, "
-                           "or HOOK_PATH is not the device plugin's; it is read once it appears";
-    }
-  }
+  WarnIfNoContainersDir(mo.containers_dir);
   HAMI_LOG(Info) << "monitoring " << mo.containers_dir << " for node " << config->node_name
                  << "; metrics on " << http.host << ":" << *port;
 

@@ -39,6 +39,75 @@ std::string UnknownVerb(CLI::App* parent, int argc, char** argv, int index) {
   return "unknown verb '" + word + "' (expected one of: " + names + ")";
 }
 
+// `hamictl run`: flags into `run`.
+CLI::App* AddRunVerb(CLI::App& app, hami::ctl::RunFlags* run) {
+  CLI::App* run_cmd =
+      app.add_subcommand("run", "Run COMMAND with libvgpu.so preloaded under memory and SM quotas");
+  Repeatable(run_cmd, "--mem", &run->mem,
+             "Memory quota: SIZE for every device or IDX=SIZE (4Gi, 4096m, bytes); repeatable");
+  Repeatable(run_cmd, "--cores", &run->cores,
+             "SM quota in percent: PCT for every device or IDX=PCT; repeatable");
+  run_cmd->add_option("--policy", run->policy, "SM limit policy: default, force or disable");
+  run_cmd->add_option("--priority", run->priority, "CUDA_TASK_PRIORITY (0 = high)");
+  run_cmd->add_option("--region", run->region,
+                      "Region file to use (shared with other commands; kept afterwards)");
+  run_cmd->add_flag("--keep-region", run->keep_region,
+                    "Keep the temp region after the command");
+  run_cmd->add_flag("--sim", run->sim, "Use the simulated GPU driver next to hamictl");
+  run_cmd->add_option("--sim-state", run->sim_state,
+                      "Simulator state file (default: $HAMI_SIM_STATE or /tmp/hami-sim/state)");
+  run_cmd->add_option("--lib", run->lib, "libvgpu.so to preload (default: ../lib/libvgpu.so)");
+  run_cmd->add_option("--log-level", run->log_level,
+                      "LIBCUDA_LOG_LEVEL, 0 (errors) to 4 (debug)");
+  run_cmd->add_flag(
+      "--summary", run->summary,
+      "After the command, print peak usage, limit and OOM denials per device (stderr)");
+  run_cmd->add_option("command", run->command, "COMMAND [ARGS...] (after --)");
+  run_cmd->positionals_at_end();
+  run_cmd->footer(
+      "Usage: hamictl run [FLAGS] -- COMMAND [ARGS...]\n"
+      "Exit status: COMMAND's (128+N if killed by signal N); 2 bad flags; 125 hamictl failed;\n"
+      "126/127 COMMAND not executable/not found.\n"
+      "Examples:\n"
+      "  hamictl run --mem 4Gi --cores 30 -- python3 train.py\n"
+      "  hamictl run --sim --mem 0=4Gi --summary -- vgpu_probe fill --chunk 256Mi");
+  return run_cmd;
+}
+
+// The `hamictl region` verbs; main tells which one was given.
+struct RegionVerbs {
+  CLI::App* region;
+  CLI::App* show;
+  CLI::App* suspend;
+  CLI::App* resume;
+  CLI::App* sweep;
+  CLI::App* set;
+};
+
+// `hamictl region show|suspend|resume|sweep|set`: flags into `f`.
+RegionVerbs AddRegionVerbs(CLI::App& app, RegionFlags* f) {
+  RegionVerbs v;
+  v.region = app.add_subcommand("region", "Inspect or change a shared region");
+  v.region->require_subcommand(1);
+  v.show = v.region->add_subcommand("show", "Show quotas, usage and processes");
+  v.show->add_option("path", f->path, "Region file")->required();
+  v.show->add_flag("--json", f->json, "JSON output");
+  v.suspend =
+      v.region->add_subcommand("suspend", "Pause launches and allocations of the container");
+  v.suspend->add_option("path", f->path, "Region file")->required();
+  v.suspend->add_option("--wait-ms", f->wait_ms,
+                        "Wait up to N ms until every live process reports suspended");
+  v.resume = v.region->add_subcommand("resume", "Undo suspend");
+  v.resume->add_option("path", f->path, "Region file")->required();
+  v.sweep = v.region->add_subcommand("sweep", "Reclaim slots of exited processes");
+  v.sweep->add_option("path", f->path, "Region file")->required();
+  v.set = v.region->add_subcommand("set", "Change quotas of a live region");
+  v.set->add_option("path", f->path, "Region file")->required();
+  Repeatable(v.set, "--mem", &f->mem, "IDX=SIZE (or SIZE for every device; 0 = no limit)");
+  Repeatable(v.set, "--cores", &f->cores, "IDX=PCT (or PCT for every device; 0 = no limit)");
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,54 +127,9 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every verb");
 
   hami::ctl::RunFlags run;
-  CLI::App* run_cmd =
-      app.add_subcommand("run", "Run COMMAND with libvgpu.so preloaded under memory and SM quotas");
-  Repeatable(run_cmd, "--mem", &run.mem,
-             "Memory quota: SIZE for every device or IDX=SIZE (4Gi, 4096m, bytes); repeatable");
-  Repeatable(run_cmd, "--cores", &run.cores,
-             "SM quota in percent: PCT for every device or IDX=PCT; repeatable");
-  run_cmd->add_option("--policy", run.policy, "SM limit policy: default, force or disable");
-  run_cmd->add_option("--priority", run.priority, "CUDA_TASK_PRIORITY (0 = high)");
-  run_cmd->add_option("--region", run.region,
-                      "Region file to use (shared with other commands; kept afterwards)");
-  run_cmd->add_flag("--keep-region", run.keep_region, "Keep the temp region after the command");
-  run_cmd->add_flag("--sim", run.sim, "Use the simulated GPU driver next to hamictl");
-  run_cmd->add_option("--sim-state", run.sim_state,
-                      "Simulator state file (default: $HAMI_SIM_STATE or /tmp/hami-sim/state)");
-  run_cmd->add_option("--lib", run.lib, "libvgpu.so to preload (default: ../lib/libvgpu.so)");
-  run_cmd->add_option("--log-level", run.log_level, "LIBCUDA_LOG_LEVEL, 0 (errors) to 4 (debug)");
-  run_cmd->add_flag(
-      "--summary", run.summary,
-      "After the command, print peak usage, limit and OOM denials per device (stderr)");
-  run_cmd->add_option("command", run.command, "COMMAND [ARGS...] (after --)");
-  run_cmd->positionals_at_end();
-  run_cmd->footer(
-      "Usage: hamictl run [FLAGS] -- COMMAND [ARGS...]\n"
-      "Exit status: COMMAND's (128+N if killed by signal N); 2 bad flags; 125 hamictl failed;\n"
-      "126/127 COMMAND not executable/not found.\n"
-      "Examples:\n"
-      "  hamictl run --mem 4Gi --cores 30 -- python3 train.py\n"
-      "  hamictl run --sim --mem 0=4Gi --summary -- vgpu_probe fill --chunk 256Mi");
-
+  CLI::App* run_cmd = AddRunVerb(app, &run);
   RegionFlags region;
-  CLI::App* region_cmd = app.add_subcommand("region", "Inspect or change a shared region");
-  region_cmd->require_subcommand(1);
-  CLI::App* show = region_cmd->add_subcommand("show", "Show quotas, usage and processes");
-  show->add_option("path", region.path, "Region file")->required();
-  show->add_flag("--json", region.json, "JSON output");
-  CLI::App* suspend =
-      region_cmd->add_subcommand("suspend", "Pause launches and allocations of the container");
-  suspend->add_option("path", region.path, "Region file")->required();
-  suspend->add_option("--wait-ms", region.wait_ms,
-                      "Wait up to N ms until every live process reports suspended");
-  CLI::App* resume = region_cmd->add_subcommand("resume", "Undo suspend");
-  resume->add_option("path", region.path, "Region file")->required();
-  CLI::App* sweep = region_cmd->add_subcommand("sweep", "Reclaim slots of exited processes");
-  sweep->add_option("path", region.path, "Region file")->required();
-  CLI::App* set = region_cmd->add_subcommand("set", "Change quotas of a live region");
-  set->add_option("path", region.path, "Region file")->required();
-  Repeatable(set, "--mem", &region.mem, "IDX=SIZE (or SIZE for every device; 0 = no limit)");
-  Repeatable(set, "--cores", &region.cores, "IDX=PCT (or PCT for every device; 0 = no limit)");
+  const RegionVerbs verbs = AddRegionVerbs(app, &region);
 
   bool smi_json = false;
   CLI::App* smi = app.add_subcommand("smi", "nvidia-smi-like view through NVML");
@@ -125,19 +149,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string why = UnknownVerb(&app, argc, argv, 1);
     if (why.empty() && argc > 1 && std::string(argv[1]) == "region") {
-      why = UnknownVerb(region_cmd, argc, argv, 2);
+      why = UnknownVerb(verbs.region, argc, argv, 2);
     }
     std::cerr << "hamictl: " << (why.empty() ? e.what() : why) << " (see hamictl --help)\n";
     return hami::ctl::kExitUsage;
   }
 
   using namespace hami::ctl;
+  const std::string& path = region.path;
   if (*run_cmd) return RunVerb(run, std::cerr);
-  if (*show) return RegionShowVerb(region.path, region.json, std::cout, std::cerr);
-  if (*suspend) return RegionSuspendVerb(region.path, region.wait_ms, std::cout, std::cerr);
-  if (*resume) return RegionResumeVerb(region.path, std::cout, std::cerr);
-  if (*sweep) return RegionSweepVerb(region.path, std::cout, std::cerr);
-  if (*set) return RegionSetVerb(region.path, region.mem, region.cores, std::cout, std::cerr);
+  if (*verbs.show) return RegionShowVerb(path, region.json, std::cout, std::cerr);
+  if (*verbs.suspend) return RegionSuspendVerb(path, region.wait_ms, std::cout, std::cerr);
+  if (*verbs.resume) return RegionResumeVerb(path, std::cout, std::cerr);
+  if (*verbs.sweep) return RegionSweepVerb(path, std::cout, std::cerr);
+  if (*verbs.set) return RegionSetVerb(path, region.mem, region.cores, std::cout, std::cerr);
   if (*smi) return SmiVerb(smi_json, std::cout, std::cerr);
   if (*demo) return DemoVerb(build_dir, std::cout, std::cerr);
   return kExitUsage;
