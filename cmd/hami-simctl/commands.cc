@@ -9,6 +9,9 @@
 
 #include "sim/gpu/clock.h"
 #include "sim/gpu/config.h"
+#include "sim/gpu/mig_profiles.h"
+#include "sim/gpu/mig_state.h"
+#include "sim/gpu/proc_liveness.h"
 #include "sim/gpu/shared_state.h"
 
 namespace hami::simctl {
@@ -99,6 +102,74 @@ int InjectXid(const std::string& state_path, const std::string& config_path, int
   state->InjectXid(device, xid);
   fprintf(out, "injected XID %llu on GPU %d (%s)\n", xid, device, state->device(device).uuid);
   return 0;
+}
+
+int MigList(const std::string& state_path, const std::string& config_path, FILE* out, FILE* err) {
+  auto state = OpenState(state_path, config_path, err);
+  if (state == nullptr) return 1;
+  for (int i = 0; i < state->device_count(); ++i) {
+    const sim::SharedDeviceInfo& d = state->device(i);
+    const sim::MigModel* model = sim::MigModelFor(d.name, d.memory_bytes);
+    if (model == nullptr) {
+      fprintf(out, "GPU %d  %s  %s  MIG not supported\n", i, d.name, d.uuid);
+      continue;
+    }
+    const sim::MigDeviceState mig = state->MigSnapshot(i);
+    auto mode = [](uint32_t m) { return m == NVML_DEVICE_MIG_ENABLE ? "enabled" : "disabled"; };
+    fprintf(out, "GPU %d  %s  %s  MIG %s (pending %s; %s tables)\n", i, d.name, d.uuid,
+            mode(mig.current_mode), mode(mig.pending_mode), model->name);
+    for (const sim::MigGpuInstanceRecord& gi : mig.gis) {
+      if (!gi.live) continue;
+      const sim::MigGiProfile* p = sim::MigGiProfileById(*model, gi.profile_id);
+      fprintf(out, "  GI %-2u  %-11s (profile %2u)  placement {%u,%u}\n", gi.id,
+              p != nullptr ? p->name : "?", gi.profile_id, gi.start, gi.size);
+      for (const sim::MigComputeInstanceRecord& ci : gi.cis) {
+        if (!ci.live) continue;
+        fprintf(out, "    CI %u  profile %u  placement {%u,%u}  %s", ci.id, ci.profile_id,
+                ci.start, ci.size, ci.uuid);
+        for (const sim::MigAttachedProcess& proc : ci.procs) {
+          if (proc.pid != 0 && sim::ProcessAlive(proc.pid, proc.start_time)) {
+            fprintf(out, "  pid %d", proc.pid);
+          }
+        }
+        fprintf(out, "\n");
+      }
+    }
+  }
+  return 0;
+}
+
+int MigAttach(const std::string& state_path, const std::string& config_path,
+              const std::string& mig_uuid, int pid, FILE* out, FILE* err) {
+  auto state = OpenState(state_path, config_path, err);
+  if (state == nullptr) return 1;
+  const uint64_t start_time = sim::ProcessStartTime(pid);
+  if (pid <= 0 || start_time == 0) {
+    fprintf(err, "hami-simctl: no running process %d\n", pid);
+    return 2;
+  }
+  for (int i = 0; i < state->device_count(); ++i) {
+    const sim::MigDeviceState mig = state->MigSnapshot(i);
+    for (const sim::MigGpuInstanceRecord& gi : mig.gis) {
+      for (const sim::MigComputeInstanceRecord& ci : gi.cis) {
+        if (!gi.live || !ci.live || mig_uuid != ci.uuid) continue;
+        nvmlReturn_t rc = state->UpdateMig(i, [&](sim::MigDeviceState& m, bool) {
+          return sim::MigAttachProcess(&m, gi.id, ci.id, pid, start_time, &sim::ProcessAlive);
+        });
+        if (rc == NVML_ERROR_INSUFFICIENT_RESOURCES) {
+          fprintf(err, "hami-simctl: %s already has %d live processes\n", mig_uuid.c_str(),
+                  sim::kMigMaxAttached);
+          return 2;
+        }
+        if (rc != NVML_SUCCESS) break;  // destroyed meanwhile
+        fprintf(out, "attached pid %d to %s (GPU %d, GI %u, CI %u)\n", pid, mig_uuid.c_str(), i,
+                gi.id, ci.id);
+        return 0;
+      }
+    }
+  }
+  fprintf(err, "hami-simctl: no MIG device %s\n", mig_uuid.c_str());
+  return 2;
 }
 
 int Reset(const std::string& state_path, FILE* out, FILE* err) {

@@ -1,7 +1,9 @@
 // hami-simctl: inspect and poke the simulated GPU node. See commands.h and
 // src/sim/gpu/README.md.
 //
-//   hami-simctl [--state PATH] [--config FILE] status | inject-xid --device N --xid CODE | reset
+//   hami-simctl [--state PATH] [--config FILE]
+//       status | inject-xid --device N --xid CODE | mig | mig-attach --uuid MIG-... --pid PID |
+//       reset
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -39,9 +41,20 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Range(0, 1023));
   xid->add_option("--xid", code, "the XID code")->required();
+  CLI::App* mig = app.add_subcommand("mig", "MIG mode, GPU instances and compute instances");
+  CLI::App* attach = app.add_subcommand(
+      "mig-attach", "test hook: count a running process as running inside a MIG device");
+  std::string mig_uuid;
+  int pid = 0;
+  attach->add_option("--uuid", mig_uuid, "the MIG device's UUID (MIG-...)")->required();
+  attach->add_option("--pid", pid, "a running process")->required();
   app.name("hami-simctl");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   if (status->parsed()) return hami::simctl::Status(state_path, config_path, stdout, stderr);
   if (reset->parsed()) return hami::simctl::Reset(state_path, stdout, stderr);
+  if (mig->parsed()) return hami::simctl::MigList(state_path, config_path, stdout, stderr);
+  if (attach->parsed()) {
+    return hami::simctl::MigAttach(state_path, config_path, mig_uuid, pid, stdout, stderr);
+  }
   return hami::simctl::InjectXid(state_path, config_path, device, code, stdout, stderr);
 }

@@ -520,6 +520,287 @@ int WorkerInit(int, char**) {
   return 0;
 }
 
+// ----------------------------------------------------------------------------- MIG workers
+
+// Prints key=value for an NVML call's return code.
+#define NV_PRINT(key, call) printf("%s=%d\n", key, static_cast<int>(call))
+
+int NvmlDevice(Nvml& nv, int index, nvmlDevice_t* d) {
+  W_CHECK(nv.Load());
+  NV(nv.nvmlInit_v2());
+  NV(nv.nvmlDeviceGetHandleByIndex_v2(static_cast<unsigned>(index), d));
+  return 0;
+}
+
+// mig-mode DEV MODE: SetMigMode and the modes after it.
+int WorkerMigMode(int, char** argv) {
+  Nvml nv;
+  nvmlDevice_t d;
+  if (NvmlDevice(nv, atoi(argv[0]), &d) != 0) return 1;
+  nvmlReturn_t activation = NVML_ERROR_UNKNOWN;
+  NV_PRINT("set", nv.nvmlDeviceSetMigMode(d, static_cast<unsigned>(atoi(argv[1])), &activation));
+  printf("activation=%d\n", activation);
+  unsigned cur = 9, pending = 9;
+  NV_PRINT("get", nv.nvmlDeviceGetMigMode(d, &cur, &pending));
+  printf("current=%u\npending=%u\n", cur, pending);
+  return 0;
+}
+
+// mig-create DEV: enables MIG, creates a 3g GI at {4,4} with one full CI and reads it all back.
+int WorkerMigCreate(int, char** argv) {
+  Nvml nv;
+  nvmlDevice_t d;
+  if (NvmlDevice(nv, atoi(argv[0]), &d) != 0) return 1;
+  nvmlReturn_t activation;
+  NV(nv.nvmlDeviceSetMigMode(d, NVML_DEVICE_MIG_ENABLE, &activation));
+  W_CHECK(activation == NVML_SUCCESS);
+  nvmlGpuInstanceProfileInfo_t info{};
+  NV(nv.nvmlDeviceGetGpuInstanceProfileInfo(d, NVML_GPU_INSTANCE_PROFILE_3_SLICE, &info));
+  nvmlGpuInstanceProfileInfo_v2_t info2{};
+  info2.version = nvmlGpuInstanceProfileInfo_v2;
+  NV(nv.nvmlDeviceGetGpuInstanceProfileInfoV(d, NVML_GPU_INSTANCE_PROFILE_3_SLICE, &info2));
+  printf("profile_id=%u\nprofile_mib=%llu\nprofile_sms=%u\nprofile_name=%s\n", info.id,
+         info.memorySizeMB, info.multiprocessorCount, info2.name);
+  NV_PRINT("profile_6slice", nv.nvmlDeviceGetGpuInstanceProfileInfo(
+                                 d, NVML_GPU_INSTANCE_PROFILE_6_SLICE, &info));
+  NV_PRINT("profile_past_count", nv.nvmlDeviceGetGpuInstanceProfileInfo(
+                                     d, NVML_GPU_INSTANCE_PROFILE_COUNT, &info));
+  unsigned n = 0;
+  NV(nv.nvmlDeviceGetGpuInstancePossiblePlacements_v2(d, info2.id, nullptr, &n));
+  std::vector<nvmlGpuInstancePlacement_t> pl(n);
+  NV(nv.nvmlDeviceGetGpuInstancePossiblePlacements_v2(d, info2.id, pl.data(), &n));
+  std::string starts;
+  for (const auto& p : pl) starts += std::to_string(p.start) + ":" + std::to_string(p.size) + ",";
+  printf("placements=%s\n", starts.c_str());
+  nvmlGpuInstance_t gi;
+  nvmlGpuInstancePlacement_t bad{2, 4};
+  NV_PRINT("create_bad_placement",
+           nv.nvmlDeviceCreateGpuInstanceWithPlacement(d, info2.id, &bad, &gi));
+  nvmlGpuInstancePlacement_t at{4, 4};
+  NV(nv.nvmlDeviceCreateGpuInstanceWithPlacement(d, info2.id, &at, &gi));
+  nvmlGpuInstance_t other;
+  nvmlGpuInstancePlacement_t inside{4, 2};
+  NV_PRINT("create_overlap", nv.nvmlDeviceCreateGpuInstanceWithPlacement(d, 14, &inside, &other));
+  unsigned left = 0;
+  NV(nv.nvmlDeviceGetGpuInstanceRemainingCapacity(d, info2.id, &left));
+  printf("remaining=%u\n", left);
+  nvmlGpuInstanceInfo_t gii{};
+  NV(nv.nvmlGpuInstanceGetInfo(gi, &gii));
+  printf("gi_id=%u\ngi_profile=%u\ngi_placement=%u:%u\ngi_parent_ok=%d\n", gii.id, gii.profileId,
+         gii.placement.start, gii.placement.size, gii.device == d ? 1 : 0);
+  nvmlComputeInstanceProfileInfo_v2_t cpi{};
+  cpi.version = nvmlComputeInstanceProfileInfo_v2;
+  NV(nv.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+                                                      NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                      &cpi));
+  printf("ci_profile_name=%s\n", cpi.name);
+  nvmlComputeInstance_t ci;
+  NV(nv.nvmlGpuInstanceCreateComputeInstance(gi, cpi.id, &ci));
+  nvmlComputeInstanceInfo_t cii{};
+  NV(nv.nvmlComputeInstanceGetInfo_v2(ci, &cii));
+  printf("ci_id=%u\nci_gi_ok=%d\n", cii.id, cii.gpuInstance == gi ? 1 : 0);
+  unsigned max = 0;
+  NV(nv.nvmlDeviceGetMaxMigDeviceCount(d, &max));
+  printf("max_mig=%u\n", max);
+  nvmlDevice_t mig, none;
+  NV(nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &mig));
+  NV_PRINT("mig_index_1", nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 1, &none));
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  NV(nv.nvmlDeviceGetUUID(mig, uuid, sizeof(uuid)));
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+  NV(nv.nvmlDeviceGetName(mig, name, sizeof(name)));
+  unsigned is_mig = 9, is_mig_gpu = 9, gid = 99, cid = 99;
+  NV(nv.nvmlDeviceIsMigDeviceHandle(mig, &is_mig));
+  NV(nv.nvmlDeviceIsMigDeviceHandle(d, &is_mig_gpu));
+  NV(nv.nvmlDeviceGetGpuInstanceId(mig, &gid));
+  NV(nv.nvmlDeviceGetComputeInstanceId(mig, &cid));
+  nvmlDevice_t parent;
+  NV(nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, &parent));
+  nvmlDeviceAttributes_t attr{};
+  NV(nv.nvmlDeviceGetAttributes_v2(mig, &attr));
+  nvmlMemory_t mem{};
+  NV(nv.nvmlDeviceGetMemoryInfo(mig, &mem));
+  nvmlDevice_t by_uuid;
+  NV(nv.nvmlDeviceGetHandleByUUID(uuid, &by_uuid));
+  printf("uuid=%s\nname=%s\nis_mig=%u\nis_mig_gpu=%u\nmig_gi=%u\nmig_ci=%u\nparent_ok=%d\n", uuid,
+         name, is_mig, is_mig_gpu, gid, cid, parent == d ? 1 : 0);
+  printf("attr_sms=%u\nattr_gi_slices=%u\nattr_mib=%llu\nmem_total_mib=%llu\nby_uuid_ok=%d\n",
+         attr.multiprocessorCount, attr.gpuInstanceSliceCount, attr.memorySizeMB,
+         mem.total >> 20, by_uuid == mig ? 1 : 0);
+  return 0;
+}
+
+// mig-list DEV: what another process sees of the GPU's instances (3g profile).
+int WorkerMigList(int, char** argv) {
+  Nvml nv;
+  nvmlDevice_t d;
+  if (NvmlDevice(nv, atoi(argv[0]), &d) != 0) return 1;
+  unsigned cur = 9, pending = 9;
+  NV(nv.nvmlDeviceGetMigMode(d, &cur, &pending));
+  printf("current=%u\n", cur);
+  nvmlGpuInstance_t gis[2];
+  unsigned n = 2;
+  nvmlReturn_t listed = nv.nvmlDeviceGetGpuInstances(d, 9, gis, &n);
+  printf("list=%d\n", listed);
+  if (listed != NVML_SUCCESS) n = 0;
+  printf("gis=%u\n", n);
+  for (unsigned i = 0; i < n; ++i) {
+    nvmlGpuInstanceInfo_t info{};
+    NV(nv.nvmlGpuInstanceGetInfo(gis[i], &info));
+    nvmlComputeInstance_t cis[2];
+    unsigned m = 2;
+    NV(nv.nvmlGpuInstanceGetComputeInstances(gis[i], NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, cis,
+                                             &m));
+    printf("gi_%u=%u:%u cis=%u\n", i, info.id, info.placement.start, m);
+  }
+  nvmlDevice_t mig;
+  nvmlReturn_t rc = nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &mig);
+  printf("mig_index_0=%d\n", rc);
+  if (rc == NVML_SUCCESS) {
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    NV(nv.nvmlDeviceGetUUID(mig, uuid, sizeof(uuid)));
+    unsigned procs = 0;
+    NV_PRINT("procs_rc", nv.nvmlDeviceGetComputeRunningProcesses_v3(mig, &procs, nullptr));
+    printf("uuid=%s\nmig_procs=%u\n", uuid, procs);
+  }
+  return 0;
+}
+
+// mig-destroy DEV: tears down GI 2 (CI first), printing each step's result.
+int WorkerMigDestroy(int, char** argv) {
+  Nvml nv;
+  nvmlDevice_t d;
+  if (NvmlDevice(nv, atoi(argv[0]), &d) != 0) return 1;
+  nvmlGpuInstance_t gi;
+  NV_PRINT("gi_by_id", nv.nvmlDeviceGetGpuInstanceById(d, 2, &gi));
+  NV_PRINT("gi_with_ci", nv.nvmlGpuInstanceDestroy(gi));
+  nvmlComputeInstance_t ci;
+  NV(nv.nvmlGpuInstanceGetComputeInstanceById(gi, 0, &ci));
+  nvmlReturn_t rc = nv.nvmlComputeInstanceDestroy(ci);
+  printf("ci=%d\n", rc);
+  if (rc != NVML_SUCCESS) return 0;
+  NV_PRINT("ci_again", nv.nvmlComputeInstanceDestroy(ci));
+  NV_PRINT("gi", nv.nvmlGpuInstanceDestroy(gi));
+  NV_PRINT("gi_by_id_after", nv.nvmlDeviceGetGpuInstanceById(d, 2, &gi));
+  nvmlDevice_t mig;
+  NV_PRINT("mig_index_0", nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &mig));
+  return 0;
+}
+
+// idle: says ready and waits for stdin to close (a process to attach to a MIG device).
+int WorkerIdle(int, char**) {
+  Ready();
+  WaitForParent();
+  return 0;
+}
+
+// mig-api: the rest of the MIG surface in one process on device 1 (checks, then ok=1).
+int WorkerMigApi(int, char**) {
+  Nvml nv;
+  nvmlDevice_t d;
+  if (NvmlDevice(nv, 1, &d) != 0) return 1;
+  nvmlGpuInstance_t gi, gi2;
+  // MIG off: placements are listed, nothing can be created or listed.
+  unsigned n = 0;
+  NV(nv.nvmlDeviceGetGpuInstancePossiblePlacements_v2(d, 19, nullptr, &n));
+  W_CHECK(n == 7);
+  W_CHECK(nv.nvmlDeviceCreateGpuInstance(d, 19, &gi) == NVML_ERROR_NOT_SUPPORTED);
+  W_CHECK(nv.nvmlDeviceGetGpuInstanceRemainingCapacity(d, 19, &n) == NVML_ERROR_NOT_SUPPORTED);
+  unsigned max = 9;
+  NV(nv.nvmlDeviceGetMaxMigDeviceCount(d, &max));
+  W_CHECK(max == 0);
+  nvmlReturn_t activation;
+  NV(nv.nvmlDeviceSetMigMode(d, NVML_DEVICE_MIG_ENABLE, &activation));
+  W_CHECK(activation == NVML_SUCCESS);
+  W_CHECK(nv.nvmlDeviceSetMigMode(d, 7, &activation) == NVML_ERROR_INVALID_ARGUMENT);
+  // Profile info: v3 layout, and a version the sim does not know.
+  nvmlGpuInstanceProfileInfo_v3_t v3{};
+  v3.version = nvmlGpuInstanceProfileInfo_v3;
+  NV(nv.nvmlDeviceGetGpuInstanceProfileInfoV(
+      d, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2,
+      reinterpret_cast<nvmlGpuInstanceProfileInfo_v2_t*>(&v3)));
+  W_CHECK(v3.id == 15 && v3.memorySizeMB == 19968 && v3.instanceCount == 4);
+  W_CHECK(strcmp(v3.name, "MIG 1g.20gb") == 0);
+  nvmlGpuInstanceProfileInfo_v2_t bad{};
+  bad.version = 1;
+  W_CHECK(nv.nvmlDeviceGetGpuInstanceProfileInfoV(d, 0, &bad) ==
+          NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  // Placements: a small buffer gets the count back.
+  nvmlGpuInstancePlacement_t pl[2];
+  n = 2;
+  W_CHECK(nv.nvmlDeviceGetGpuInstancePossiblePlacements_v2(d, 19, pl, &n) ==
+          NVML_ERROR_INSUFFICIENT_SIZE);
+  W_CHECK(n == 7);
+  // Two 1g instances placed by the driver; the list buffer's capacity is *count.
+  NV(nv.nvmlDeviceCreateGpuInstance(d, 19, &gi));
+  NV(nv.nvmlDeviceCreateGpuInstance(d, 19, &gi2));
+  nvmlGpuInstance_t list[7];
+  n = 1;
+  W_CHECK(nv.nvmlDeviceGetGpuInstances(d, 19, list, &n) == NVML_ERROR_INSUFFICIENT_SIZE);
+  W_CHECK(n == 2);
+  W_CHECK(nv.nvmlDeviceGetGpuInstances(d, 19, nullptr, &n) == NVML_ERROR_INVALID_ARGUMENT);
+  n = 7;
+  NV(nv.nvmlDeviceGetGpuInstances(d, 19, list, &n));
+  W_CHECK(n == 2);
+  NV(nv.nvmlDeviceGetGpuInstanceRemainingCapacity(d, 19, &n));
+  W_CHECK(n == 5);
+  W_CHECK(nv.nvmlDeviceGetGpuInstanceById(d, 3, &gi2) == NVML_ERROR_NOT_FOUND);
+  // A 7g GI cannot fit any more; destroy the 1g ones and make one.
+  W_CHECK(nv.nvmlDeviceCreateGpuInstance(d, 0, &gi2) == NVML_ERROR_INSUFFICIENT_RESOURCES);
+  NV(nv.nvmlGpuInstanceDestroy(list[0]));
+  NV(nv.nvmlGpuInstanceDestroy(list[1]));
+  nvmlGpuInstanceInfo_t info;
+  W_CHECK(nv.nvmlGpuInstanceGetInfo(list[0], &info) == NVML_ERROR_NOT_FOUND);  // stale handle
+  NV(nv.nvmlDeviceCreateGpuInstance(d, 0, &gi));
+  // Compute instances inside it: placements, capacity, placement create.
+  nvmlComputeInstanceProfileInfo_t cpi{};
+  NV(nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
+                                                     NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                     &cpi));
+  W_CHECK(cpi.sliceCount == 2 && cpi.multiprocessorCount == 28 && cpi.instanceCount == 3);
+  W_CHECK(nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 1, &cpi) ==
+          NVML_ERROR_INVALID_ARGUMENT);
+  W_CHECK(nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+              gi, NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE, 0, &cpi) == NVML_ERROR_NOT_SUPPORTED);
+  nvmlComputeInstancePlacement_t cpl[3];
+  n = 3;
+  NV(nv.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gi, cpi.id, cpl, &n));
+  W_CHECK(n == 3 && cpl[2].start == 4 && cpl[2].size == 2);
+  nvmlComputeInstance_t ci, ci2;
+  NV(nv.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, cpi.id, &cpl[2], &ci));
+  NV(nv.nvmlGpuInstanceCreateComputeInstance(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci2));
+  nvmlComputeInstanceInfo_t cii{};
+  NV(nv.nvmlComputeInstanceGetInfo_v2(ci2, &cii));
+  W_CHECK(cii.id == 1 && cii.placement.start == 0 && cii.placement.size == 1);
+  NV(nv.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, cpi.id, &n));
+  W_CHECK(n == 1);  // {2,2} is still free
+  // Two MIG devices, ordered by (GI, CI); a stale MIG handle is NOT_FOUND.
+  nvmlDevice_t m0, m1;
+  NV(nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 0, &m0));
+  NV(nv.nvmlDeviceGetMigDeviceHandleByIndex(d, 1, &m1));
+  unsigned id0 = 9, id1 = 9;
+  NV(nv.nvmlDeviceGetComputeInstanceId(m0, &id0));
+  NV(nv.nvmlDeviceGetComputeInstanceId(m1, &id1));
+  W_CHECK(id0 == 0 && id1 == 1);
+  nvmlMemory_v2_t mem{};
+  mem.version = nvmlMemory_v2;
+  NV(nv.nvmlDeviceGetMemoryInfo_v2(m0, &mem));
+  W_CHECK(mem.total == 80384ull << 20 && mem.used == 0);
+  W_CHECK(nv.nvmlDeviceGetGpuInstanceId(d, &id0) == NVML_ERROR_NOT_SUPPORTED);
+  nvmlDeviceAttributes_t attr;
+  W_CHECK(nv.nvmlDeviceGetAttributes_v2(d, &attr) == NVML_ERROR_NOT_SUPPORTED);
+  NV(nv.nvmlDeviceGetAttributes_v2(m1, &attr));
+  W_CHECK(attr.multiprocessorCount == 14 && attr.computeInstanceSliceCount == 1 &&
+          attr.gpuInstanceSliceCount == 7);
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  NV(nv.nvmlComputeInstanceDestroy(ci));
+  W_CHECK(nv.nvmlDeviceGetUUID(m0, uuid, sizeof(uuid)) == NVML_ERROR_NOT_FOUND);
+  W_CHECK(nv.nvmlDeviceGetHandleByUUID("MIG-00000000-0000-0000-0000-000000000000", &m0) ==
+          NVML_ERROR_NOT_FOUND);
+  printf("ok=1\n");
+  return 0;
+}
+
 int RunWorker(int argc, char** argv) {
   struct {
     const char* name;
@@ -529,6 +810,9 @@ int RunWorker(int argc, char** argv) {
       {"alloc", WorkerAlloc},       {"util", WorkerUtil},       {"contend", WorkerContend},
       {"visible", WorkerVisible},   {"graph", WorkerGraph},     {"launch", WorkerLaunch},
       {"families", WorkerFamilies}, {"xid", WorkerXid},         {"init", WorkerInit},
+      {"mig-mode", WorkerMigMode},  {"mig-create", WorkerMigCreate},
+      {"mig-list", WorkerMigList},  {"mig-destroy", WorkerMigDestroy},
+      {"mig-api", WorkerMigApi},    {"idle", WorkerIdle},
   };
   for (const auto& w : workers) {
     if (strcmp(argv[0], w.name) == 0) {
@@ -904,6 +1188,136 @@ TEST_F(SimTest, SimctlRefusesAMissingOrMismatchedState) {
   EXPECT_EQ(simctl({"inject-xid", "--device", "0", "--xid", "79"}, {{"HAMI_SIM_CONFIG", path}},
                    &out, &err),
             1);
+}
+
+// MIG instances live in the node's state, not in the process that made them: a second process
+// lists them, resolves the MIG UUID and destroys them, as after a device plugin restart.
+TEST_F(SimTest, MigInstancesOutliveTheCreatingProcess) {
+  auto made = Run("mig-create", {"0"});
+  ASSERT_EQ(made["exit"], "0");
+  EXPECT_EQ(made["profile_id"], "9");
+  EXPECT_EQ(made["profile_mib"], "40192");
+  EXPECT_EQ(made["profile_sms"], "42");
+  EXPECT_EQ(made["profile_name"], "MIG 3g.40gb");
+  EXPECT_EQ(made["profile_6slice"], std::to_string(NVML_ERROR_NOT_SUPPORTED));
+  EXPECT_EQ(made["profile_past_count"], std::to_string(NVML_ERROR_INVALID_ARGUMENT));
+  EXPECT_EQ(made["placements"], "0:4,4:4,");
+  EXPECT_EQ(made["create_bad_placement"], std::to_string(NVML_ERROR_INVALID_ARGUMENT));
+  EXPECT_EQ(made["create_overlap"], std::to_string(NVML_ERROR_INSUFFICIENT_RESOURCES));
+  EXPECT_EQ(made["remaining"], "1");
+  EXPECT_EQ(made["gi_id"], "2");
+  EXPECT_EQ(made["gi_profile"], "9");
+  EXPECT_EQ(made["gi_placement"], "4:4");
+  EXPECT_EQ(made["gi_parent_ok"], "1");
+  EXPECT_EQ(made["ci_profile_name"], "MIG 3g.40gb");
+  EXPECT_EQ(made["ci_id"], "0");
+  EXPECT_EQ(made["ci_gi_ok"], "1");
+  EXPECT_EQ(made["max_mig"], "7");
+  EXPECT_EQ(made["mig_index_1"], std::to_string(NVML_ERROR_NOT_FOUND));
+  EXPECT_EQ(made["uuid"].substr(0, 4), "MIG-");
+  EXPECT_EQ(made["name"], "NVIDIA A100-SXM4-80GB MIG 3g.40gb");
+  EXPECT_EQ(made["is_mig"], "1");
+  EXPECT_EQ(made["is_mig_gpu"], "0");
+  EXPECT_EQ(made["mig_gi"], "2");
+  EXPECT_EQ(made["mig_ci"], "0");
+  EXPECT_EQ(made["parent_ok"], "1");
+  EXPECT_EQ(made["attr_sms"], "42");
+  EXPECT_EQ(made["attr_gi_slices"], "3");
+  EXPECT_EQ(made["attr_mib"], "40192");
+  EXPECT_EQ(made["mem_total_mib"], "40192");
+  EXPECT_EQ(made["by_uuid_ok"], "1");
+
+  auto seen = Run("mig-list", {"0"});
+  ASSERT_EQ(seen["exit"], "0");
+  EXPECT_EQ(seen["current"], "1");
+  EXPECT_EQ(seen["gis"], "1");
+  EXPECT_EQ(seen["gi_0"], "2:4 cis=1");
+  EXPECT_EQ(seen["uuid"], made["uuid"]);
+  EXPECT_EQ(seen["mig_procs"], "0");
+  // Device 1 was never touched.
+  auto untouched = Run("mig-list", {"1"});
+  EXPECT_EQ(untouched["current"], "0");
+  EXPECT_EQ(untouched["list"], std::to_string(NVML_ERROR_NOT_SUPPORTED));
+  EXPECT_EQ(untouched["mig_index_0"], std::to_string(NVML_ERROR_NOT_FOUND));
+  std::string out;
+  ASSERT_EQ(Simctl({"mig"}, &out), 0);
+  EXPECT_NE(out.find("MIG enabled (pending enabled; A100-80GB tables)"), std::string::npos) << out;
+  EXPECT_NE(out.find("GI 2   3g.40gb     (profile  9)  placement {4,4}"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find(made["uuid"]), std::string::npos) << out;
+
+  auto gone = Run("mig-destroy", {"0"});
+  EXPECT_EQ(gone["gi_by_id"], "0");
+  EXPECT_EQ(gone["gi_with_ci"], std::to_string(NVML_ERROR_IN_USE));
+  EXPECT_EQ(gone["ci"], "0");
+  EXPECT_EQ(gone["ci_again"], std::to_string(NVML_ERROR_NOT_FOUND));
+  EXPECT_EQ(gone["gi"], "0");
+  EXPECT_EQ(gone["gi_by_id_after"], std::to_string(NVML_ERROR_NOT_FOUND));
+  EXPECT_EQ(gone["mig_index_0"], std::to_string(NVML_ERROR_NOT_FOUND));
+  // A new instance gets a new UUID.
+  auto again = Run("mig-create", {"0"});
+  ASSERT_EQ(again["exit"], "0");
+  EXPECT_NE(again["uuid"], made["uuid"]);
+}
+
+TEST_F(SimTest, MigModeChangeWaitsForAnIdleGpu) {
+  Child holder = Start("hold", {"1", "1"});  // 1 GiB on device 1
+  WaitReady(&holder);
+  auto busy = Run("mig-mode", {"1", "1"});
+  EXPECT_EQ(busy["set"], "0");
+  EXPECT_EQ(busy["activation"], std::to_string(NVML_ERROR_IN_USE));
+  EXPECT_EQ(busy["current"], "0");
+  EXPECT_EQ(busy["pending"], "1");
+  ASSERT_EQ(Finish(&holder), 0);
+  auto idle = Run("mig-mode", {"1", "1"});
+  EXPECT_EQ(idle["activation"], "0");
+  EXPECT_EQ(idle["current"], "1");
+  EXPECT_EQ(idle["pending"], "1");
+  // The test hook: a passthrough VM would need a reset.
+  auto vm = Run("mig-mode", {"0", "1"}, {{"HAMI_SIM_MIG_ACTIVATION", "reset_required"}});
+  EXPECT_EQ(vm["activation"], std::to_string(NVML_ERROR_RESET_REQUIRED));
+  EXPECT_EQ(vm["current"], "0");
+  EXPECT_EQ(vm["pending"], "1");
+}
+
+TEST_F(SimTest, MigDeviceWithAProcessCannotBeDestroyed) {
+  auto made = Run("mig-create", {"0"});
+  ASSERT_EQ(made["exit"], "0");
+  Child app = Start("idle");
+  WaitReady(&app);
+  std::string out;
+  ASSERT_EQ(Simctl({"mig-attach", "--uuid", made["uuid"], "--pid", std::to_string(app.pid)}, &out),
+            0)
+      << out;
+  auto seen = Run("mig-list", {"0"});
+  EXPECT_EQ(seen["mig_procs"], "1");
+  EXPECT_EQ(Run("mig-destroy", {"0"})["ci"], std::to_string(NVML_ERROR_IN_USE));
+  // Disabling MIG waits too.
+  EXPECT_EQ(Run("mig-mode", {"0", "0"})["activation"], std::to_string(NVML_ERROR_IN_USE));
+  ASSERT_EQ(Finish(&app), 0);
+  auto gone = Run("mig-destroy", {"0"});
+  EXPECT_EQ(gone["ci"], "0");
+  EXPECT_EQ(gone["gi"], "0");
+  auto off = Run("mig-mode", {"0", "0"});
+  EXPECT_EQ(off["activation"], "0");
+  EXPECT_EQ(off["current"], "0");
+}
+
+TEST_F(SimTest, MigApiEdges) {
+  auto kv = Run("mig-api");
+  EXPECT_EQ(kv["exit"], "0");
+  EXPECT_EQ(kv["ok"], "1");
+}
+
+TEST_F(SimTest, MigIsNotSupportedOnOtherModels) {
+  std::string path = dir_ + "/t4.conf";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("[device]\nname = Tesla T4\nmemory = 15360Mi\nsm_count = 40\n", f);
+  fclose(f);
+  auto kv = Run("mig-mode", {"0", "1"}, {{"HAMI_SIM_CONFIG", path}});
+  EXPECT_EQ(kv["set"], std::to_string(NVML_ERROR_NOT_SUPPORTED));
+  EXPECT_EQ(kv["get"], std::to_string(NVML_ERROR_NOT_SUPPORTED));
 }
 
 }  // namespace

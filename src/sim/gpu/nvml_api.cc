@@ -4,8 +4,10 @@
 // positions in that list, minor numbers are physical indices. Utilisation and per-process
 // numbers come from the busy-time rings in the shared state (see README.md for the formulas).
 //
-// This file holds init, errors, system queries, enumeration, identity and topology;
-// nvml_usage.cc the memory, utilisation and process queries; nvml_events.cc the event sets.
+// This file holds init, errors, system queries, enumeration, identity (of GPUs and MIG devices)
+// and topology; nvml_usage.cc the memory, utilisation and process queries; nvml_events.cc the
+// event sets; nvml_mig_gpu_instances.cc and nvml_mig_compute_instances.cc MIG mode, the GPU and
+// compute instances and MIG device handles (nvml_mig.cc their shared parts).
 //
 // Thread safety: every entry point is thread-safe. Init state is guarded by g_mu; event sets
 // by their own mutex; everything else reads the immutable runtime or the shared state.
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "common/thread_annotations.h"
@@ -25,11 +28,22 @@ SimRuntime* g_rt = nullptr;  // set on first successful init, never cleared
 
 namespace {
 
-constexpr uint32_t kDeviceMagic = 0x4e564431;  // NVD1
+constexpr uint32_t kDeviceMagic = 0x4e564431;     // NVD1
+constexpr uint32_t kMigDeviceMagic = 0x4e564d31;  // NVM1
 
 Mutex g_mu;
 int g_init_count GUARDED_BY(g_mu) = 0;
 nvmlDevice_st g_devices[kMaxDevices];
+// One handle per possible (GPU, GI id, CI id): a MIG device's handle is stable while it lives,
+// and names whatever CI holds those ids later, as the real driver's handles may be reused.
+nvmlDevice_st g_mig_devices[kMaxDevices][kMigGiIdSpace][kMigCiIdSpace];
+
+// True if `p` points at one of the `count` handles starting at `first`.
+bool IsHandleIn(const nvmlDevice_st* p, const nvmlDevice_st* first, size_t count) {
+  auto a = reinterpret_cast<uintptr_t>(first);
+  auto q = reinterpret_cast<uintptr_t>(p);
+  return q >= a && q < a + count * sizeof(nvmlDevice_st) && (q - a) % sizeof(nvmlDevice_st) == 0;
+}
 
 bool NvmlVisible(int phys) {
   const auto& vis = g_rt->nvml_visible();
@@ -43,15 +57,39 @@ bool Initialized() {
   return g_init_count > 0;
 }
 
-// Validates the library state and a device handle (one NVML can see); fills *phys.
-nvmlReturn_t CheckDevice(nvmlDevice_t device, int* phys) {
+nvmlReturn_t CheckAnyDevice(nvmlDevice_t device, DeviceRef* ref) {
   if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
-  if (device == nullptr || device < &g_devices[0] || device >= &g_devices[kMaxDevices] ||
-      device->magic != kDeviceMagic || !NvmlVisible(device->phys)) {
-    return NVML_ERROR_INVALID_ARGUMENT;
+  if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (IsHandleIn(device, &g_devices[0], kMaxDevices) && device->magic == kDeviceMagic &&
+      NvmlVisible(device->phys)) {
+    *ref = DeviceRef{device->phys, false, 0, 0};
+    return NVML_SUCCESS;
   }
-  *phys = device->phys;
+  if (IsHandleIn(device, &g_mig_devices[0][0][0], sizeof(g_mig_devices) / sizeof(nvmlDevice_st)) &&
+      device->magic == kMigDeviceMagic && NvmlVisible(device->phys)) {
+    MigDeviceView view;
+    if (!ViewMigDevice(device->phys, device->gi_id, device->ci_id, &view)) {
+      return NVML_ERROR_NOT_FOUND;
+    }
+    *ref = DeviceRef{device->phys, true, device->gi_id, device->ci_id};
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t CheckDevice(nvmlDevice_t device, int* phys) {
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
+  if (rc != NVML_SUCCESS) return rc;
+  if (ref.mig) return NVML_ERROR_NOT_SUPPORTED;
+  *phys = ref.phys;
   return NVML_SUCCESS;
+}
+
+nvmlDevice_t GpuHandle(int phys) { return &g_devices[phys]; }
+
+nvmlDevice_t MigDeviceHandle(int phys, uint32_t gi_id, uint32_t ci_id) {
+  return &g_mig_devices[phys][gi_id][ci_id];
 }
 
 namespace {
@@ -86,7 +124,16 @@ nvmlReturn_t InitCommon() {
   SimRuntime* rt = SimRuntime::Get();
   if (rt == nullptr) return NVML_ERROR_DRIVER_NOT_LOADED;
   g_rt = rt;
-  for (int i = 0; i < kMaxDevices; ++i) g_devices[i] = nvmlDevice_st{kDeviceMagic, i};
+  for (int i = 0; i < kMaxDevices; ++i) {
+    g_devices[i] = nvmlDevice_st{kDeviceMagic, i, 0, 0};
+    for (int gi = 0; gi < kMigGiIdSpace; ++gi) {
+      for (int ci = 0; ci < kMigCiIdSpace; ++ci) {
+        g_mig_devices[i][gi][ci] =
+            nvmlDevice_st{kMigDeviceMagic, i, static_cast<uint32_t>(gi), static_cast<uint32_t>(ci)};
+      }
+    }
+  }
+  InitMigHandles();
   ++g_init_count;
   return NVML_SUCCESS;
 }
@@ -223,6 +270,12 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvml
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (strncmp(uuid, "MIG-", 4) == 0) {
+    DeviceRef ref;
+    if (!FindMigDeviceByUuid(uuid, &ref)) return NVML_ERROR_NOT_FOUND;
+    *device = MigDeviceHandle(ref.phys, ref.gi_id, ref.ci_id);
+    return NVML_SUCCESS;
+  }
   for (int phys : g_rt->nvml_visible()) {
     if (strcmp(g_rt->device(phys).uuid, uuid) == 0) {
       *device = &g_devices[phys];
@@ -260,20 +313,28 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned in
   return NVML_SUCCESS;
 }
 
+// A MIG device is named after its GPU and its profile: "NVIDIA A100-SXM4-80GB MIG 3g.40gb".
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
                                                unsigned int length) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
   if (rc != NVML_SUCCESS) return rc;
-  return CopyOut(name, length, g_rt->device(phys).name);
+  if (!ref.mig) return CopyOut(name, length, g_rt->device(ref.phys).name);
+  MigDeviceView view;
+  if (!ViewMigDevice(ref.phys, ref.gi_id, ref.ci_id, &view)) return NVML_ERROR_NOT_FOUND;
+  std::string full = std::string(g_rt->device(ref.phys).name) + " MIG " + view.ci_profile.name;
+  return CopyOut(name, length, full.c_str());
 }
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
                                                unsigned int length) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
   if (rc != NVML_SUCCESS) return rc;
-  return CopyOut(uuid, length, g_rt->device(phys).uuid);
+  if (!ref.mig) return CopyOut(uuid, length, g_rt->device(ref.phys).uuid);
+  MigDeviceView view;
+  if (!ViewMigDevice(ref.phys, ref.gi_id, ref.ci_id, &view)) return NVML_ERROR_NOT_FOUND;
+  return CopyOut(uuid, length, view.ci.uuid);
 }
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device,
@@ -329,16 +390,6 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsign
   return NVML_SUCCESS;
 }
 
-HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
-                                                  unsigned int* pendingMode) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
-  if (rc != NVML_SUCCESS) return rc;
-  if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *currentMode = NVML_DEVICE_MIG_DISABLE;
-  *pendingMode = NVML_DEVICE_MIG_DISABLE;
-  return NVML_SUCCESS;
-}
 // ---------------------------------------------------------------- topology and NVLink
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1,

@@ -2,7 +2,8 @@
 // utilisation (temperature, power).
 //
 // Utilisation and per-process numbers come from the busy-time rings in the shared state (see
-// README.md for the formulas).
+// README.md for the formulas). A MIG device reports its GPU instance's memory, none of it used
+// (the simulated libcuda does not run inside instances), and the processes attached to it.
 
 #include <math.h>
 
@@ -12,6 +13,7 @@
 #include "sim/gpu/clock.h"
 #include "sim/gpu/log.h"
 #include "sim/gpu/nvml_internal.h"
+#include "sim/gpu/proc_liveness.h"
 
 namespace hami::sim {
 namespace {
@@ -26,22 +28,74 @@ double RecentOccupancy(int phys) {
   return 100.0 * busy / (static_cast<double>(g_rt->device(phys).sm_count) * kUtilWindowNs);
 }
 
+// One row of a running-process list.
+struct ProcRow {
+  unsigned pid;
+  unsigned long long mem_bytes;
+  unsigned gi_id;  // 0xFFFFFFFF: not in a MIG instance
+  unsigned ci_id;
+};
+
+constexpr unsigned kNoInstance = 0xFFFFFFFFu;
+
+// Live processes attached to compute instances of `phys` (only `mig` if given).
+void AppendMigProcesses(int phys, const DeviceRef* mig, std::vector<ProcRow>* rows) {
+  if (MigModelOf(phys) == nullptr) return;
+  MigDeviceState snap = g_rt->state().MigSnapshot(phys);
+  for (const MigGpuInstanceRecord& gi : snap.gis) {
+    if (!gi.live || (mig != nullptr && gi.id != mig->gi_id)) continue;
+    for (const MigComputeInstanceRecord& ci : gi.cis) {
+      if (!ci.live || (mig != nullptr && ci.id != mig->ci_id)) continue;
+      for (const MigAttachedProcess& p : ci.procs) {
+        if (p.pid != 0 && ProcessAlive(p.pid, p.start_time)) {
+          rows->push_back(ProcRow{static_cast<unsigned>(p.pid), 0, gi.id, ci.id});
+        }
+      }
+    }
+  }
+}
+
 template <typename Info>
 nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos,
-                              void (*fill)(Info*, const ProcessUsage&)) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
+                              void (*fill)(Info*, const ProcRow&)) {
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
   if (rc != NVML_SUCCESS) return rc;
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  uint64_t now = MonotonicNs();
-  std::vector<ProcessUsage> procs = g_rt->state().Processes(phys, now, now);
-  unsigned n = static_cast<unsigned>(procs.size());
+  std::vector<ProcRow> rows;
+  if (ref.mig) {
+    AppendMigProcesses(ref.phys, &ref, &rows);
+  } else {
+    uint64_t now = MonotonicNs();
+    for (const ProcessUsage& p : g_rt->state().Processes(ref.phys, now, now)) {
+      rows.push_back(ProcRow{static_cast<unsigned>(p.pid), p.mem_bytes, kNoInstance, kNoInstance});
+    }
+    AppendMigProcesses(ref.phys, nullptr, &rows);
+  }
+  unsigned n = static_cast<unsigned>(rows.size());
   if (*infoCount < n || (infos == nullptr && n > 0)) {
     *infoCount = n;
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  for (unsigned i = 0; i < n; ++i) fill(&infos[i], procs[i]);
+  for (unsigned i = 0; i < n; ++i) fill(&infos[i], rows[i]);
   *infoCount = n;
+  return NVML_SUCCESS;
+}
+
+// Total and used bytes of a GPU or MIG device.
+nvmlReturn_t MemoryOf(nvmlDevice_t device, uint64_t* total, uint64_t* used) {
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
+  if (rc != NVML_SUCCESS) return rc;
+  if (ref.mig) {
+    MigDeviceView v;
+    if (!ViewMigDevice(ref.phys, ref.gi_id, ref.ci_id, &v)) return NVML_ERROR_NOT_FOUND;
+    *total = v.gi_profile->memory_mib << 20;
+    *used = 0;
+    return NVML_SUCCESS;
+  }
+  *total = g_rt->device(ref.phys).memory_bytes;
+  *used = std::min(*total, g_rt->state().UsedMemory(ref.phys));
   return NVML_SUCCESS;
 }
 
@@ -53,12 +107,10 @@ using namespace hami::sim;  // NOLINT: the C ABI entry points below implement th
 // ---------------------------------------------------------------- memory and utilisation
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
+  uint64_t total, used;
+  nvmlReturn_t rc = MemoryOf(device, &total, &used);
   if (rc != NVML_SUCCESS) return rc;
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  uint64_t total = g_rt->device(phys).memory_bytes;
-  uint64_t used = std::min(total, g_rt->state().UsedMemory(phys));
   memory->total = total;
   memory->used = used;
   memory->free = total - used;
@@ -67,13 +119,11 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMe
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                         nvmlMemory_v2_t* memory) {
-  int phys;
-  nvmlReturn_t rc = CheckDevice(device, &phys);
+  uint64_t total, used;
+  nvmlReturn_t rc = MemoryOf(device, &total, &used);
   if (rc != NVML_SUCCESS) return rc;
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  uint64_t total = g_rt->device(phys).memory_bytes;
-  uint64_t used = std::min(total, g_rt->state().UsedMemory(phys));
   memory->total = total;
   memory->reserved = 0;
   memory->used = used;
@@ -156,21 +206,21 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(
 }
 
 namespace {
-void FillV1(nvmlProcessInfo_v1_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
+void FillV1(nvmlProcessInfo_v1_t* out, const ProcRow& p) {
+  out->pid = p.pid;
   out->usedGpuMemory = p.mem_bytes;
 }
-void FillV2(nvmlProcessInfo_v2_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
+void FillV2(nvmlProcessInfo_v2_t* out, const ProcRow& p) {
+  out->pid = p.pid;
   out->usedGpuMemory = p.mem_bytes;
-  out->gpuInstanceId = 0xFFFFFFFFu;
-  out->computeInstanceId = 0xFFFFFFFFu;
+  out->gpuInstanceId = p.gi_id;
+  out->computeInstanceId = p.ci_id;
 }
-void FillV3(nvmlProcessInfo_t* out, const ProcessUsage& p) {
-  out->pid = static_cast<unsigned>(p.pid);
+void FillV3(nvmlProcessInfo_t* out, const ProcRow& p) {
+  out->pid = p.pid;
   out->usedGpuMemory = p.mem_bytes;
-  out->gpuInstanceId = 0xFFFFFFFFu;
-  out->computeInstanceId = 0xFFFFFFFFu;
+  out->gpuInstanceId = p.gi_id;
+  out->computeInstanceId = p.ci_id;
 }
 }  // namespace
 
@@ -190,6 +240,19 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
                                                                      unsigned int* infoCount,
                                                                      nvmlProcessInfo_t* infos) {
   return RunningProcesses(device, infoCount, infos, &FillV3);
+}
+
+// The sim runs no graphics work: an empty list for any valid GPU or MIG device.
+HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                                      unsigned int* infoCount,
+                                                                      nvmlProcessInfo_t* infos) {
+  DeviceRef ref;
+  nvmlReturn_t rc = CheckAnyDevice(device, &ref);
+  if (rc != NVML_SUCCESS) return rc;
+  if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  (void)infos;
+  *infoCount = 0;
+  return NVML_SUCCESS;
 }
 
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,

@@ -23,7 +23,7 @@ namespace hami::sim {
 namespace {
 
 constexpr uint64_t kMagic = 0x4d49532d494d4148ull;  // "HAMI-SIM"
-constexpr uint32_t kLayoutVersion = 3;
+constexpr uint32_t kLayoutVersion = 4;  // 4: per-device MIG state
 
 void CopyString(char* dst, size_t cap, const std::string& src) {
   size_t n = std::min(cap - 1, src.size());
@@ -379,6 +379,29 @@ void SharedState::WaitXidChange(uint32_t seen, uint64_t deadline_monotonic_ns) c
     timespec ts{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
     Futex(&header_->xid_futex, FUTEX_WAIT, seen, &ts);
   }
+}
+
+MigDeviceState SharedState::MigSnapshot(int dev) {
+  Lock lock(header_);
+  return header_->devices[dev].mig;
+}
+
+nvmlReturn_t SharedState::UpdateMig(int dev, const MigUpdate& fn) {
+  Lock lock(header_);
+  ReclaimDeadLocked();
+  bool busy = false;
+  for (const SharedProcess& p : header_->procs) {
+    if (p.pid != 0 && (p.mem[dev] != 0 || p.contexts[dev] != 0)) busy = true;
+  }
+  return fn(header_->devices[dev].mig, busy);
+}
+
+uint64_t SharedState::MigUuidSeed(int dev) const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the device UUID and the file's birth time
+  for (const char* c = header_->devices[dev].info.uuid; *c != '\0'; ++c) {
+    h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+  }
+  return (h ^ header_->created_realtime_ns) * 0x100000001b3ull;
 }
 
 std::string StatePathFromEnv() {

@@ -2,8 +2,10 @@
 //
 // What lives here is what processes must agree on: the device table (copied from the config by
 // whoever creates the file), memory charged per process and device, each device's SM timeline,
-// busy-time rings per device and per (process, device), and injected XID events. Everything
-// else (pointers, contexts, streams) is per-process and lives in the driver libraries.
+// busy-time rings per device and per (process, device), injected XID events, and each device's
+// MIG state (mode, GPU and compute instances; mig_state.h), which outlives every client process
+// as a real driver's does. Everything else (pointers, contexts, streams) is per-process and
+// lives in the driver libraries.
 //
 // The file starts with a header holding a magic number, a layout version and the fingerprint of
 // the config it was built from; opening it with a different config fails with a message telling
@@ -21,11 +23,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nvml/abi.h"
 #include "sim/gpu/config.h"
+#include "sim/gpu/mig_state.h"
 #include "sim/gpu/sm_timeline.h"
 
 namespace hami::sim {
@@ -65,6 +70,7 @@ struct SharedDevice {
   uint64_t xid_seq;              // last sequence number issued
   XidRecord xids[kXidRing];
   UtilRing util;  // busy SM-ns of all processes
+  MigDeviceState mig;
 };
 
 // Kept small and contiguous (the busy rings live apart, in SharedHeader::proc_util) so that a
@@ -152,6 +158,17 @@ class SharedState {
 
   // Frees the slots of processes that are no longer running; returns how many.
   int ReclaimDead();
+
+  // MIG. A copy of `dev`'s MIG state, taken under the lock.
+  MigDeviceState MigSnapshot(int dev);
+  // Runs `fn` on `dev`'s MIG state in place, under the lock, and returns its result.
+  // `cuda_busy` tells `fn` whether a live process holds memory or a context on `dev` (dead ones
+  // are reclaimed first). `fn` must be quick and must not call back into this object.
+  using MigUpdate = std::function<nvmlReturn_t(MigDeviceState& mig, bool cuda_busy)>;
+  nvmlReturn_t UpdateMig(int dev, const MigUpdate& fn);
+  // Seed of `dev`'s MIG UUIDs: differs per device and per state file, so UUIDs are never reused
+  // across a `hami-simctl reset`.
+  uint64_t MigUuidSeed(int dev) const;
 
  private:
   class Lock;

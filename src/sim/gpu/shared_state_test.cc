@@ -120,6 +120,61 @@ TEST_F(SharedStateTest, WaitReturnsAtDeadlineWithoutEvents) {
   EXPECT_GE(MonotonicNs(), start + 20000000);
 }
 
+// MIG instances live in the file: a later opener (a restarted client) finds them.
+TEST_F(SharedStateTest, MigStateOutlivesTheOpener) {
+  const MigModel& model = *MigModelFor(DefaultConfig().devices[1].name, 80ull << 30);
+  std::string uuid;
+  {
+    auto s = OpenDefault();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->MigSnapshot(1).current_mode, static_cast<uint32_t>(NVML_DEVICE_MIG_DISABLE));
+    uint32_t gi = 0, ci = 0;
+    ASSERT_EQ(s->UpdateMig(1,
+                           [&](MigDeviceState& mig, bool busy) {
+                             EXPECT_FALSE(busy);
+                             nvmlReturn_t activation;
+                             MigSetMode(&mig, NVML_DEVICE_MIG_ENABLE, NVML_SUCCESS, &activation);
+                             nvmlGpuInstancePlacement_t at{4, 4};
+                             nvmlReturn_t rc = MigCreateGpuInstance(&mig, model, 9, &at, &gi);
+                             if (rc != NVML_SUCCESS) return rc;
+                             return MigCreateComputeInstance(&mig, model, gi, 2, nullptr,
+                                                             s->MigUuidSeed(1), &ci);
+                           }),
+              NVML_SUCCESS);
+    uuid = MigFindCi(*MigFindGi(s->MigSnapshot(1), gi), ci)->uuid;
+  }
+  auto t = OpenDefault();
+  ASSERT_NE(t, nullptr);
+  MigDeviceState snap = t->MigSnapshot(1);
+  EXPECT_EQ(snap.current_mode, static_cast<uint32_t>(NVML_DEVICE_MIG_ENABLE));
+  const MigGpuInstanceRecord* gi = MigFindGi(snap, 2);
+  ASSERT_NE(gi, nullptr);
+  EXPECT_EQ(gi->profile_id, 9u);
+  EXPECT_EQ(gi->start, 4u);
+  ASSERT_NE(MigFindCi(*gi, 0), nullptr);
+  EXPECT_EQ(MigFindCi(*gi, 0)->uuid, uuid);
+  EXPECT_EQ(t->MigSnapshot(0).current_mode, static_cast<uint32_t>(NVML_DEVICE_MIG_DISABLE));
+  EXPECT_NE(t->MigUuidSeed(0), t->MigUuidSeed(1));
+}
+
+// A process holding memory makes the device busy for a MIG mode change.
+TEST_F(SharedStateTest, MigUpdateSeesProcessesOnTheDevice) {
+  auto s = OpenDefault();
+  int slot = s->RegisterProcess(getpid(), ProcessStartTime(getpid()));
+  ASSERT_TRUE(s->Charge(slot, 0, 1ull << 30));
+  bool busy0 = false, busy1 = true;
+  s->UpdateMig(0, [&](MigDeviceState&, bool busy) {
+    busy0 = busy;
+    return NVML_SUCCESS;
+  });
+  s->UpdateMig(1, [&](MigDeviceState&, bool busy) {
+    busy1 = busy;
+    return NVML_SUCCESS;
+  });
+  EXPECT_TRUE(busy0);
+  EXPECT_FALSE(busy1);
+}
+
 TEST(ProcLivenessTest, SelfAliveBogusDead) {
   uint64_t st = ProcessStartTime(getpid());
   EXPECT_NE(st, 0u);
