@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Lists C++ functions longer than a limit (default 80 lines) under the given directories.
+"""Lists C++ functions longer than a limit (default 80 lines) under the given directories, and
+with --file-limit N the source files longer than N lines.
 
 A function's length runs from the first line of its declaration (return type, template header)
 to the line of its closing brace. Tests (*_test.cc) and generated code (anything under a `gen`
@@ -8,8 +9,8 @@ literals (raw strings included) and preprocessor lines are blanked first, then e
 namespace or class scope is classified as a namespace, a class body, an initializer, or a
 function body. Lambdas and local classes count towards the function that holds them.
 
-Exit status: 0 when nothing is over the limit, 1 when something is, 2 on bad usage.
-  scripts/check_function_length.sh [--limit N] [DIR_OR_FILE...]   (default: src)
+Exit status: 0 when nothing is over the limits, 1 when something is, 2 on bad usage.
+  scripts/check_function_length.sh [--limit N] [--file-limit N] [DIR_OR_FILE...]   (default: src)
 """
 
 import argparse
@@ -236,20 +237,33 @@ def source_files(roots):
 def main():
     parser = argparse.ArgumentParser(description="List C++ functions over a line limit.")
     parser.add_argument("--limit", type=int, default=80)
+    parser.add_argument("--file-limit", type=int, default=0, help="0 = files are not checked")
     parser.add_argument("paths", nargs="*", default=["src"])
     args = parser.parse_args()
     over = []
+    long_files = []
     for path in source_files(args.paths):
+        if args.file_limit > 0:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = sum(1 for _ in f)
+            if lines > args.file_limit:
+                long_files.append((lines, path))
         for name, first, last in scan_file(path):
             length = last - first + 1
             if length > args.limit:
                 over.append((length, path, first, name))
     for length, path, first, name in sorted(over, reverse=True):
         print(f"{length:5d} {path}:{first} {name}")
+    for lines, path in sorted(long_files, reverse=True):
+        print(f"{lines:5d} {path} (file)")
     if over:
         print(f"{len(over)} function(s) over {args.limit} lines", file=sys.stderr)
+    if long_files:
+        print(f"{len(long_files)} file(s) over {args.file_limit} lines", file=sys.stderr)
+    if over or long_files:
         return 1
-    print(f"no function over {args.limit} lines")
+    print(f"no function over {args.limit} lines" +
+          (f", no file over {args.file_limit} lines" if args.file_limit > 0 else ""))
     return 0
 
 
