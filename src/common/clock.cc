@@ -1,15 +1,38 @@
 #include "common/clock.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <thread>
 
 namespace hami {
+
+Cancellation::~Cancellation() {
+  MutexLock lock(mu_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 void Cancellation::Cancel() {
   {
     MutexLock lock(mu_);
     cancelled_.store(true, std::memory_order_release);
+    if (wake_fd_ >= 0) {
+      uint64_t one = 1;
+      // The counter cannot overflow from ones (eventfd saturates far above), and a failed write
+      // only leaves pollers to their own timeouts.
+      [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof one);
+    }
   }
   cv_.notify_all();
+}
+
+int Cancellation::WakeFd() const {
+  MutexLock lock(mu_);
+  if (wake_fd_ < 0) {
+    wake_fd_ = ::eventfd(cancelled() ? 1 : 0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+  return wake_fd_;
 }
 
 bool Cancellation::WaitFor(Duration d) const {

@@ -34,6 +34,7 @@ using WallTime = std::chrono::system_clock::time_point;
 class Cancellation {
  public:
   Cancellation() = default;
+  ~Cancellation();
   Cancellation(const Cancellation&) = delete;
   Cancellation& operator=(const Cancellation&) = delete;
 
@@ -41,13 +42,19 @@ class Cancellation {
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   // Waits up to `d` of real time; true when cancelled (before or during the wait).
   bool WaitFor(Duration d) const;
+  // A descriptor that polls readable (POLLIN) once Cancel() has been called, for code that waits
+  // in poll(2) on sockets and must end at once when cancelled (the API client's reads). Made on
+  // first use, owned by the Cancellation (valid until it is destroyed); -1 if the kernel refused
+  // an eventfd, and the caller then falls back to looking at cancelled() now and then.
+  int WakeFd() const;
 
  private:
   std::atomic<bool> cancelled_{false};
-  // Guards no data (cancelled_ is atomic): it orders Cancel's store before the notify against a
-  // waiter's check, so a wake-up is never lost.
+  // Orders Cancel's store before the notify against a waiter's check, so a wake-up is never lost;
+  // guards the wake descriptor.
   mutable Mutex mu_;
   mutable std::condition_variable cv_;
+  mutable int wake_fd_ GUARDED_BY(mu_) = -1;
 };
 
 class Clock {

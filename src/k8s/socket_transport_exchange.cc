@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,6 +18,16 @@
 #include "net/http_wire.h"
 
 namespace hami::k8s::socket_internal {
+
+// The socket timeout for each read of an exchange: the request's timeout, capped at kCancelTick
+// when a cancellation must be watched (0, no timeout, for neither).
+int64_t ReadWaitMs(const HttpRequest& request) {
+  int64_t wait = request.timeout.count() > 0 ? request.timeout.count() : 0;
+  if (request.cancel != nullptr && (wait == 0 || wait > kCancelTick.count())) {
+    wait = kCancelTick.count();
+  }
+  return wait;
+}
 
 // Sets the socket's receive and send timeouts when they differ from the last ones set.
 void SetIoTimeout(Conn& c, int64_t ms) {
@@ -220,6 +231,12 @@ class ResponseReader {
   template <class Ready>
   Status Fill(Ready ready);
   Status CheckCancel() const;
+  // With a cancellation to watch, waits for bytes on the connection or for the cancellation (its
+  // WakeFd), so that a cancelled read ends at once rather than at the next kCancelTick. False
+  // when cancelled or when the wait timed out (Fill then judges the cancellation and deadline);
+  // true when a read will find something (bytes, the peer's close or an error). Without a
+  // cancellation, true at once: the socket's own timeout bounds the read.
+  bool WaitToRead() const;
   // DeadlineExceeded for a response still arriving when the deadline passed.
   Status Overdue() const;
   // Hands body bytes on, unless the callback already declined more.
@@ -250,7 +267,7 @@ Status ResponseReader::Fill(Ready ready) {
     // Checked before each read, so data that completes the response is never discarded for
     // a deadline that passed while it arrived.
     if (any_byte_ && has_deadline_ && SteadyClock::now() >= deadline_) return Overdue();
-    IoResult r = ReadMore(c_, &error_);
+    IoResult r = WaitToRead() ? ReadMore(c_, &error_) : IoResult::kTimeout;
     if (r == IoResult::kOk) {
       any_byte_ = true;
     } else if (r == IoResult::kTimeout) {
@@ -270,6 +287,18 @@ Status ResponseReader::Fill(Ready ready) {
     }
   }
   return OkStatus();
+}
+
+bool ResponseReader::WaitToRead() const {
+  if (request_.cancel == nullptr) return true;
+  if (c_.ssl != nullptr && SSL_pending(c_.ssl) > 0) return true;  // decrypted, not yet read
+  const int wake = request_.cancel->WakeFd();
+  if (wake < 0) return true;  // no eventfd: the read's kCancelTick timeout looks instead
+  pollfd fds[2] = {{c_.fd, POLLIN, 0}, {wake, POLLIN, 0}};
+  int r = ::poll(fds, 2, static_cast<int>(ReadWaitMs(request_)));
+  if (r <= 0) return false;  // timed out, or EINTR: Fill judges and comes back
+  if (fds[1].revents != 0) return false;
+  return fds[0].revents != 0;
 }
 
 Status ResponseReader::CheckCancel() const {
@@ -412,16 +441,6 @@ Status ResponseReader::ReadToClose(bool* abandoned) {
       return Overdue();
     }
   }
-}
-
-// The socket timeout for each read of an exchange: the request's timeout, capped at kCancelTick
-// when a cancellation must be watched (0, no timeout, for neither).
-int64_t ReadWaitMs(const HttpRequest& request) {
-  int64_t wait = request.timeout.count() > 0 ? request.timeout.count() : 0;
-  if (request.cancel != nullptr && (wait == 0 || wait > kCancelTick.count())) {
-    wait = kCancelTick.count();
-  }
-  return wait;
 }
 
 }  // namespace
