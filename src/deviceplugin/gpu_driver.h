@@ -20,6 +20,20 @@
 
 namespace hami::deviceplugin {
 
+// One MIG device (a compute instance inside a GPU instance) that exists on a MIG-enabled GPU.
+// The plugin only reads these: it never creates or destroys instances (static MIG).
+struct MigDeviceInfo {
+  std::string uuid;        // "MIG-8-4-4-4-12" (opaque; new on every create)
+  uint32_t gi_id = 0;      // GPU instance id, driver-assigned
+  uint32_t ci_id = 0;      // compute instance id within the GI
+  uint32_t gi_slices = 0;  // compute slices of the GI ("g" of the profile)
+  uint32_t ci_slices = 0;  // compute slices of the CI ("c"); equal to gi_slices for a whole GI
+  uint64_t memory_mib = 0;  // the GI's memory, as NVML reports it
+  uint32_t sms = 0;         // streaming multiprocessors of the CI
+  bool media_extensions = false;  // a "+me" GI profile
+  friend bool operator==(const MigDeviceInfo&, const MigDeviceInfo&) = default;
+};
+
 // One physical GPU as the driver describes it.
 struct GpuInfo {
   uint32_t index = 0;  // driver (NVML) index
@@ -30,6 +44,11 @@ struct GpuInfo {
   std::string pci_bus_id;  // "00000000:07:00.0"; may be empty
   int numa_node = -1;      // -1: unknown
   bool mig_enabled = false;
+  // The MIG devices that exist when mig_enabled, in the driver's MIG device index order.
+  std::vector<MigDeviceInfo> mig_devices;
+  // Set when the driver failed to list them (mig_devices then holds none): a MIG read error
+  // must not fail discovery of the GPUs that are shared as vGPUs.
+  std::string mig_error;
   friend bool operator==(const GpuInfo&, const GpuInfo&) = default;
 };
 

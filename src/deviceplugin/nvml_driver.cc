@@ -91,6 +91,66 @@ std::vector<GpuPair> Pairs(const nvml::Api& a, const std::vector<GpuInfo>& gpus,
   return pairs;
 }
 
+// Whether the GI `gi_id` of `dev` has a media-extensions profile ("+me"): its profile ID is the
+// one NVML gives a REV1 profile. False when the driver cannot say (older drivers lack the calls).
+bool MediaExtensions(const nvml::Api& a, nvmlDevice_t dev, unsigned gi_id) {
+  if (a.gi_by_id == nullptr || a.gi_info == nullptr || a.gi_profile_info == nullptr) return false;
+  nvmlGpuInstance_t gi = nullptr;
+  nvmlGpuInstanceInfo_t info{};
+  if (a.gi_by_id(dev, gi_id, &gi) != NVML_SUCCESS || a.gi_info(gi, &info) != NVML_SUCCESS) {
+    return false;
+  }
+  for (unsigned e :
+       {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1}) {
+    nvmlGpuInstanceProfileInfo_t p{};
+    if (a.gi_profile_info(dev, e, &p) == NVML_SUCCESS && p.id == info.profileId) return true;
+  }
+  return false;
+}
+
+// The MIG devices that exist on the MIG-enabled GPU `dev` (named `uuid` in errors), in index
+// order. A driver without the MIG device calls reports none.
+Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t dev,
+                                              const std::string& uuid) {
+  std::vector<MigDeviceInfo> out;
+  if (a.mig_max_count == nullptr || a.mig_by_index == nullptr || a.mig_attributes == nullptr ||
+      a.mig_gi_id == nullptr || a.mig_ci_id == nullptr) {
+    return out;
+  }
+  unsigned max = 0;
+  if (nvmlReturn_t r = a.mig_max_count(dev, &max); r != NVML_SUCCESS) {
+    return Status(StatusCode::kUnavailable,
+                  "nvmlDeviceGetMaxMigDeviceCount(" + uuid + "): " + a.ErrorText(r));
+  }
+  for (unsigned i = 0; i < max; ++i) {
+    nvmlDevice_t mig = nullptr;
+    nvmlReturn_t r = a.mig_by_index(dev, i, &mig);
+    if (r == NVML_ERROR_NOT_FOUND) continue;  // no MIG device at this index
+    std::string where = uuid + " MIG device " + std::to_string(i);
+    if (r != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable,
+                    "nvmlDeviceGetMigDeviceHandleByIndex(" + where + "): " + a.ErrorText(r));
+    }
+    MigDeviceInfo m;
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    nvmlDeviceAttributes_t attr{};
+    if ((r = a.uuid(mig, buf, sizeof(buf))) != NVML_SUCCESS ||
+        (r = a.mig_attributes(mig, &attr)) != NVML_SUCCESS ||
+        (r = a.mig_gi_id(mig, &m.gi_id)) != NVML_SUCCESS ||
+        (r = a.mig_ci_id(mig, &m.ci_id)) != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable, "reading " + where + ": " + a.ErrorText(r));
+    }
+    m.uuid = buf;
+    m.gi_slices = attr.gpuInstanceSliceCount;
+    m.ci_slices = attr.computeInstanceSliceCount;
+    m.memory_mib = attr.memorySizeMB;
+    m.sms = attr.multiprocessorCount;
+    m.media_extensions = MediaExtensions(a, dev, m.gi_id);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& options) {
@@ -170,6 +230,14 @@ Result<Inventory> NvmlDriver::Discover() {
     unsigned current = 0, pending = 0;
     if (a.mig_mode != nullptr && a.mig_mode(dev, &current, &pending) == NVML_SUCCESS) {
       g.mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
+    }
+    if (g.mig_enabled) {
+      Result<std::vector<MigDeviceInfo>> migs = MigDevices(a, dev, g.uuid);
+      if (migs.ok()) {
+        g.mig_devices = std::move(*migs);
+      } else {
+        g.mig_error = migs.status().message();
+      }
     }
     inv.gpus.push_back(std::move(g));
     handles.push_back(dev);

@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/subprocess.h"
+#include "deviceplugin/mig_resources.h"
+#include "nvml/abi.h"
 
 namespace hami::deviceplugin {
 namespace {
@@ -110,6 +115,117 @@ TEST_F(NvmlDriverTest, XidEventsNameTheirDevice) {
   ASSERT_TRUE(ev->has_value());
   EXPECT_EQ((*ev)->uuid, "GPU-11111111-0000-4000-8000-000000000001");
   EXPECT_EQ((*ev)->xid, 79u);
+}
+
+// The simulated driver's MIG calls that create and destroy instances, which the plugin never
+// makes (static MIG only reads): resolved from the same library the driver under test loads.
+struct SimMig {
+  SimMig() {
+    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return;
+    init = reinterpret_cast<decltype(init)>(dlsym(lib, "nvmlInit_v2"));
+    by_index = reinterpret_cast<decltype(by_index)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    set_mode = reinterpret_cast<decltype(set_mode)>(dlsym(lib, "nvmlDeviceSetMigMode"));
+    profile = reinterpret_cast<decltype(profile)>(
+        dlsym(lib, "nvmlDeviceGetGpuInstanceProfileInfo"));
+    create_gi = reinterpret_cast<decltype(create_gi)>(dlsym(lib, "nvmlDeviceCreateGpuInstance"));
+    create_ci = reinterpret_cast<decltype(create_ci)>(
+        dlsym(lib, "nvmlGpuInstanceCreateComputeInstance"));
+    destroy_gi = reinterpret_cast<decltype(destroy_gi)>(dlsym(lib, "nvmlGpuInstanceDestroy"));
+    destroy_ci = reinterpret_cast<decltype(destroy_ci)>(dlsym(lib, "nvmlComputeInstanceDestroy"));
+  }
+  bool ok() const {
+    return lib != nullptr && init != nullptr && by_index != nullptr && set_mode != nullptr &&
+           profile != nullptr && create_gi != nullptr && create_ci != nullptr &&
+           destroy_gi != nullptr && destroy_ci != nullptr;
+  }
+  // Creates a GI of profile enum `gi_enum` on `dev` and in it a CI of `ci_profile`.
+  nvmlReturn_t Create(nvmlDevice_t dev, unsigned gi_enum, unsigned ci_profile) {
+    nvmlGpuInstanceProfileInfo_t info{};
+    nvmlGpuInstance_t gi = nullptr;
+    nvmlComputeInstance_t ci = nullptr;
+    nvmlReturn_t r = profile(dev, gi_enum, &info);
+    if (r == NVML_SUCCESS) r = create_gi(dev, info.id, &gi);
+    if (r == NVML_SUCCESS) r = create_ci(gi, ci_profile, &ci);
+    if (gi != nullptr) gis.push_back(gi);
+    if (ci != nullptr) cis.push_back(ci);
+    return r;
+  }
+  void DestroyAll() {
+    for (nvmlComputeInstance_t ci : cis) destroy_ci(ci);
+    for (nvmlGpuInstance_t gi : gis) destroy_gi(gi);
+    cis.clear();
+    gis.clear();
+  }
+
+  void* lib = nullptr;
+  decltype(&nvmlInit_v2) init = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) by_index = nullptr;
+  decltype(&nvmlDeviceSetMigMode) set_mode = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceProfileInfo) profile = nullptr;
+  decltype(&nvmlDeviceCreateGpuInstance) create_gi = nullptr;
+  decltype(&nvmlGpuInstanceCreateComputeInstance) create_ci = nullptr;
+  decltype(&nvmlGpuInstanceDestroy) destroy_gi = nullptr;
+  decltype(&nvmlComputeInstanceDestroy) destroy_ci = nullptr;
+  std::vector<nvmlGpuInstance_t> gis;
+  std::vector<nvmlComputeInstance_t> cis;
+};
+
+TEST_F(NvmlDriverTest, ReportsExistingMigDevicesForTheMixedStrategy) {
+  Result<std::unique_ptr<NvmlDriver>> d = NvmlDriver::Open({});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  SimMig sim;
+  ASSERT_TRUE(sim.ok()) << dlerror();
+  ASSERT_EQ(sim.init(), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  ASSERT_EQ(sim.by_index(1, &dev), NVML_SUCCESS);
+  nvmlReturn_t activation = NVML_SUCCESS;
+  ASSERT_EQ(sim.set_mode(dev, NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  ASSERT_EQ(activation, NVML_SUCCESS);
+  // 3g.40gb with a one-slice CI (not offered by mixed), two 1g.10gb, one 1g.10gb+me.
+  ASSERT_EQ(sim.Create(dev, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 0), NVML_SUCCESS);
+  ASSERT_EQ(sim.Create(dev, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 0), NVML_SUCCESS);
+  ASSERT_EQ(sim.Create(dev, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 0), NVML_SUCCESS);
+  ASSERT_EQ(sim.Create(dev, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 0), NVML_SUCCESS);
+
+  Result<Inventory> inv = (*d)->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_FALSE(inv->gpus[0].mig_enabled);
+  EXPECT_TRUE(inv->gpus[0].mig_devices.empty());
+  const GpuInfo& g = inv->gpus[1];
+  EXPECT_TRUE(g.mig_enabled);
+  ASSERT_EQ(g.mig_devices.size(), 4u);
+  std::map<std::string, int> profiles;
+  for (const MigDeviceInfo& m : g.mig_devices) {
+    EXPECT_EQ(m.uuid.rfind("MIG-", 0), 0u) << m.uuid;
+    EXPECT_EQ(m.ci_id, 0u);
+    ++profiles[MigProfileName(m, *g.memory_bytes)];
+    if (m.gi_slices == 1) {
+      EXPECT_EQ(m.memory_mib, 9728u);
+      EXPECT_EQ(m.sms, 14u);
+    }
+  }
+  EXPECT_EQ(profiles, (std::map<std::string, int>{
+                          {"1c.3g.40gb", 1}, {"1g.10gb", 2}, {"1g.10gb+me", 1}}));
+
+  Result<MigPlan> plan = PlanMigResources(*inv, MigStrategy::kMixed);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->resources.size(), 2u);
+  EXPECT_EQ(plan->resources[0].resource, "nvidia.com/mig-1g.10gb");
+  EXPECT_EQ(plan->resources[0].device_ids.size(), 2u);
+  EXPECT_EQ(plan->resources[1].resource, "nvidia.com/mig-1g.10gb.me");
+  EXPECT_EQ(plan->resources[1].socket, "nvidia-mig-1g.10gb.me.sock");
+  EXPECT_EQ(plan->warnings.size(), 1u);
+  // GPU 0 and the T4 have MIG disabled: single refuses the node.
+  EXPECT_EQ(PlanMigResources(*inv, MigStrategy::kSingle).status().code(),
+            StatusCode::kFailedPrecondition);
+
+  sim.DestroyAll();
+  ASSERT_EQ(sim.set_mode(dev, NVML_DEVICE_MIG_DISABLE, &activation), NVML_SUCCESS);
+  inv = (*d)->Discover();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_FALSE(inv->gpus[1].mig_enabled);
+  EXPECT_TRUE(inv->gpus[1].mig_devices.empty());
 }
 
 TEST(NvmlDriverOpen, AMissingLibraryIsAClearError) {

@@ -54,6 +54,14 @@ Library::Library(std::string path, void* handle) : path_(std::move(path)) {
   resolve("nvmlDeviceGetNumaNodeId", &a.numa);
   resolve("nvmlDeviceGetMigMode", &a.mig_mode);
   resolve("nvmlDeviceGetUtilizationRates", &a.utilization);
+  resolve("nvmlDeviceGetMaxMigDeviceCount", &a.mig_max_count);
+  resolve("nvmlDeviceGetMigDeviceHandleByIndex", &a.mig_by_index);
+  resolve("nvmlDeviceGetAttributes_v2", &a.mig_attributes);
+  resolve("nvmlDeviceGetGpuInstanceId", &a.mig_gi_id);
+  resolve("nvmlDeviceGetComputeInstanceId", &a.mig_ci_id);
+  resolve("nvmlDeviceGetGpuInstanceById", &a.gi_by_id);
+  resolve("nvmlGpuInstanceGetInfo", &a.gi_info);
+  resolve("nvmlDeviceGetGpuInstanceProfileInfo", &a.gi_profile_info);
   resolve("nvmlDeviceGetTopologyCommonAncestor", &a.common_ancestor);
   resolve("nvmlDeviceGetNvLinkState", &a.nvlink_state);
   resolve("nvmlDeviceGetNvLinkRemotePciInfo_v2", &a.nvlink_remote);

@@ -58,6 +58,15 @@ struct Api {
   decltype(&nvmlDeviceGetNumaNodeId) numa = nullptr;
   decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) utilization = nullptr;
+  // MIG: the instances that exist (reading only; nothing here creates or destroys one).
+  decltype(&nvmlDeviceGetMaxMigDeviceCount) mig_max_count = nullptr;
+  decltype(&nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index = nullptr;
+  decltype(&nvmlDeviceGetAttributes_v2) mig_attributes = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceId) mig_gi_id = nullptr;
+  decltype(&nvmlDeviceGetComputeInstanceId) mig_ci_id = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceById) gi_by_id = nullptr;
+  decltype(&nvmlGpuInstanceGetInfo) gi_info = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceProfileInfo) gi_profile_info = nullptr;
   // Topology.
   decltype(&nvmlDeviceGetTopologyCommonAncestor) common_ancestor = nullptr;
   decltype(&nvmlDeviceGetNvLinkState) nvlink_state = nullptr;
