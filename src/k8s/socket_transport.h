@@ -20,8 +20,9 @@
 //     (the system store when none is given) and the host name or IP address of the URL, or
 //     TlsConfig::server_name when set (which is also sent as SNI).
 //   - HttpRequest::timeout bounds each wait for the server; an exchange that keeps receiving
-//     data may take up to twice as long before DeadlineExceeded. Cancellation is observed at
-//     least once a second and whenever data arrives.
+//     data may take up to twice as long before DeadlineExceeded. Cancellation ends a wait for
+//     the server at once (Cancellation::WakeFd is polled beside the socket); a connect, or a
+//     read where the kernel gave no eventfd, looks at it at least once a second.
 //   - Responses: Content-Length, chunked and read-to-close bodies; 1xx responses are skipped.
 //     Header names are lower-cased.
 // The error contract is Transport's (transport.h).

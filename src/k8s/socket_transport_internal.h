@@ -31,7 +31,8 @@ using SteadyClock = std::chrono::steady_clock;
 // A connection idle for longer than this is peeked at before reuse: servers close idle
 // connections after seconds (httplib 5 s, Go's net/http 90 s by default), never sooner.
 inline constexpr auto kIdleCheckAfter = std::chrono::seconds(1);
-// How often a blocked read (or connect) wakes up to look at HttpRequest::cancel.
+// How often a blocked connect, or a read without Cancellation::WakeFd, wakes up to look at
+// HttpRequest::cancel.
 inline constexpr std::chrono::milliseconds kCancelTick{1000};
 inline constexpr size_t kMaxHeaderBytes = 1 << 20;
 inline constexpr size_t kReadSize = 64 * 1024;

@@ -200,7 +200,7 @@ class NamespaceChanges {
       informer->Start();
     }
   }
-  // Stops both informers at once: each waits for its watch to notice (up to about a second).
+  // Stops both informers at once: each waits for its watch's read to see the cancellation.
   ~NamespaceChanges() {
     std::thread events([this] { events_.Stop(); });
     pods_.Stop();
