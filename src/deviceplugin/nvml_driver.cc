@@ -91,21 +91,30 @@ std::vector<GpuPair> Pairs(const nvml::Api& a, const std::vector<GpuInfo>& gpus,
   return pairs;
 }
 
-// Whether the GI `gi_id` of `dev` has a media-extensions profile ("+me"): its profile ID is the
-// one NVML gives a REV1 profile. False when the driver cannot say (older drivers lack the calls).
-bool MediaExtensions(const nvml::Api& a, nvmlDevice_t dev, unsigned gi_id) {
-  if (a.gi_by_id == nullptr || a.gi_info == nullptr || a.gi_profile_info == nullptr) return false;
+// The profile IDs `dev` gives its media-extensions ("+me") GPU-instance profiles (the REV1
+// ones); empty when the driver cannot say (older drivers lack the calls).
+std::vector<unsigned> MediaExtensionProfiles(const nvml::Api& a, nvmlDevice_t dev) {
+  std::vector<unsigned> ids;
+  if (a.gi_profile_info == nullptr) return ids;
+  for (unsigned e :
+       {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1}) {
+    nvmlGpuInstanceProfileInfo_t p{};
+    if (a.gi_profile_info(dev, e, &p) == NVML_SUCCESS) ids.push_back(p.id);
+  }
+  return ids;
+}
+
+// Whether the GI `gi_id` of `dev` has one of the profiles `me_ids`. False when the driver cannot
+// say.
+bool MediaExtensions(const nvml::Api& a, nvmlDevice_t dev, unsigned gi_id,
+                     const std::vector<unsigned>& me_ids) {
+  if (me_ids.empty() || a.gi_by_id == nullptr || a.gi_info == nullptr) return false;
   nvmlGpuInstance_t gi = nullptr;
   nvmlGpuInstanceInfo_t info{};
   if (a.gi_by_id(dev, gi_id, &gi) != NVML_SUCCESS || a.gi_info(gi, &info) != NVML_SUCCESS) {
     return false;
   }
-  for (unsigned e :
-       {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1}) {
-    nvmlGpuInstanceProfileInfo_t p{};
-    if (a.gi_profile_info(dev, e, &p) == NVML_SUCCESS && p.id == info.profileId) return true;
-  }
-  return false;
+  return std::find(me_ids.begin(), me_ids.end(), info.profileId) != me_ids.end();
 }
 
 // The MIG devices that exist on the MIG-enabled GPU `dev` (named `uuid` in errors), in index
@@ -122,6 +131,7 @@ Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t d
     return Status(StatusCode::kUnavailable,
                   "nvmlDeviceGetMaxMigDeviceCount(" + uuid + "): " + a.ErrorText(r));
   }
+  const std::vector<unsigned> me_ids = MediaExtensionProfiles(a, dev);  // once per GPU
   for (unsigned i = 0; i < max; ++i) {
     nvmlDevice_t mig = nullptr;
     nvmlReturn_t r = a.mig_by_index(dev, i, &mig);
@@ -145,7 +155,7 @@ Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t d
     m.ci_slices = attr.computeInstanceSliceCount;
     m.memory_mib = attr.memorySizeMB;
     m.sms = attr.multiprocessorCount;
-    m.media_extensions = MediaExtensions(a, dev, m.gi_id);
+    m.media_extensions = MediaExtensions(a, dev, m.gi_id, me_ids);
     out.push_back(std::move(m));
   }
   return out;
