@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "device/device.h"
 
 namespace hami::deviceplugin {
 
-// One MIG device (a compute instance inside a GPU instance) that exists on a MIG-enabled GPU.
-// The plugin only reads these: it never creates or destroys instances (static MIG).
+// One MIG device (a compute instance inside a GPU instance) that exists on a MIG-enabled GPU,
+// whoever made it (an operator for static MIG, MigDriver for dynamic MIG).
 struct MigDeviceInfo {
   std::string uuid;        // "MIG-8-4-4-4-12" (opaque; new on every create)
   uint32_t gi_id = 0;      // GPU instance id, driver-assigned
@@ -31,6 +32,9 @@ struct MigDeviceInfo {
   uint64_t memory_mib = 0;  // the GI's memory, as NVML reports it
   uint32_t sms = 0;         // streaming multiprocessors of the CI
   bool media_extensions = false;  // a "+me" GI profile
+  // NVML GPU instance profile id (nvmlGpuInstanceInfo_t.profileId, as MigProfileSpec::profile_id)
+  uint32_t gi_profile_id = 0;
+  device::MigPlacement gi_placement;  // where its GPU instance sits, in memory slices
   friend bool operator==(const MigDeviceInfo&, const MigDeviceInfo&) = default;
 };
 
@@ -75,6 +79,9 @@ struct Inventory {
 struct XidEvent {
   std::string uuid;  // empty: the driver could not say which device
   uint64_t xid = 0;
+  // set when the event names a MIG instance that exists: its MIG device UUID (initialised, so
+  // that {uuid, xid} aggregates need not name it)
+  std::string mig_uuid{};
 };
 
 class GpuDriver {

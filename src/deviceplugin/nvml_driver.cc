@@ -104,26 +104,15 @@ std::vector<unsigned> MediaExtensionProfiles(const nvml::Api& a, nvmlDevice_t de
   return ids;
 }
 
-// Whether the GI `gi_id` of `dev` has one of the profiles `me_ids`. False when the driver cannot
-// say.
-bool MediaExtensions(const nvml::Api& a, nvmlDevice_t dev, unsigned gi_id,
-                     const std::vector<unsigned>& me_ids) {
-  if (me_ids.empty() || a.gi_by_id == nullptr || a.gi_info == nullptr) return false;
-  nvmlGpuInstance_t gi = nullptr;
-  nvmlGpuInstanceInfo_t info{};
-  if (a.gi_by_id(dev, gi_id, &gi) != NVML_SUCCESS || a.gi_info(gi, &info) != NVML_SUCCESS) {
-    return false;
-  }
-  return std::find(me_ids.begin(), me_ids.end(), info.profileId) != me_ids.end();
-}
-
 // The MIG devices that exist on the MIG-enabled GPU `dev` (named `uuid` in errors), in index
-// order. A driver without the MIG device calls reports none.
+// order, each with its GPU instance's profile and placement. A driver without the MIG device
+// calls reports none; one whose GPU instance is gone by the time it is read is left out.
 Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t dev,
                                               const std::string& uuid) {
   std::vector<MigDeviceInfo> out;
   if (a.mig_max_count == nullptr || a.mig_by_index == nullptr || a.mig_attributes == nullptr ||
-      a.mig_gi_id == nullptr || a.mig_ci_id == nullptr) {
+      a.mig_gi_id == nullptr || a.mig_ci_id == nullptr || a.gi_by_id == nullptr ||
+      a.gi_info == nullptr) {
     return out;
   }
   unsigned max = 0;
@@ -150,18 +139,50 @@ Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t d
         (r = a.mig_ci_id(mig, &m.ci_id)) != NVML_SUCCESS) {
       return Status(StatusCode::kUnavailable, "reading " + where + ": " + a.ErrorText(r));
     }
+    nvmlGpuInstance_t gi = nullptr;
+    nvmlGpuInstanceInfo_t gi_info{};
+    r = a.gi_by_id(dev, m.gi_id, &gi);
+    if (r == NVML_ERROR_NOT_FOUND) continue;  // destroyed since it was listed
+    if (r != NVML_SUCCESS || (r = a.gi_info(gi, &gi_info)) != NVML_SUCCESS) {
+      return Status(StatusCode::kUnavailable, "reading the GPU instance of " + where + ": " +
+                                                  a.ErrorText(r));
+    }
     m.uuid = buf;
     m.gi_slices = attr.gpuInstanceSliceCount;
     m.ci_slices = attr.computeInstanceSliceCount;
     m.memory_mib = attr.memorySizeMB;
     m.sms = attr.multiprocessorCount;
-    m.media_extensions = MediaExtensions(a, dev, m.gi_id, me_ids);
+    m.gi_profile_id = gi_info.profileId;
+    m.gi_placement = {gi_info.placement.start, gi_info.placement.size};
+    m.media_extensions =
+        std::find(me_ids.begin(), me_ids.end(), gi_info.profileId) != me_ids.end();
     out.push_back(std::move(m));
   }
   return out;
 }
 
 }  // namespace
+
+std::string NvmlDriver::MigUuidOf(const nvml::Api& a, nvmlDevice_st* dev, unsigned gi_id,
+                                  unsigned ci_id) {
+  if (a.mig_max_count == nullptr || a.mig_by_index == nullptr || a.mig_gi_id == nullptr ||
+      a.mig_ci_id == nullptr) {
+    return "";
+  }
+  unsigned max = 0;
+  if (a.mig_max_count(dev, &max) != NVML_SUCCESS) return "";
+  for (unsigned i = 0; i < max; ++i) {
+    nvmlDevice_t mig = nullptr;
+    unsigned gi = 0, ci = 0;
+    if (a.mig_by_index(dev, i, &mig) != NVML_SUCCESS || a.mig_gi_id(mig, &gi) != NVML_SUCCESS ||
+        a.mig_ci_id(mig, &ci) != NVML_SUCCESS || gi != gi_id || ci != ci_id) {
+      continue;
+    }
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (a.uuid(mig, buf, sizeof(buf)) == NVML_SUCCESS) return buf;
+  }
+  return "";
+}
 
 Result<std::unique_ptr<NvmlDriver>> NvmlDriver::Open(const NvmlDriverOptions& options) {
   Result<const nvml::Library*> lib = nvml::Library::Load(options.library);
@@ -300,6 +321,11 @@ Result<std::optional<XidEvent>> NvmlDriver::WaitXid(std::chrono::milliseconds ti
   char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   if (data.device != nullptr && a.uuid(data.device, buf, sizeof(buf)) == NVML_SUCCESS) {
     e.uuid = buf;
+  }
+  // An XID of one MIG instance carries its GPU and compute instance ids (0xFFFFFFFF otherwise).
+  constexpr unsigned kNone = 0xFFFFFFFFu;
+  if (data.device != nullptr && data.gpuInstanceId != kNone && data.computeInstanceId != kNone) {
+    e.mig_uuid = MigUuidOf(a, data.device, data.gpuInstanceId, data.computeInstanceId);
   }
   return std::optional<XidEvent>(e);
 }

@@ -62,6 +62,16 @@ Library::Library(std::string path, void* handle) : path_(std::move(path)) {
   resolve("nvmlDeviceGetGpuInstanceById", &a.gi_by_id);
   resolve("nvmlGpuInstanceGetInfo", &a.gi_info);
   resolve("nvmlDeviceGetGpuInstanceProfileInfo", &a.gi_profile_info);
+  resolve("nvmlDeviceSetMigMode", &a.set_mig_mode);
+  resolve("nvmlDeviceGetGpuInstanceProfileInfoV", &a.gi_profile_info_v);
+  resolve("nvmlDeviceGetGpuInstancePossiblePlacements_v2", &a.gi_placements);
+  resolve("nvmlDeviceCreateGpuInstanceWithPlacement", &a.gi_create_at);
+  resolve("nvmlGpuInstanceDestroy", &a.gi_destroy);
+  resolve("nvmlGpuInstanceGetComputeInstanceProfileInfo", &a.ci_profile_info);
+  resolve("nvmlGpuInstanceCreateComputeInstance", &a.ci_create);
+  resolve("nvmlComputeInstanceGetInfo_v2", &a.ci_info);
+  resolve("nvmlGpuInstanceGetComputeInstanceById", &a.ci_by_id);
+  resolve("nvmlComputeInstanceDestroy", &a.ci_destroy);
   resolve("nvmlDeviceGetTopologyCommonAncestor", &a.common_ancestor);
   resolve("nvmlDeviceGetNvLinkState", &a.nvlink_state);
   resolve("nvmlDeviceGetNvLinkRemotePciInfo_v2", &a.nvlink_remote);

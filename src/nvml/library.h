@@ -58,7 +58,7 @@ struct Api {
   decltype(&nvmlDeviceGetNumaNodeId) numa = nullptr;
   decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) utilization = nullptr;
-  // MIG: the instances that exist (reading only; nothing here creates or destroys one).
+  // MIG: the instances that exist.
   decltype(&nvmlDeviceGetMaxMigDeviceCount) mig_max_count = nullptr;
   decltype(&nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index = nullptr;
   decltype(&nvmlDeviceGetAttributes_v2) mig_attributes = nullptr;
@@ -67,6 +67,17 @@ struct Api {
   decltype(&nvmlDeviceGetGpuInstanceById) gi_by_id = nullptr;
   decltype(&nvmlGpuInstanceGetInfo) gi_info = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceProfileInfo) gi_profile_info = nullptr;
+  // MIG: changing the mode, making and destroying instances (dynamic MIG).
+  decltype(&nvmlDeviceSetMigMode) set_mig_mode = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceProfileInfoV) gi_profile_info_v = nullptr;
+  decltype(&nvmlDeviceGetGpuInstancePossiblePlacements_v2) gi_placements = nullptr;
+  decltype(&nvmlDeviceCreateGpuInstanceWithPlacement) gi_create_at = nullptr;
+  decltype(&nvmlGpuInstanceDestroy) gi_destroy = nullptr;
+  decltype(&nvmlGpuInstanceGetComputeInstanceProfileInfo) ci_profile_info = nullptr;
+  decltype(&nvmlGpuInstanceCreateComputeInstance) ci_create = nullptr;
+  decltype(&nvmlComputeInstanceGetInfo_v2) ci_info = nullptr;
+  decltype(&nvmlGpuInstanceGetComputeInstanceById) ci_by_id = nullptr;
+  decltype(&nvmlComputeInstanceDestroy) ci_destroy = nullptr;
   // Topology.
   decltype(&nvmlDeviceGetTopologyCommonAncestor) common_ancestor = nullptr;
   decltype(&nvmlDeviceGetNvLinkState) nvlink_state = nullptr;

@@ -46,7 +46,7 @@ using namespace hami::sim;  // NOLINT: the C ABI entry points below implement th
 // ---------------------------------------------------------------- arrays
 
 namespace {
-CUresult CreateArray(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels, int* phys_out,
+CUresult CreateArray(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels, int* ordinal_out,
                      uint64_t* bytes_out) {
   CUctx_st* ctx;
   CUresult rc = CurrentContext(&ctx);
@@ -61,8 +61,8 @@ CUresult CreateArray(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels, int* 
     h = h == 0 ? 0 : std::max<uint64_t>(h / 2, 1);
     dep = dep == 0 ? 0 : std::max<uint64_t>(dep / 2, 1);
   }
-  if (!ChargeDevice(ctx->phys, total)) return CUDA_ERROR_OUT_OF_MEMORY;
-  *phys_out = ctx->phys;
+  if (!ChargeDevice(ctx->ordinal, total)) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ordinal_out = ctx->ordinal;
   *bytes_out = total;
   return CUDA_SUCCESS;
 }
@@ -79,12 +79,12 @@ HAMI_SIM_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle,
 HAMI_SIM_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle,
                                             const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
   if (pHandle == nullptr || pAllocateArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  int phys;
+  int ordinal;
   uint64_t bytes;
-  CUresult rc = CreateArray(*pAllocateArray, 1, &phys, &bytes);
+  CUresult rc = CreateArray(*pAllocateArray, 1, &ordinal, &bytes);
   if (rc != CUDA_SUCCESS) return rc;
   auto* a = new CUarray_st();
-  a->phys = phys;
+  a->ordinal = ordinal;
   a->bytes = bytes;
   *pHandle = a;
   return CUDA_SUCCESS;
@@ -95,7 +95,7 @@ HAMI_SIM_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
   if (rc != CUDA_SUCCESS) return rc;
   if (hArray == nullptr || hArray->magic != kArrayMagic) return CUDA_ERROR_INVALID_HANDLE;
   hArray->magic = 0;
-  UnchargeDevice(hArray->phys, hArray->bytes);
+  UnchargeDevice(hArray->ordinal, hArray->bytes);
   delete hArray;
   return CUDA_SUCCESS;
 }
@@ -107,12 +107,12 @@ HAMI_SIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
       numMipmapLevels > 32) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  int phys;
+  int ordinal;
   uint64_t bytes;
-  CUresult rc = CreateArray(*pMipmappedArrayDesc, numMipmapLevels, &phys, &bytes);
+  CUresult rc = CreateArray(*pMipmappedArrayDesc, numMipmapLevels, &ordinal, &bytes);
   if (rc != CUDA_SUCCESS) return rc;
   auto* a = new CUmipmappedArray_st();
-  a->phys = phys;
+  a->ordinal = ordinal;
   a->bytes = bytes;
   *pHandle = a;
   return CUDA_SUCCESS;
@@ -125,7 +125,7 @@ HAMI_SIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArra
     return CUDA_ERROR_INVALID_HANDLE;
   }
   hMipmappedArray->magic = 0;
-  UnchargeDevice(hMipmappedArray->phys, hMipmappedArray->bytes);
+  UnchargeDevice(hMipmappedArray->ordinal, hMipmappedArray->bytes);
   delete hMipmappedArray;
   return CUDA_SUCCESS;
 }

@@ -1,4 +1,4 @@
-// Simulated libcuda.so.1: initialisation, error strings, devices and contexts.
+// Simulated libcuda.so.1: initialisation, error strings and contexts (devices: cuda_device.cc).
 
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +8,8 @@
 #include "sim/gpu/clock.h"
 #include "sim/gpu/cuda_internal.h"
 #include "sim/gpu/log.h"
+#include "sim/gpu/mig_state.h"
+#include "sim/gpu/proc_liveness.h"
 
 namespace hami::sim {
 namespace {
@@ -27,6 +29,7 @@ const ErrorInfo kErrors[] = {
     {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
     {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
     {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "device busy or unavailable"},
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
@@ -61,12 +64,6 @@ const ErrorInfo* FindError(CUresult code) {
   return nullptr;
 }
 
-CUresult CheckDevice(CUdevice dev) {
-  CUresult rc = CheckInit();
-  if (rc != CUDA_SUCCESS) return rc;
-  return PhysOf(dev) < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
-}
-
 CUctx_st* NewContext(Driver& d, int ordinal, bool primary, unsigned flags) REQUIRES(d.mu) {
   auto* ctx = new CUctx_st();
   ctx->ordinal = ordinal;
@@ -80,83 +77,59 @@ CUctx_st* NewContext(Driver& d, int ordinal, bool primary, unsigned flags) REQUI
   return ctx;
 }
 
-void NoteContext(int phys, int delta) {
-  int slot = ProcessSlot();
-  if (slot >= 0) Drv().rt->state().AddContext(slot, phys, delta);
+// Fails a context creation on a MIG device whose compute instance is gone (destroyed after this
+// process resolved its visible devices): CUDA_ERROR_DEVICE_UNAVAILABLE.
+CUresult CheckInstanceAlive(CUdevice dev) {
+  const CudaDevice& d = *DeviceOf(dev);
+  if (!d.mig) return CUDA_SUCCESS;
+  const MigDeviceState snap = Drv().rt->state().MigSnapshot(d.phys);
+  const MigGpuInstanceRecord* gi = MigFindGi(snap, d.gi_id);
+  const MigComputeInstanceRecord* ci = gi != nullptr ? MigFindCi(*gi, d.ci_id) : nullptr;
+  if (ci != nullptr && d.uuid == ci->uuid) return CUDA_SUCCESS;
+  SimLogWarn("MIG device %s no longer exists", d.uuid.c_str());
+  return kErrDeviceUnavailable;
+}
+
+// Attaches this process to (attach) or detaches it from the compute instance of MIG device `d`.
+void SetMigAttachment(const CudaDevice& d, bool attach) {
+  const pid_t pid = SimSelfPid();
+  const uint64_t start = ProcessStartTime(pid);
+  auto update = [&](MigDeviceState& m, bool) -> nvmlReturn_t {
+    const MigGpuInstanceRecord* gi = MigFindGi(m, d.gi_id);
+    const MigComputeInstanceRecord* ci = gi != nullptr ? MigFindCi(*gi, d.ci_id) : nullptr;
+    if (ci == nullptr || d.uuid != ci->uuid) return NVML_ERROR_NOT_FOUND;
+    return attach ? MigAttachProcess(&m, d.gi_id, d.ci_id, pid, start, &ProcessAlive)
+                  : MigDetachProcess(&m, d.gi_id, d.ci_id, pid, start);
+  };
+  nvmlReturn_t rc = Drv().rt->state().UpdateMig(d.phys, update);
+  if (attach && rc == NVML_ERROR_INSUFFICIENT_RESOURCES) {
+    SimLogWarn("MIG device %s already runs %d processes: NVML does not list this one, and it "
+               "does not keep the instance from being destroyed",
+               d.uuid.c_str(), kMigMaxAttached);
+  }
+}
+
+// Records a context of this process coming (+1) or going (-1) on CUDA device `ordinal`. On a
+// whole GPU the shared state counts contexts; on a MIG device the process is attached to the
+// compute instance while it holds one (NVML then lists it there, and the instance cannot be
+// destroyed under it).
+void NoteContext(int ordinal, int delta) {
+  const CudaDevice& dev = *DeviceOf(ordinal);
+  if (!dev.mig) {
+    int slot = ProcessSlot();
+    if (slot >= 0) Drv().rt->state().AddContext(slot, dev.phys, delta);
+    return;
+  }
+  Driver& d = Drv();
+  hami::MutexLock lock(d.mu);
+  int& live = d.mig_contexts[static_cast<size_t>(ordinal)];
+  const int before = live;
+  live = std::max(0, live + delta);
+  if ((before == 0) != (live == 0)) SetMigAttachment(dev, live > 0);
 }
 
 void RemoveFromThreadStack(CUctx_st* ctx) {
   t_ctx_stack.erase(std::remove(t_ctx_stack.begin(), t_ctx_stack.end(), ctx), t_ctx_stack.end());
-}
-
-int DeviceAttribute(const SharedDeviceInfo& info, CUdevice_attribute attrib, bool* known) {
-  *known = true;
-  switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
-      return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
-      return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
-      return 64;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
-      return 2147483647;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
-      return 65535;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
-      return 65535;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
-      return 49152;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
-      return 65536;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
-      return 32;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
-      return 65536;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
-      return 1410000;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      return info.sm_count;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
-      return 0;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-      return static_cast<int>(info.pci_bus);
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
-      return static_cast<int>(info.pci_device);
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
-      return 1593000;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
-      return 5120;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
-      return 40 << 20;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
-      return info.max_threads_per_sm;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
-      return 3;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-      return 1;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
-      return static_cast<int>(info.pci_domain);
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      return info.cc_major;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      return info.cc_minor;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-      return 1;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
-      return 1;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-      return 1;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-      return 1;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-      return 1;
-    default:
-      // Attributes the sim does not model read as 0, as "unsupported feature" does on hardware.
-      *known = attrib > 0 && attrib < 200;
-      return 0;
-  }
 }
 
 }  // namespace
@@ -171,12 +144,6 @@ CUresult CheckInit() {
   if (d.initialized.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   hami::MutexLock lock(d.mu);
   return d.init_result != CUDA_SUCCESS ? d.init_result : CUDA_ERROR_NOT_INITIALIZED;
-}
-
-int PhysOf(CUdevice dev) {
-  const auto& vis = Drv().rt->cuda_visible();
-  if (dev < 0 || static_cast<size_t>(dev) >= vis.size()) return -1;
-  return vis[dev];
 }
 
 int ProcessSlot() { return Drv().rt->Slot(); }
@@ -218,13 +185,14 @@ HAMI_SIM_EXPORT CUresult cuInit(unsigned int flags) {
     d.init_result = CUDA_ERROR_NO_DEVICE;
     return d.init_result;
   }
-  if (rt->cuda_visible().empty()) {
+  if (rt->cuda_devices().empty()) {
     SimLogDebug("cuInit: no device visible to CUDA");
     d.init_result = CUDA_ERROR_NO_DEVICE;
     return d.init_result;
   }
   d.rt = rt;
-  size_t n = rt->cuda_visible().size();
+  size_t n = rt->cuda_devices().size();
+  d.mig_contexts.assign(n, 0);
   d.primary.assign(n, nullptr);
   d.primary_refs.assign(n, 0);
   d.primary_flags.assign(n, 0);
@@ -232,7 +200,7 @@ HAMI_SIM_EXPORT CUresult cuInit(unsigned int flags) {
   for (size_t i = 0; i < n; ++i) {
     auto* pool = new CUmemPoolHandle_st();
     pool->ordinal = static_cast<int>(i);
-    pool->phys = rt->cuda_visible()[i];
+    pool->phys = rt->cuda_devices()[i].phys;
     pool->is_default = true;
     pool->props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     pool->props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -274,112 +242,11 @@ HAMI_SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
   return CUDA_SUCCESS;
 }
 
-// ---------------------------------------------------------------- devices
-
-HAMI_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  CUresult rc = CheckInit();
-  if (rc != CUDA_SUCCESS) return rc;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (PhysOf(ordinal) < 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = ordinal;
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
-  CUresult rc = CheckInit();
-  if (rc != CUDA_SUCCESS) return rc;
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = static_cast<int>(Drv().rt->cuda_visible().size());
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  snprintf(name, static_cast<size_t>(len), "%s", Drv().rt->device(PhysOf(dev)).name);
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  unsigned char bytes[16];
-  if (!ParseUuidBytes(Drv().rt->device(PhysOf(dev)).uuid, bytes)) return CUDA_ERROR_UNKNOWN;
-  memcpy(uuid->bytes, bytes, 16);
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
-  return cuDeviceGetUuid(uuid, dev);
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *bytes = Drv().rt->device(PhysOf(dev)).memory_bytes;
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  bool known = false;
-  int v = DeviceAttribute(Drv().rt->device(PhysOf(dev)), attrib, &known);
-  if (!known) return CUDA_ERROR_INVALID_VALUE;
-  *pi = v;
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  const SharedDeviceInfo& info = Drv().rt->device(PhysOf(dev));
-  snprintf(pciBusId, static_cast<size_t>(len), "%04X:%02X:%02X.0", info.pci_domain, info.pci_bus,
-           info.pci_device);
-  return CUDA_SUCCESS;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
-  CUresult rc = CheckInit();
-  if (rc != CUDA_SUCCESS) return rc;
-  if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint32_t domain, bus, device;
-  if (!ParsePciBusId(pciBusId, &domain, &bus, &device)) return CUDA_ERROR_INVALID_VALUE;
-  const auto& vis = Drv().rt->cuda_visible();
-  for (size_t i = 0; i < vis.size(); ++i) {
-    const SharedDeviceInfo& info = Drv().rt->device(vis[i]);
-    if (info.pci_domain == domain && info.pci_bus == bus && info.pci_device == device) {
-      *dev = static_cast<CUdevice>(i);
-      return CUDA_SUCCESS;
-    }
-  }
-  return CUDA_ERROR_INVALID_DEVICE;
-}
-
-HAMI_SIM_EXPORT CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
-  CUresult rc = CheckDevice(dev);
-  if (rc == CUDA_SUCCESS) rc = CheckDevice(peerDev);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const SharedDeviceInfo& a = Drv().rt->device(PhysOf(dev));
-  const SharedDeviceInfo& b = Drv().rt->device(PhysOf(peerDev));
-  int peer_phys = PhysOf(peerDev);
-  bool linked = false;
-  for (int k = 0; k < a.nvlink_count; ++k) linked |= a.nvlink_peers[k] == peer_phys;
-  bool same_switch = a.pcie_switch >= 0 && a.pcie_switch == b.pcie_switch;
-  *canAccessPeer = dev != peerDev && (linked || same_switch) ? 1 : 0;
-  return CUDA_SUCCESS;
-}
-
 // ---------------------------------------------------------------- primary contexts
 
 HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
+  if (rc == CUDA_SUCCESS) rc = CheckInstanceAlive(dev);
   if (rc != CUDA_SUCCESS) return rc;
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
@@ -397,7 +264,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev)
     }
     *pctx = ctx;
   }
-  if (first) NoteContext(PhysOf(dev), +1);
+  if (first) NoteContext(dev, +1);
   return CUDA_SUCCESS;
 }
 
@@ -418,12 +285,12 @@ void DeactivatePrimary(int dev, bool was_active) {
     hami::MutexLock lock(d.mu);
     ctx->destroyed = true;
   }
-  if (was_active) NoteContext(PhysOf(dev), -1);
+  if (was_active) NoteContext(dev, -1);
 }
 }  // namespace
 
 HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
   if (rc != CUDA_SUCCESS) return rc;
   Driver& d = Drv();
   {
@@ -437,7 +304,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 
 HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
                                                     int* active) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
   if (rc != CUDA_SUCCESS) return rc;
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
@@ -448,7 +315,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* 
 }
 
 HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
   if (rc != CUDA_SUCCESS) return rc;
   if (flags & ~0x1Fu) return CUDA_ERROR_INVALID_VALUE;
   Driver& d = Drv();
@@ -459,7 +326,7 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned in
 }
 
 HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
   if (rc != CUDA_SUCCESS) return rc;
   bool active;
   {
@@ -473,7 +340,8 @@ HAMI_SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
 // ---------------------------------------------------------------- regular contexts
 
 HAMI_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-  CUresult rc = CheckDevice(dev);
+  CUresult rc = CheckCudaDevice(dev);
+  if (rc == CUDA_SUCCESS) rc = CheckInstanceAlive(dev);
   if (rc != CUDA_SUCCESS) return rc;
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
@@ -481,7 +349,7 @@ HAMI_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUd
     hami::MutexLock lock(Drv().mu);
     ctx = NewContext(Drv(), dev, false, flags);
   }
-  NoteContext(ctx->phys, +1);
+  NoteContext(ctx->ordinal, +1);
   t_ctx_stack.push_back(ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;
@@ -514,7 +382,7 @@ HAMI_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     ctx->destroyed = true;
   }
   RemoveFromThreadStack(ctx);
-  NoteContext(ctx->phys, -1);
+  NoteContext(ctx->ordinal, -1);
   return CUDA_SUCCESS;
 }
 

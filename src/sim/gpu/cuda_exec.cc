@@ -94,8 +94,10 @@ CUresult Enqueue(CUstream_st* s, const LaunchArgs& a) {
     }
     return CUDA_SUCCESS;
   }
-  const SharedDeviceInfo& info = Drv().rt->device(ctx->phys);
-  uint64_t waves = (a.blocks + static_cast<uint64_t>(info.sm_count) - 1) / info.sm_count;
+  // A MIG device's kernels book the SMs of its compute instance only (CudaDevice::sm_first).
+  const CudaDevice& dev = *DeviceOf(ctx->ordinal);
+  const auto sms = static_cast<uint64_t>(dev.sm_span);
+  uint64_t waves = (a.blocks + sms - 1) / sms;
   if (static_cast<unsigned __int128>(waves) * a.spin_ns > kMaxKernelNs) {
     SimLogWarn("%s launch of %llu blocks x %llu ns would run longer than %llu s; rejected",
                kSpinKernelName, static_cast<unsigned long long>(a.blocks),
@@ -108,7 +110,8 @@ CUresult Enqueue(CUstream_st* s, const LaunchArgs& a) {
   hami::MutexLock lock(s->mu);
   ApplyBackPressure(s);
   uint64_t t0 = std::max(MonotonicNs(), s->tail_ns);
-  uint64_t end = Drv().rt->state().ScheduleKernel(slot, ctx->phys, t0, a.blocks, a.spin_ns);
+  uint64_t end = Drv().rt->state().ScheduleKernel(slot, dev.phys, dev.sm_first, dev.sm_span, t0,
+                                                  a.blocks, a.spin_ns);
   s->tail_ns = end;
   s->pending.push_back(end);
   AtomicMax(&ctx->max_tail_ns, end);
@@ -129,7 +132,7 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   CUstream_st* s;
   rc = ResolveStream(hStream, per_thread, &s);
   if (rc != CUDA_SUCCESS) return rc;
-  if (cooperative && args.blocks > static_cast<uint64_t>(Drv().rt->device(s->ctx->phys).sm_count)) {
+  if (cooperative && args.blocks > static_cast<uint64_t>(DeviceOf(s->ctx->ordinal)->sm_count)) {
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
   return Enqueue(s, args);

@@ -53,6 +53,7 @@ inline constexpr uint64_t kVmmGranularity = 2ull << 20;
 // Result codes the ABI header does not name.
 inline constexpr CUresult kErrHostMemoryAlreadyRegistered = 712;
 inline constexpr CUresult kErrHostMemoryNotRegistered = 713;
+inline constexpr CUresult kErrDeviceUnavailable = 46;
 
 }  // namespace hami::sim
 
@@ -60,7 +61,7 @@ struct CUstream_st;
 
 struct CUctx_st {
   uint32_t magic = hami::sim::kCtxMagic;
-  int ordinal = 0;  // CUDA ordinal
+  int ordinal = 0;  // CUDA ordinal: what memory is charged to (a GPU or a MIG device)
   int phys = 0;     // physical device index
   bool primary = false;
   std::atomic<bool> destroyed{false};  // written under Driver::mu
@@ -117,13 +118,13 @@ struct CUmemPoolHandle_st {
 
 struct CUarray_st {
   uint32_t magic = hami::sim::kArrayMagic;
-  int phys = 0;
+  int ordinal = 0;  // CUDA ordinal charged
   uint64_t bytes = 0;
 };
 
 struct CUmipmappedArray_st {
   uint32_t magic = hami::sim::kArrayMagic;
-  int phys = 0;
+  int ordinal = 0;
   uint64_t bytes = 0;
 };
 
@@ -193,6 +194,8 @@ struct Driver {
   SimRuntime* rt = nullptr;  // set once by cuInit
 
   std::vector<CUctx_st*> primary GUARDED_BY(mu);  // per ordinal
+  // Live contexts per ordinal, counted for MIG devices only (see NoteContext).
+  std::vector<int> mig_contexts GUARDED_BY(mu);
   std::vector<int> primary_refs GUARDED_BY(mu);
   std::vector<unsigned> primary_flags GUARDED_BY(mu);
   // Per ordinal; written by cuInit (under mu) before `initialized` is published, read-only after.
@@ -221,8 +224,12 @@ CUresult CheckInit();
 CUresult CurrentContext(CUctx_st** ctx);
 // Validates a context handle (nullptr = current).
 CUresult ResolveContext(CUcontext ctx, CUctx_st** out);
-// Physical index of CUDA ordinal `dev`, or -1.
+// What CUDA ordinal `dev` is (a whole GPU or a MIG device), or nullptr if there is none.
+const CudaDevice* DeviceOf(CUdevice dev);
+// Physical index of CUDA ordinal `dev` (a MIG device's GPU), or -1.
 int PhysOf(CUdevice dev);
+// CUDA_SUCCESS if cuInit succeeded and `dev` is an ordinal; else the error to return.
+CUresult CheckCudaDevice(CUdevice dev);
 // Resolves a stream argument (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a handle).
 CUresult ResolveStream(CUstream stream, bool per_thread, CUstream_st** out);
 // Waits for a stream's queued work to finish.

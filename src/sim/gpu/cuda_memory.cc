@@ -4,7 +4,8 @@
 // Device memory is host memory: each allocation is an anonymous MAP_NORESERVE mapping, so
 // pointers are real addresses (memcpy works) and untouched bytes cost nothing. The bytes asked
 // for are charged to this process on the device in the shared state; a charge past the
-// device's physical memory fails with CUDA_ERROR_OUT_OF_MEMORY.
+// device's physical memory (a MIG device: its GPU instance's memory) fails with
+// CUDA_ERROR_OUT_OF_MEMORY.
 //
 // The other allocation families live beside this file: cuda_mempool.cc (stream-ordered),
 // cuda_vmm.cc (virtual memory management) and cuda_array.cc (arrays); the bookkeeping they share
@@ -36,7 +37,7 @@ void* MapAnonymous(uint64_t len) {
 // Unmaps and uncharges an allocation already removed from the map.
 void ReleaseAllocation(uintptr_t base, const Allocation& a) {
   munmap(reinterpret_cast<void*>(base), a.map_len);
-  UnchargeDevice(a.phys, a.size);
+  UnchargeDevice(a.ordinal, a.size);
 }
 
 // Finds the allocation containing `ptr`.
@@ -61,39 +62,53 @@ void Fill32(CUdeviceptr dst, unsigned int value, size_t n) {
 
 }  // namespace
 
-// Charges `bytes` on `phys` to this process; false on out-of-memory (or a full process table).
-bool ChargeDevice(int phys, uint64_t bytes) {
+namespace {
+MigChargeTarget MigTarget(const CudaDevice& d) {
+  return MigChargeTarget{d.phys, d.gi_id, d.ci_id, d.uuid.c_str(), d.memory_bytes};
+}
+}  // namespace
+
+bool ChargeDevice(int ordinal, uint64_t bytes) {
   int slot = ProcessSlot();
   if (slot < 0) return false;
-  return Drv().rt->state().Charge(slot, phys, bytes);
+  const CudaDevice& d = *DeviceOf(ordinal);
+  if (d.mig) return Drv().rt->state().ChargeMig(slot, MigTarget(d), bytes);
+  return Drv().rt->state().Charge(slot, d.phys, bytes);
 }
 
-void UnchargeDevice(int phys, uint64_t bytes) {
+void UnchargeDevice(int ordinal, uint64_t bytes) {
   int slot = ProcessSlot();
-  if (slot >= 0) Drv().rt->state().Uncharge(slot, phys, bytes);
+  if (slot < 0) return;
+  const CudaDevice& d = *DeviceOf(ordinal);
+  if (d.mig) {
+    Drv().rt->state().UnchargeMig(slot, MigTarget(d), bytes);
+  } else {
+    Drv().rt->state().Uncharge(slot, d.phys, bytes);
+  }
 }
 
 // Allocates device-visible memory for `ctx` and records it. Caller must not hold Drv().mu.
 CUresult AllocateOnDevice(CUctx_st* ctx, uint64_t bytes, AllocKind kind, CUmemPoolHandle_st* pool,
                           CUdeviceptr* out) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  int phys = pool != nullptr ? pool->phys : ctx->phys;
-  if (!ChargeDevice(phys, bytes)) {
-    SimLogDebug("allocation of %llu bytes on device %d: out of memory",
-                static_cast<unsigned long long>(bytes), phys);
+  const int phys = pool != nullptr ? pool->phys : ctx->phys;
+  const int ordinal = pool != nullptr ? pool->ordinal : ctx->ordinal;
+  if (!ChargeDevice(ordinal, bytes)) {
+    SimLogDebug("allocation of %llu bytes on CUDA device %d: out of memory",
+                static_cast<unsigned long long>(bytes), ordinal);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   uint64_t len = PageRound(bytes);
   void* p = MapAnonymous(len);
   if (p == nullptr) {
-    UnchargeDevice(phys, bytes);
+    UnchargeDevice(ordinal, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Allocation a;
   a.size = bytes;
   a.map_len = len;
   a.phys = phys;
-  a.ordinal = pool != nullptr ? pool->ordinal : ctx->ordinal;
+  a.ordinal = ordinal;
   a.kind = kind;
   a.ctx = ctx;
   a.pool = pool;
@@ -263,8 +278,10 @@ HAMI_SIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   CUresult rc = CurrentContext(&ctx);
   if (rc != CUDA_SUCCESS) return rc;
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t t = Drv().rt->device(ctx->phys).memory_bytes;
-  uint64_t used = Drv().rt->state().UsedMemory(ctx->phys);
+  const CudaDevice& d = *DeviceOf(ctx->ordinal);
+  uint64_t t = d.memory_bytes;
+  uint64_t used = d.mig ? Drv().rt->state().MigUsedMemory(d.phys, d.gi_id)
+                        : Drv().rt->state().UsedMemory(d.phys);
   *total = t;
   *free = used >= t ? 0 : t - used;
   return CUDA_SUCCESS;

@@ -16,11 +16,12 @@
 
 namespace hami::sim {
 
-// Charges `bytes` on physical device `phys` to this process in the shared state; false on
-// out-of-memory or when the process has no slot.
-bool ChargeDevice(int phys, uint64_t bytes);
+// Charges `bytes` on CUDA device `ordinal` (a whole GPU, or a MIG device: its GPU instance's
+// memory) to this process in the shared state; false on out-of-memory or when the process has
+// no slot.
+bool ChargeDevice(int ordinal, uint64_t bytes);
 // Takes back a charge made by ChargeDevice.
-void UnchargeDevice(int phys, uint64_t bytes);
+void UnchargeDevice(int ordinal, uint64_t bytes);
 // Maps `bytes` of device-visible memory on the device of `pool` (or of `ctx` when `pool` is null),
 // charges it and records it in Drv().allocations. Caller must not hold Drv().mu.
 CUresult AllocateOnDevice(CUctx_st* ctx, uint64_t bytes, AllocKind kind, CUmemPoolHandle_st* pool,

@@ -45,11 +45,11 @@ HAMI_SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
   int ordinal, phys;
   rc = CheckDeviceLocation(prop->location, &ordinal, &phys);
   if (rc != CUDA_SUCCESS) return rc;
-  if (!ChargeDevice(phys, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ChargeDevice(ordinal, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = memfd_create("hami-sim-vmm", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
     if (fd >= 0) close(fd);
-    UnchargeDevice(phys, size);
+    UnchargeDevice(ordinal, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   hami::MutexLock lock(Drv().mu);
@@ -65,7 +65,7 @@ void MaybeDestroyHandleLocked(Driver& d, CUmemGenericAllocationHandle h) REQUIRE
   auto it = d.handles.find(h);
   if (it == d.handles.end() || !it->second.released || it->second.mappings > 0) return;
   close(it->second.fd);
-  UnchargeDevice(it->second.phys, it->second.size);
+  UnchargeDevice(it->second.ordinal, it->second.size);
   d.handles.erase(it);
 }
 }  // namespace

@@ -263,6 +263,25 @@ nvmlReturn_t MigAttachProcess(MigDeviceState* s, uint32_t gi_id, uint32_t ci_id,
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t MigDetachProcess(MigDeviceState* s, uint32_t gi_id, uint32_t ci_id, pid_t pid,
+                              uint64_t start_time) {
+  MigGpuInstanceRecord* gi = FindGiMut(s, gi_id);
+  if (gi == nullptr) return NVML_ERROR_NOT_FOUND;
+  MigComputeInstanceRecord* ci = FindCiMut(gi, ci_id);
+  if (ci == nullptr) return NVML_ERROR_NOT_FOUND;
+  for (MigAttachedProcess& p : ci->procs) {
+    if (p.pid == pid && p.start_time == start_time) p = MigAttachedProcess{};
+  }
+  return NVML_SUCCESS;
+}
+
+void MigSmRange(uint32_t gi_start, uint32_t ci_start, uint32_t ci_sms, int device_sms, int* first,
+                int* count) {
+  const int slice = static_cast<int>(std::min(gi_start + ci_start, kMigComputeSlices - 1));
+  *count = std::max(1, std::min(static_cast<int>(ci_sms), device_sms));
+  *first = std::min(slice * device_sms / static_cast<int>(kMigComputeSlices), device_sms - *count);
+}
+
 std::vector<std::pair<uint32_t, uint32_t>> MigDevices(const MigDeviceState& s) {
   std::vector<std::pair<uint32_t, uint32_t>> out;
   for (const MigGpuInstanceRecord& gi : s.gis) {

@@ -30,6 +30,9 @@ inline constexpr int kMigMaxGpuInstances = 8;      // at most 7 live (seven 1-sl
 inline constexpr int kMigMaxComputeInstances = 8;  // per GI; at most 7 live
 inline constexpr int kMigMaxAttached = 8;          // processes attached to one CI
 inline constexpr int kMigUuidSize = 48;            // "MIG-" + 36 characters + NUL, rounded up
+// Id spaces: GI ids are 0..13 (MigGiId), CI ids 0..6. Tables indexed by id use these bounds.
+inline constexpr int kMigGiIdSpace = 16;
+inline constexpr int kMigCiIdSpace = 8;
 
 // A process running inside a CI (hami-simctl mig-attach; see README.md).
 struct MigAttachedProcess {
@@ -105,6 +108,19 @@ nvmlReturn_t MigDestroyComputeInstance(MigDeviceState* s, uint32_t gi_id, uint32
 // if the CI's table is full of live processes, NOT_FOUND if there is no such CI.
 nvmlReturn_t MigAttachProcess(MigDeviceState* s, uint32_t gi_id, uint32_t ci_id, pid_t pid,
                               uint64_t start_time, MigAliveFn alive);
+
+// Undoes MigAttachProcess (its last CUDA context on the CI is gone); NOT_FOUND if there is no
+// such CI. Detaching a process that is not attached is a no-op.
+nvmlReturn_t MigDetachProcess(MigDeviceState* s, uint32_t gi_id, uint32_t ci_id, pid_t pid,
+                              uint64_t start_time);
+
+// The SMs of a GPU with `device_sms` SMs that kernels on a CI book: [*first, *first + *count).
+// A GI's first compute slice is its memory-slice start (7g, 4g and 3g at 0 -> 0, 3g at 4 -> 4,
+// 1g at s -> s); the CI adds its own start. Slice k begins at SM k * device_sms / 7; the range
+// holds `ci_sms` SMs, clamped to fit the device (the tables' SM counts are not a multiple of
+// the slice width, and a config may give the GPU fewer SMs than the tables assume).
+void MigSmRange(uint32_t gi_start, uint32_t ci_start, uint32_t ci_sms, int device_sms, int* first,
+                int* count);
 
 // The live MIG devices (GI id, CI id) in NVML's index order: by GI id, then CI id.
 std::vector<std::pair<uint32_t, uint32_t>> MigDevices(const MigDeviceState& s);

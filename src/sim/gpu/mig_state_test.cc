@@ -232,5 +232,51 @@ TEST_F(MigStateTest, AttachTableDropsDeadProcesses) {
   EXPECT_EQ(MigAttachProcess(&s_, gi, ci, 200, 1, &OddIsAlive), NVML_SUCCESS);
 }
 
+// A process whose last CUDA context on the MIG device is gone no longer holds the instance.
+TEST_F(MigStateTest, DetachReleasesTheInstance) {
+  Enable();
+  uint32_t gi, ci;
+  ASSERT_EQ(CreateGi(19, 3, 1, &gi), NVML_SUCCESS);
+  ASSERT_EQ(CreateCi(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci), NVML_SUCCESS);
+  ASSERT_EQ(MigAttachProcess(&s_, gi, ci, 42, 3, &OddIsAlive), NVML_SUCCESS);
+  ASSERT_EQ(MigAttachProcess(&s_, gi, ci, 43, 5, &OddIsAlive), NVML_SUCCESS);
+  EXPECT_EQ(MigDetachProcess(&s_, gi, ci + 1, 42, 3), NVML_ERROR_NOT_FOUND);
+  ASSERT_EQ(MigDetachProcess(&s_, gi, ci, 42, 3), NVML_SUCCESS);
+  ASSERT_EQ(MigDetachProcess(&s_, gi, ci, 42, 3), NVML_SUCCESS);  // not attached: a no-op
+  EXPECT_EQ(MigDestroyComputeInstance(&s_, gi, ci, &OddIsAlive), NVML_ERROR_IN_USE);  // 43
+  ASSERT_EQ(MigDetachProcess(&s_, gi, ci, 43, 5), NVML_SUCCESS);
+  EXPECT_FALSE(MigHasLiveProcesses(s_, &OddIsAlive));
+  EXPECT_EQ(MigDestroyComputeInstance(&s_, gi, ci, &OddIsAlive), NVML_SUCCESS);
+}
+
+TEST(MigSmRangeTest, InstancesBookDisjointSmsOfTheirSlices) {
+  int first = -1, count = -1;
+  // A100 (108 SMs): a 3g at 0 and a 3g at 4, 42 SMs each, do not overlap.
+  MigSmRange(0, 0, 42, 108, &first, &count);
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(count, 42);
+  MigSmRange(4, 0, 42, 108, &first, &count);
+  EXPECT_EQ(first, 61);  // slice 4 starts at 4 * 108 / 7
+  EXPECT_EQ(count, 42);
+  // 1g instances at slices 0..6 each get 14 SMs of their own.
+  int end = 0;
+  for (uint32_t slice = 0; slice < 7; ++slice) {
+    MigSmRange(slice, 0, 14, 108, &first, &count);
+    EXPECT_GE(first, end) << slice;
+    end = first + count;
+  }
+  EXPECT_LE(end, 108);
+  // A CI inside a GI adds its own start: the second 1-slice CI of a 7g GI.
+  MigSmRange(0, 1, 14, 108, &first, &count);
+  EXPECT_EQ(first, 15);
+  // Clamped to the device: a 26-SM H100 1g at slice 6, and a config with fewer SMs than the
+  // tables assume.
+  MigSmRange(6, 0, 26, 132, &first, &count);
+  EXPECT_EQ(first + count, 132);
+  MigSmRange(0, 0, 98, 40, &first, &count);
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(count, 40);
+}
+
 }  // namespace
 }  // namespace hami::sim

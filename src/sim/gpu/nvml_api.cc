@@ -1,7 +1,9 @@
 // Simulated libnvidia-ml.so.1: NVML over the shared state.
 //
 // NVML sees the devices NVIDIA_VISIBLE_DEVICES exposes (never CUDA_VISIBLE_DEVICES); indices are
-// positions in that list, minor numbers are physical indices. Utilisation and per-process
+// positions in that list, minor numbers are physical indices. A MIG device named there makes its
+// GPU enumerable, and only the named MIG devices of that GPU reachable (SimRuntime::NvmlSeesMig),
+// as in a container the NVIDIA runtime gave MIG devices. Utilisation and per-process
 // numbers come from the busy-time rings in the shared state (see README.md for the formulas).
 //
 // This file holds init, errors, system queries, enumeration, identity (of GPUs and MIG devices)
@@ -66,7 +68,8 @@ nvmlReturn_t CheckAnyDevice(nvmlDevice_t device, DeviceRef* ref) {
     return NVML_SUCCESS;
   }
   if (IsHandleIn(device, &g_mig_devices[0][0][0], sizeof(g_mig_devices) / sizeof(nvmlDevice_st)) &&
-      device->magic == kMigDeviceMagic && NvmlVisible(device->phys)) {
+      device->magic == kMigDeviceMagic &&
+      g_rt->NvmlSeesMig(device->phys, device->gi_id, device->ci_id)) {
     MigDeviceView view;
     if (!ViewMigDevice(device->phys, device->gi_id, device->ci_id, &view)) {
       return NVML_ERROR_NOT_FOUND;

@@ -1,5 +1,6 @@
 // Simulated libnvidia-ml.so.1: event sets. Only XID critical errors are ever delivered; they come
-// from the shared state, where hami-simctl inject-xid records them.
+// from the shared state, where hami-simctl inject-xid records them, with the GPU and compute
+// instance ids of the MIG device they are charged to (0xFFFFFFFF for an XID of the whole GPU).
 //
 // Thread safety: each event set's registrations are guarded by its own mutex.
 
@@ -96,8 +97,8 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventDa
           data->device = r.device;
           data->eventType = nvmlEventTypeXidCriticalError;
           data->eventData = rec.xid;
-          data->gpuInstanceId = 0xFFFFFFFFu;
-          data->computeInstanceId = 0xFFFFFFFFu;
+          data->gpuInstanceId = rec.gi_id;  // kXidNoInstance unless charged to an instance
+          data->computeInstanceId = rec.ci_id;
           return NVML_SUCCESS;
         }
       }

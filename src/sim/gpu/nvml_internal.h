@@ -28,10 +28,6 @@ struct nvmlDevice_st {
 
 namespace hami::sim {
 
-// Handle ids span: GI ids are 0..13, CI ids 0..6.
-inline constexpr int kMigGiIdSpace = 16;
-inline constexpr int kMigCiIdSpace = 8;
-
 // The runtime NVML reports on; set by the first successful init, never cleared (nvml_api.cc).
 extern SimRuntime* g_rt;
 

@@ -142,7 +142,8 @@ bool FindMigDeviceByUuid(const char* uuid, DeviceRef* ref) {
     for (const MigGpuInstanceRecord& gi : snap.gis) {
       if (!gi.live || !GiIdInRange(gi.id)) continue;
       for (const MigComputeInstanceRecord& ci : gi.cis) {
-        if (ci.live && CiIdInRange(ci.id) && strcmp(ci.uuid, uuid) == 0) {
+        if (ci.live && CiIdInRange(ci.id) && strcmp(ci.uuid, uuid) == 0 &&
+            g_rt->NvmlSeesMig(phys, gi.id, ci.id)) {
           *ref = DeviceRef{phys, true, gi.id, ci.id};
           return true;
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "sim/gpu/log.h"
@@ -270,7 +271,8 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device,
   return NVML_SUCCESS;
 }
 
-// Index i is the i-th live compute instance ordered by (GI id, CI id); past the last one,
+// Index i is the i-th live compute instance this process may reach (all of them unless only some
+// MIG devices of the GPU were made visible), ordered by (GI id, CI id); past the last one,
 // NVML_ERROR_NOT_FOUND.
 HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device,
                                                                  unsigned int index,
@@ -281,6 +283,11 @@ HAMI_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t de
   if (rc != NVML_SUCCESS) return rc;
   if (migDevice == nullptr || index >= kMigMaxDevices) return NVML_ERROR_INVALID_ARGUMENT;
   auto devices = MigDevices(g_rt->state().MigSnapshot(phys));
+  devices.erase(std::remove_if(devices.begin(), devices.end(),
+                               [&](const std::pair<uint32_t, uint32_t>& d) {
+                                 return !g_rt->NvmlSeesMig(phys, d.first, d.second);
+                               }),
+                devices.end());
   if (index >= devices.size()) return NVML_ERROR_NOT_FOUND;
   const auto [gi, ci] = devices[index];
   if (!GiIdInRange(gi) || !CiIdInRange(ci)) return NVML_ERROR_NOT_FOUND;

@@ -2,8 +2,10 @@
 // utilisation (temperature, power).
 //
 // Utilisation and per-process numbers come from the busy-time rings in the shared state (see
-// README.md for the formulas). A MIG device reports its GPU instance's memory, none of it used
-// (the simulated libcuda does not run inside instances), and the processes attached to it.
+// README.md for the formulas). A MIG device reports its GPU instance's memory and what processes
+// have allocated in that GPU instance (its CIs share it), and the processes attached to it (by
+// hami-simctl mig-attach, or by holding a CUDA context on it) with what each allocated on it.
+// A GPU's used memory includes what its MIG devices hold.
 
 #include <math.h>
 
@@ -38,7 +40,8 @@ struct ProcRow {
 
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;
 
-// Live processes attached to compute instances of `phys` (only `mig` if given).
+// Live processes attached to compute instances of `phys` that this process may see (only `mig`
+// if given), with the memory each holds there.
 void AppendMigProcesses(int phys, const DeviceRef* mig, std::vector<ProcRow>* rows) {
   if (MigModelOf(phys) == nullptr) return;
   MigDeviceState snap = g_rt->state().MigSnapshot(phys);
@@ -46,9 +49,12 @@ void AppendMigProcesses(int phys, const DeviceRef* mig, std::vector<ProcRow>* ro
     if (!gi.live || (mig != nullptr && gi.id != mig->gi_id)) continue;
     for (const MigComputeInstanceRecord& ci : gi.cis) {
       if (!ci.live || (mig != nullptr && ci.id != mig->ci_id)) continue;
+      if (!g_rt->NvmlSeesMig(phys, gi.id, ci.id)) continue;
       for (const MigAttachedProcess& p : ci.procs) {
         if (p.pid != 0 && ProcessAlive(p.pid, p.start_time)) {
-          rows->push_back(ProcRow{static_cast<unsigned>(p.pid), 0, gi.id, ci.id});
+          uint64_t bytes =
+              g_rt->state().MigProcessMemory(p.pid, p.start_time, phys, gi.id, ci.id);
+          rows->push_back(ProcRow{static_cast<unsigned>(p.pid), bytes, gi.id, ci.id});
         }
       }
     }
@@ -91,7 +97,7 @@ nvmlReturn_t MemoryOf(nvmlDevice_t device, uint64_t* total, uint64_t* used) {
     MigDeviceView v;
     if (!ViewMigDevice(ref.phys, ref.gi_id, ref.ci_id, &v)) return NVML_ERROR_NOT_FOUND;
     *total = v.gi_profile->memory_mib << 20;
-    *used = 0;
+    *used = std::min(*total, g_rt->state().MigUsedMemory(ref.phys, ref.gi_id));
     return NVML_SUCCESS;
   }
   *total = g_rt->device(ref.phys).memory_bytes;

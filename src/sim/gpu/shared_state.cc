@@ -23,7 +23,8 @@ namespace hami::sim {
 namespace {
 
 constexpr uint64_t kMagic = 0x4d49532d494d4148ull;  // "HAMI-SIM"
-constexpr uint32_t kLayoutVersion = 4;  // 4: per-device MIG state
+// 4: per-device MIG state; 5: memory charged per (process, MIG device), XID instance ids.
+constexpr uint32_t kLayoutVersion = 5;
 
 void CopyString(char* dst, size_t cap, const std::string& src) {
   size_t n = std::min(cap - 1, src.size());
@@ -223,6 +224,7 @@ int SharedState::RegisterProcess(pid_t pid, uint64_t start_time) {
   SharedProcess& p = header_->procs[free_slot];
   memset(p.mem, 0, sizeof(p.mem));
   memset(p.contexts, 0, sizeof(p.contexts));
+  memset(p.mig_mem, 0, sizeof(p.mig_mem));  // its SharedHeader::mig_mem rows are already zero
   // The busy rings are not cleared (that would touch 1 MiB of the file per process); readers
   // ignore everything before registered_ns instead.
   p.registered_ns = MonotonicNs();
@@ -252,6 +254,12 @@ int SharedState::ReclaimDeadLocked() {
     p.start_time = 0;
     memset(p.mem, 0, sizeof(p.mem));
     memset(p.contexts, 0, sizeof(p.contexts));
+    for (int dev = 0; dev < kMaxDevices; ++dev) {
+      if (p.mig_mem[dev] != 0) {
+        memset(header_->mig_mem[i][dev], 0, sizeof(header_->mig_mem[i][dev]));
+      }
+    }
+    memset(p.mig_mem, 0, sizeof(p.mig_mem));
     ++reclaimed;
   }
   return reclaimed;
@@ -262,20 +270,21 @@ int SharedState::ReclaimDead() {
   return ReclaimDeadLocked();
 }
 
+uint64_t SharedState::UsedLocked(int dev) const {
+  uint64_t sum = 0;
+  for (const SharedProcess& p : header_->procs) {
+    if (p.pid != 0) sum += p.mem[dev] + p.mig_mem[dev];
+  }
+  return sum;
+}
+
 bool SharedState::Charge(int slot, int dev, uint64_t bytes) {
   Lock lock(header_);
-  auto used = [&] {
-    uint64_t sum = 0;
-    for (const SharedProcess& p : header_->procs) {
-      if (p.pid != 0) sum += p.mem[dev];
-    }
-    return sum;
-  };
   const uint64_t total = header_->devices[dev].info.memory_bytes;
-  uint64_t u = used();
+  uint64_t u = UsedLocked(dev);
   if (bytes > total || u > total - bytes) {
     if (ReclaimDeadLocked() == 0) return false;
-    u = used();
+    u = UsedLocked(dev);
     if (bytes > total || u > total - bytes) return false;
   }
   header_->procs[slot].mem[dev] += bytes;
@@ -291,11 +300,72 @@ void SharedState::Uncharge(int slot, int dev, uint64_t bytes) {
 uint64_t SharedState::UsedMemory(int dev) {
   Lock lock(header_);
   ReclaimDeadLocked();
+  return UsedLocked(dev);
+}
+
+uint64_t SharedState::MigUsedLocked(int dev, uint32_t gi_id) const {
   uint64_t sum = 0;
-  for (const SharedProcess& p : header_->procs) {
-    if (p.pid != 0) sum += p.mem[dev];
+  for (int i = 0; i < kMaxProcesses; ++i) {
+    const SharedProcess& p = header_->procs[i];
+    if (p.pid == 0 || p.mig_mem[dev] == 0) continue;
+    for (uint64_t bytes : header_->mig_mem[i][dev][gi_id]) sum += bytes;
   }
   return sum;
+}
+
+bool SharedState::ChargeMig(int slot, const MigChargeTarget& t, uint64_t bytes) {
+  if (t.gi_id >= static_cast<uint32_t>(kMigGiIdSpace) ||
+      t.ci_id >= static_cast<uint32_t>(kMigCiIdSpace)) {
+    return false;
+  }
+  Lock lock(header_);
+  const MigGpuInstanceRecord* gi = MigFindGi(header_->devices[t.dev].mig, t.gi_id);
+  const MigComputeInstanceRecord* ci = gi != nullptr ? MigFindCi(*gi, t.ci_id) : nullptr;
+  if (ci == nullptr || strcmp(ci->uuid, t.uuid) != 0) return false;
+  const uint64_t total = t.gi_memory_bytes;
+  uint64_t u = MigUsedLocked(t.dev, t.gi_id);
+  if (bytes > total || u > total - bytes) {
+    if (ReclaimDeadLocked() == 0) return false;
+    u = MigUsedLocked(t.dev, t.gi_id);
+    if (bytes > total || u > total - bytes) return false;
+  }
+  header_->mig_mem[slot][t.dev][t.gi_id][t.ci_id] += bytes;
+  header_->procs[slot].mig_mem[t.dev] += bytes;
+  return true;
+}
+
+void SharedState::UnchargeMig(int slot, const MigChargeTarget& t, uint64_t bytes) {
+  if (t.gi_id >= static_cast<uint32_t>(kMigGiIdSpace) ||
+      t.ci_id >= static_cast<uint32_t>(kMigCiIdSpace)) {
+    return;
+  }
+  Lock lock(header_);
+  uint64_t& m = header_->mig_mem[slot][t.dev][t.gi_id][t.ci_id];
+  const uint64_t taken = std::min(m, bytes);
+  m -= taken;
+  uint64_t& total = header_->procs[slot].mig_mem[t.dev];
+  total = total > taken ? total - taken : 0;
+}
+
+uint64_t SharedState::MigUsedMemory(int dev, uint32_t gi_id) {
+  if (gi_id >= static_cast<uint32_t>(kMigGiIdSpace)) return 0;
+  Lock lock(header_);
+  ReclaimDeadLocked();
+  return MigUsedLocked(dev, gi_id);
+}
+
+uint64_t SharedState::MigProcessMemory(pid_t pid, uint64_t start_time, int dev, uint32_t gi_id,
+                                       uint32_t ci_id) {
+  if (gi_id >= static_cast<uint32_t>(kMigGiIdSpace) ||
+      ci_id >= static_cast<uint32_t>(kMigCiIdSpace)) {
+    return 0;
+  }
+  Lock lock(header_);
+  for (int i = 0; i < kMaxProcesses; ++i) {
+    const SharedProcess& p = header_->procs[i];
+    if (p.pid == pid && p.start_time == start_time) return header_->mig_mem[i][dev][gi_id][ci_id];
+  }
+  return 0;
 }
 
 namespace {
@@ -313,12 +383,15 @@ class RingSink : public BusySink {
 };
 }  // namespace
 
-uint64_t SharedState::ScheduleKernel(int slot, int dev, uint64_t t0_ns, uint64_t blocks,
-                                     uint64_t duration_ns) {
+uint64_t SharedState::ScheduleKernel(int slot, int dev, int sm_first, int sm_count,
+                                     uint64_t t0_ns, uint64_t blocks, uint64_t duration_ns) {
   Lock lock(header_);
   SharedDevice& d = header_->devices[dev];
+  // Callers derive the range from the device (MigSmRange clamps to it); keep it inside anyway.
+  sm_first = std::max(0, std::min(sm_first, d.info.sm_count - 1));
+  sm_count = std::max(1, std::min(sm_count, d.info.sm_count - sm_first));
   RingSink sink(&d.util, &header_->proc_util[slot][dev]);
-  return ScheduleBlocks(d.sm_free_ns, d.info.sm_count, t0_ns, blocks, duration_ns, &sink);
+  return ScheduleBlocks(d.sm_free_ns + sm_first, sm_count, t0_ns, blocks, duration_ns, &sink);
 }
 
 std::vector<ProcessUsage> SharedState::Processes(int dev, uint64_t from_ns, uint64_t to_ns) {
@@ -340,12 +413,12 @@ double SharedState::DeviceBusyNs(int dev, uint64_t from_ns, uint64_t to_ns) {
   return RingBusyNs(header_->devices[dev].util, from_ns, to_ns);
 }
 
-void SharedState::InjectXid(int dev, uint64_t xid) {
+void SharedState::InjectXid(int dev, uint64_t xid, uint32_t gi_id, uint32_t ci_id) {
   {
     Lock lock(header_);
     SharedDevice& d = header_->devices[dev];
     uint64_t seq = ++d.xid_seq;
-    d.xids[seq % kXidRing] = XidRecord{seq, xid, RealtimeNs()};
+    d.xids[seq % kXidRing] = XidRecord{seq, xid, RealtimeNs(), gi_id, ci_id};
     __atomic_add_fetch(&header_->xid_futex, 1, __ATOMIC_SEQ_CST);
   }
   Futex(&header_->xid_futex, FUTEX_WAKE, INT32_MAX, nullptr);

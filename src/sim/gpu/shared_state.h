@@ -2,10 +2,11 @@
 //
 // What lives here is what processes must agree on: the device table (copied from the config by
 // whoever creates the file), memory charged per process and device, each device's SM timeline,
-// busy-time rings per device and per (process, device), injected XID events, and each device's
-// MIG state (mode, GPU and compute instances; mig_state.h), which outlives every client process
-// as a real driver's does. Everything else (pointers, contexts, streams) is per-process and
-// lives in the driver libraries.
+// busy-time rings per device and per (process, device), injected XID events (with the MIG
+// instance they are charged to, if any), memory charged per (process, MIG device), and each
+// device's MIG state (mode, GPU and compute instances; mig_state.h), which outlives every client
+// process as a real driver's does. Everything else (pointers, contexts, streams) is per-process
+// and lives in the driver libraries.
 //
 // The file starts with a header holding a magic number, a layout version and the fingerprint of
 // the config it was built from; opening it with a different config fails with a message telling
@@ -58,10 +59,15 @@ struct SharedDeviceInfo {
   int32_t nvlink_peers[kMaxNvLinks];
 };
 
+// gi_id / ci_id of an XID that is not charged to a MIG instance (NVML's value for "none").
+inline constexpr uint32_t kXidNoInstance = 0xFFFFFFFFu;
+
 struct XidRecord {
   uint64_t seq;  // 1-based sequence number within the device
   uint64_t xid;
   uint64_t realtime_ns;
+  uint32_t gi_id;  // the MIG instance it is charged to, or kXidNoInstance
+  uint32_t ci_id;
 };
 
 struct SharedDevice {
@@ -80,8 +86,11 @@ struct SharedProcess {
   int32_t reserved;
   uint64_t start_time;     // ProcessStartTime token
   uint64_t registered_ns;  // CLOCK_MONOTONIC; older ring contents belong to a previous owner
-  uint64_t mem[kMaxDevices];
-  uint32_t contexts[kMaxDevices];  // live contexts this process holds on each device
+  uint64_t mem[kMaxDevices];       // charged to the whole GPU
+  uint32_t contexts[kMaxDevices];  // live contexts this process holds on each (whole) device
+  // Charged to MIG devices of each GPU, in total; the breakdown per (GI, CI) is in
+  // SharedHeader::mig_mem, which only needs clearing where this is non-zero.
+  uint64_t mig_mem[kMaxDevices];
 };
 
 struct SharedHeader {
@@ -98,6 +107,19 @@ struct SharedHeader {
   SharedDevice devices[kMaxDevices];
   SharedProcess procs[kMaxProcesses];
   UtilRing proc_util[kMaxProcesses][kMaxDevices];  // busy SM-ns per (process slot, device)
+  // Bytes charged per (process slot, device, GI id, CI id) to MIG devices.
+  uint64_t mig_mem[kMaxProcesses][kMaxDevices][kMigGiIdSpace][kMigCiIdSpace];
+};
+
+// A MIG device as a target of memory charges: (GPU, GI id, CI id), the UUID the CI must still
+// have (one re-created with the same ids is another device) and its GPU instance's memory,
+// which the CIs of that GI share.
+struct MigChargeTarget {
+  int dev;
+  uint32_t gi_id;
+  uint32_t ci_id;
+  const char* uuid;
+  uint64_t gi_memory_bytes;
 };
 
 struct ProcessUsage {
@@ -135,11 +157,26 @@ class SharedState {
   // reclaiming dead processes). Returns false on out-of-memory.
   bool Charge(int slot, int dev, uint64_t bytes);
   void Uncharge(int slot, int dev, uint64_t bytes);
-  // Memory in use on `dev` by live processes (dead ones are reclaimed first).
+  // Memory in use on `dev` by live processes, whole-GPU and MIG charges together (dead ones are
+  // reclaimed first).
   uint64_t UsedMemory(int dev);
 
-  // Books a busy kernel for `slot` on `dev` (see ScheduleBlocks); returns its completion time.
-  uint64_t ScheduleKernel(int slot, int dev, uint64_t t0_ns, uint64_t blocks, uint64_t duration_ns);
+  // MIG memory. Charges `bytes` on MIG device `t` to `slot` unless its GPU instance would exceed
+  // its memory (after reclaiming dead processes); false then, or when the CI no longer exists
+  // with that UUID.
+  bool ChargeMig(int slot, const MigChargeTarget& t, uint64_t bytes);
+  void UnchargeMig(int slot, const MigChargeTarget& t, uint64_t bytes);
+  // Memory in use in GPU instance `gi_id` of `dev` by live processes (dead ones are reclaimed
+  // first).
+  uint64_t MigUsedMemory(int dev, uint32_t gi_id);
+  // Memory the live process (pid, start_time) holds on MIG device (gi_id, ci_id) of `dev`.
+  uint64_t MigProcessMemory(pid_t pid, uint64_t start_time, int dev, uint32_t gi_id,
+                            uint32_t ci_id);
+
+  // Books a busy kernel for `slot` on SMs [sm_first, sm_first + sm_count) of `dev` (the whole
+  // GPU, or a MIG device's share: MigSmRange; see ScheduleBlocks); returns its completion time.
+  uint64_t ScheduleKernel(int slot, int dev, int sm_first, int sm_count, uint64_t t0_ns,
+                          uint64_t blocks, uint64_t duration_ns);
 
   // Live processes that hold memory or a context on `dev`, with their busy SM-ns in
   // (from_ns, to_ns] (CLOCK_MONOTONIC). Reclaims dead processes first.
@@ -147,8 +184,10 @@ class SharedState {
   // Busy SM-ns of the whole device in (from_ns, to_ns].
   double DeviceBusyNs(int dev, uint64_t from_ns, uint64_t to_ns);
 
-  // XID events.
-  void InjectXid(int dev, uint64_t xid);
+  // XID events; `gi_id`/`ci_id` name the MIG instance the event is charged to (kXidNoInstance:
+  // none). The last kXidRing events of each device are kept.
+  void InjectXid(int dev, uint64_t xid, uint32_t gi_id = kXidNoInstance,
+                 uint32_t ci_id = kXidNoInstance);
   uint64_t LatestXidSeq(int dev);
   // The oldest record on `dev` with seq > after_seq still in the ring; false if none.
   bool NextXid(int dev, uint64_t after_seq, XidRecord* out);
@@ -174,6 +213,9 @@ class SharedState {
   class Lock;
   explicit SharedState(SharedHeader* header, size_t size);
   int ReclaimDeadLocked();
+  // Whole-GPU and MIG charges of live slots on `dev`; in GI `gi_id` of `dev`. Caller holds Lock.
+  uint64_t UsedLocked(int dev) const;
+  uint64_t MigUsedLocked(int dev, uint32_t gi_id) const;
 
   SharedHeader* header_;
   size_t size_;

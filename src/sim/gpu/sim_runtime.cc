@@ -3,7 +3,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "sim/gpu/log.h"
+#include "sim/gpu/mig_profiles.h"
+#include "sim/gpu/mig_state.h"
 #include "sim/gpu/proc_liveness.h"
 #include "sim/gpu/visibility.h"
 
@@ -14,6 +18,61 @@ struct InitResult {
   SimRuntime* runtime = nullptr;
   std::string error;
 };
+
+// A MIG device that exists, with what CUDA reports of it.
+struct LiveMig {
+  MigDeviceName name;
+  uint64_t memory_bytes;
+  int sm_count;
+  int sm_first;
+  int sm_span;
+};
+
+// Every MIG device of the node, each GPU's in NVML's index order.
+std::vector<LiveMig> LiveMigDevices(SharedState& state) {
+  std::vector<LiveMig> out;
+  for (int phys = 0; phys < state.device_count(); ++phys) {
+    const SharedDeviceInfo& d = state.device(phys);
+    const MigModel* model = MigModelFor(d.name, d.memory_bytes);
+    if (model == nullptr) continue;
+    const MigDeviceState snap = state.MigSnapshot(phys);
+    for (const auto& [gi_id, ci_id] : MigDevices(snap)) {
+      const MigGpuInstanceRecord* gi = MigFindGi(snap, gi_id);
+      const MigComputeInstanceRecord* ci = MigFindCi(*gi, ci_id);
+      const MigGiProfile* gp = MigGiProfileById(*model, gi->profile_id);
+      MigCiProfile cp;
+      if (gp == nullptr || !MigCiProfileFor(*model, *gp, ci->profile_id, &cp)) continue;
+      LiveMig m{{phys, gi_id, ci_id, ci->uuid}, gp->memory_mib << 20,
+                static_cast<int>(cp.sm_count), 0, 0};
+      MigSmRange(gi->start, ci->start, cp.sm_count, d.sm_count, &m.sm_first, &m.sm_span);
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+CudaDevice MakeCudaDevice(const SharedState& state, const VisibleDevice& v,
+                          const std::vector<LiveMig>& migs) {
+  CudaDevice c;
+  c.phys = v.phys;
+  const SharedDeviceInfo& d = state.device(v.phys);
+  if (v.mig < 0) {
+    c.uuid = d.uuid;
+    c.memory_bytes = d.memory_bytes;
+    c.sm_count = c.sm_span = d.sm_count;
+    return c;
+  }
+  const LiveMig& m = migs[static_cast<size_t>(v.mig)];
+  c.mig = true;
+  c.gi_id = m.name.gi_id;
+  c.ci_id = m.name.ci_id;
+  c.uuid = m.name.uuid;
+  c.memory_bytes = m.memory_bytes;
+  c.sm_count = m.sm_count;
+  c.sm_first = m.sm_first;
+  c.sm_span = m.sm_span;
+  return c;
+}
 
 }  // namespace
 
@@ -44,16 +103,42 @@ SimRuntime* SimRuntime::CreateForInit(std::string* error) {
   rt->state_ = std::move(state);
   rt->nvml_sample_ns_ = static_cast<uint64_t>(config.nvml_sample_ms) * 1'000'000;
   rt->max_queued_ns_ = static_cast<uint64_t>(config.max_queued_ms) * 1'000'000;
-  std::vector<std::string> uuids;
-  for (int i = 0; i < rt->state_->device_count(); ++i) uuids.push_back(rt->state_->device(i).uuid);
-  std::vector<std::string> warnings;
-  rt->nvml_visible_ = ResolveNvidiaVisible(getenv("NVIDIA_VISIBLE_DEVICES"), uuids, &warnings);
-  rt->cuda_visible_ =
-      ResolveCudaVisible(getenv("CUDA_VISIBLE_DEVICES"), rt->nvml_visible_, uuids, &warnings);
-  for (const std::string& w : warnings) SimLogWarn("%s", w.c_str());
+  rt->ResolveVisibility();
   SimLogDebug("state %s: %d devices, %zu visible to NVML, %zu to CUDA", state_path.c_str(),
-              rt->state_->device_count(), rt->nvml_visible_.size(), rt->cuda_visible_.size());
+              rt->state_->device_count(), rt->nvml_visible_.size(), rt->cuda_devices_.size());
   return rt;
+}
+
+void SimRuntime::ResolveVisibility() {
+  std::vector<std::string> uuids;
+  for (int i = 0; i < state_->device_count(); ++i) uuids.push_back(state_->device(i).uuid);
+  const std::vector<LiveMig> live = LiveMigDevices(*state_);
+  std::vector<MigDeviceName> migs;
+  for (const LiveMig& m : live) migs.push_back(m.name);
+  std::vector<std::string> warnings;
+  const std::vector<VisibleDevice> nvidia =
+      ResolveNvidiaVisible(getenv("NVIDIA_VISIBLE_DEVICES"), uuids, migs, &warnings);
+  nvml_visible_ = NvmlGpus(nvidia);
+  for (const VisibleDevice& v : nvidia) {
+    if (v.mig < 0) {
+      nvml_whole_.push_back(v.phys);
+    } else {
+      const MigDeviceName& m = migs[static_cast<size_t>(v.mig)];
+      nvml_migs_.push_back(MigId{m.phys, m.gi_id, m.ci_id});
+    }
+  }
+  for (const VisibleDevice& v :
+       ResolveCudaVisible(getenv("CUDA_VISIBLE_DEVICES"), nvidia, uuids, migs, &warnings)) {
+    cuda_devices_.push_back(MakeCudaDevice(*state_, v, live));
+  }
+  for (const std::string& w : warnings) SimLogWarn("%s", w.c_str());
+}
+
+bool SimRuntime::NvmlSeesMig(int phys, uint32_t gi_id, uint32_t ci_id) const {
+  if (std::find(nvml_whole_.begin(), nvml_whole_.end(), phys) != nvml_whole_.end()) return true;
+  return std::any_of(nvml_migs_.begin(), nvml_migs_.end(), [&](const MigId& m) {
+    return m.phys == phys && m.gi_id == gi_id && m.ci_id == ci_id;
+  });
 }
 
 namespace {

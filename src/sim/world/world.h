@@ -151,6 +151,9 @@ class World {
   Status Signal(const std::string& process, int sig);
   // hami-simctl inject-xid on the node's simulated GPUs.
   Status InjectXid(const std::string& node, int device, int xid);
+  // Any hami-simctl command on the node's simulated GPUs (an operator's nvidia-smi: MIG mode,
+  // MIG devices made by hand): its standard output, or Internal with its error output.
+  Result<std::string> SimCtl(const std::string& node, const std::vector<std::string>& args);
   // Paths of a node: its hook directory (HOOK_PATH) and GPU state file.
   std::string HookPath(const std::string& node) const;
   std::string GpuState(const std::string& node) const;

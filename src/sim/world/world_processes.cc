@@ -123,13 +123,20 @@ Status World::Signal(const std::string& process, int sig) {
 }
 
 Status World::InjectXid(const std::string& node, int device, int xid) {
-  ProcessResult r = RunProcess({Bin("hami-simctl"), "--state", GpuState(node), "inject-xid",
-                                "--device", std::to_string(device), "--xid", std::to_string(xid)},
-                               {"HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf"});
+  return SimCtl(node, {"inject-xid", "--device", std::to_string(device), "--xid",
+                       std::to_string(xid)})
+      .status();
+}
+
+Result<std::string> World::SimCtl(const std::string& node, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Bin("hami-simctl"), "--state", GpuState(node)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = RunProcess(argv, {"HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf"});
   if (r.exit_code != 0) {
-    return Status(StatusCode::kInternal, "hami-simctl inject-xid failed: " + r.err);
+    return Status(StatusCode::kInternal,
+                  "hami-simctl " + (args.empty() ? "" : args[0]) + " failed: " + r.err);
   }
-  return OkStatus();
+  return r.out;
 }
 
 Result<std::vector<std::string>> World::Apply(const std::string& yaml, const std::string& ns) {
