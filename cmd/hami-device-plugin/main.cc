@@ -5,12 +5,14 @@
 //       --mig-strategy=none --disable-core-limit=false -v=4
 //
 // Reads device-config.yaml (`nvidia:` section) and, when present, the per-node entry of
-// /config/config.json; discovers the GPUs through NVML (libnvidia-ml.so.1, loaded at run time);
+// /config/config.json; discovers the GPUs through NVML (libnvidia-ml.so.1, loaded at run time)
+// and, in operating mode mig, makes and destroys the MIG devices pods were given through it;
 // installs libvgpu.so and ld.so.preload into $HOOK_PATH/vgpu; publishes the node registration;
-// serves the device plugin API on <device-plugin-path>/nvidia-gpu.sock and registers with
+// serves the device plugin API on <device-plugin-path>/nvidia-gpu.sock (and, with
+// --mig-strategy=mixed, one nvidia-mig-<profile>.sock per MIG profile) and registers each with
 // kubelet, again whenever kubelet restarts or on SIGHUP. SIGTERM/SIGINT stop it.
-// Prints "serving <socket>" once registered with kubelet the first time, and writes the
-// --ready-file then (common/ready_file.h).
+// Prints "serving <socket>" per socket once all are registered with kubelet the first time,
+// and writes the --ready-file then (common/ready_file.h).
 #include <malloc.h>
 #include <signal.h>
 
@@ -29,11 +31,10 @@
 #include "device/topology_score.h"
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/flags.h"
-#include "deviceplugin/grpc_plugin.h"
 #include "deviceplugin/hook_install.h"
+#include "deviceplugin/kubelet_plugins.h"
 #include "deviceplugin/nvml_driver.h"
 #include "deviceplugin/plugin_service.h"
-#include "deviceplugin/runner.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 
@@ -84,6 +85,19 @@ Result<std::unique_ptr<hami::k8s::RestClient>> ApiClient(const dp::PluginConfig&
   return client;
 }
 
+// The first registration of every socket: the ready file (the vGPU socket, and all of them)
+// and one "serving" line per socket.
+void AnnounceReady(const std::string& ready_file, const std::vector<std::string>& sockets) {
+  std::string all;
+  for (const std::string& s : sockets) all += (all.empty() ? "" : ",") + s;
+  if (Status s = hami::WriteReadyFile(ready_file, {{"socket", sockets.front()}, {"sockets", all}});
+      !s.ok()) {
+    HAMI_LOG(Error) << s.message();
+  }
+  for (const std::string& s : sockets) std::printf("serving %s\n", s.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,34 +129,29 @@ int main(int argc, char** argv) {
   Result<std::unique_ptr<hami::k8s::RestClient>> client = ApiClient(*config);
   if (!client.ok()) return Die(client.status().ToString());
 
-  dp::PluginService service(**client, **driver, opts);
+  // Operating mode mig: the same NVML driver makes the MIG devices.
+  dp::MigDriver* mig = opts.settings.operating_mode == hami::device::OperatingMode::kMig
+                           ? static_cast<dp::MigDriver*>(driver->get())
+                           : nullptr;
+  dp::PluginService service(**client, **driver, opts, nullptr, mig);
   if (Status s = service.Start(); !s.ok()) return Die(s.message());
-  dp::GrpcPlugin plugin(service,
-                        {.plugin_dir = config->plugin_dir,
-                         .socket_name = "nvidia-gpu.sock",
-                         .preferred_allocation = opts.settings.enable_get_preferred_allocation});
-  const std::string socket = plugin.socket_path();
-  dp::PluginRunner runner(plugin, std::chrono::seconds(5), [&](uint64_t n) {
-    if (n != 1) return;
-    if (Status s = hami::WriteReadyFile(config->ready_file, {{"socket", socket}}); !s.ok()) {
-      HAMI_LOG(Error) << s.message();
-    }
-    std::printf("serving %s\n", socket.c_str());
-    std::fflush(stdout);
-  });
-  if (Status s = runner.Start(); !s.ok()) return Die(s.message());
+  dp::KubeletPlugins plugins(service, {.plugin_dir = config->plugin_dir,
+                                       .on_ready = [&](const std::vector<std::string>& sockets) {
+                                         AnnounceReady(config->ready_file, sockets);
+                                       }});
+  if (Status s = plugins.Start(); !s.ok()) return Die(s.message());
 
   for (;;) {
     int sig = signals.Wait();
     if (sig == SIGHUP) {
       HAMI_LOG(Info) << "SIGHUP: serving and registering again";
-      runner.RequestRestart();
+      plugins.RequestRestart();
       continue;
     }
     HAMI_LOG(Info) << "signal " << sig << ": shutting down";
     break;
   }
-  runner.Stop();
+  plugins.Stop();
   service.Stop();
   return 0;
 }

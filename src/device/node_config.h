@@ -6,8 +6,9 @@
 //     "filterdevices":{"uuid":["GPU-x"],"index":[3]},"enablegetpreferredallocation":true}]}
 //
 // The entry whose name equals the plugin's node name overrides the global NvidiaConfig: fields
-// present in the entry win, absent ones keep the global value. `migstrategy` is kept but unused
-// (as upstream). Member names match case-insensitively (Go's JSON decoder); `libcudaloglevel`
+// present in the entry win, absent ones keep the global value. `migstrategy` is kept as text
+// here; the device plugin lets it override --mig-strategy for that node (upstream ignores it).
+// Member names match case-insensitively (Go's JSON decoder); `libcudaloglevel`
 // may be a string or a number.
 //
 // Thread safety: pure functions.

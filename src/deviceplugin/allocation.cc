@@ -25,32 +25,11 @@ std::string JoinComma(const std::vector<std::string>& items) {
 
 // The device list of one container through the chosen strategies.
 void DeviceList(const PodView& pod, const AllocationSettings& settings, ContainerAllocation* a) {
-  const DeviceListStrategies& s = settings.device_list;
   std::vector<std::string> uuids;  // each GPU once, in the scheduler's order
   for (const device::ContainerDevice& d : a->devices) {
     if (std::find(uuids.begin(), uuids.end(), d.uuid) == uuids.end()) uuids.push_back(d.uuid);
   }
-  if (s.AnyCdi()) {
-    std::vector<std::string> names;
-    for (const std::string& u : uuids) names.push_back(std::string(kCdiGpuKind) + "=" + u);
-    if (s.cdi_annotations) {
-      a->annotations["cdi.k8s.io/hami-device-plugin_" + pod.uid] = JoinComma(names);
-    }
-    if (s.cdi_cri) a->cdi_devices = std::move(names);
-  }
-  if (s.volume_mounts) {
-    // The toolkit reads the list from the mount points, not the variable.
-    a->envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountDeviceRoot;
-    for (const std::string& u : uuids) {
-      a->mounts.push_back({std::string(kVolumeMountDeviceRoot) + "/" + u, "/dev/null", true});
-    }
-  } else if (s.envvar) {
-    a->envs["NVIDIA_VISIBLE_DEVICES"] = JoinComma(uuids);
-  }
-  if (s.OnlyCdi()) return;
-  if (settings.gdrcopy) a->envs["NVIDIA_GDRCOPY"] = "enabled";
-  if (settings.gds) a->envs["NVIDIA_GDS"] = "enabled";
-  if (settings.mofed) a->envs["NVIDIA_MOFED"] = "enabled";
+  RuntimeDeviceList(uuids, pod.uid, settings, a);
 }
 
 void HamiCoreEnv(const PodView& pod, const ContainerView& c, const AllocationSettings& s,
@@ -172,6 +151,8 @@ Result<ContainerAllocation> AllocateContainer(const PodView& pod, size_t index,
                                                          " is not served by this node's plugin");
     }
   }
+  // MIG: the container gets MIG devices, named once they exist (mig_allocate.h); no libvgpu.
+  if (settings.operating_mode == device::OperatingMode::kMig) return a;
   DeviceList(pod, settings, &a);
   if (!mps && (!SafePathPart(pod.uid) || !SafePathPart(a.container_name))) {
     return InvalidArgumentError("pod " + pod.Key() + ": UID \"" + pod.uid +
@@ -201,6 +182,32 @@ bool AllocationComplete(const PodView& pod, const AllocationSettings& settings,
 }
 
 }  // namespace
+
+void RuntimeDeviceList(const std::vector<std::string>& uuids, const std::string& key,
+                       const AllocationSettings& settings, ContainerAllocation* a) {
+  const DeviceListStrategies& s = settings.device_list;
+  if (s.AnyCdi()) {
+    std::vector<std::string> names;
+    for (const std::string& u : uuids) names.push_back(std::string(kCdiGpuKind) + "=" + u);
+    if (s.cdi_annotations) {
+      a->annotations["cdi.k8s.io/hami-device-plugin_" + key] = JoinComma(names);
+    }
+    if (s.cdi_cri) a->cdi_devices = std::move(names);
+  }
+  if (s.volume_mounts) {
+    // The toolkit reads the list from the mount points, not the variable.
+    a->envs["NVIDIA_VISIBLE_DEVICES"] = kVolumeMountDeviceRoot;
+    for (const std::string& u : uuids) {
+      a->mounts.push_back({std::string(kVolumeMountDeviceRoot) + "/" + u, "/dev/null", true});
+    }
+  } else if (s.envvar) {
+    a->envs["NVIDIA_VISIBLE_DEVICES"] = JoinComma(uuids);
+  }
+  if (s.OnlyCdi()) return;
+  if (settings.gdrcopy) a->envs["NVIDIA_GDRCOPY"] = "enabled";
+  if (settings.gds) a->envs["NVIDIA_GDS"] = "enabled";
+  if (settings.mofed) a->envs["NVIDIA_MOFED"] = "enabled";
+}
 
 Result<DeviceListStrategies> ParseDeviceListStrategies(const std::string& text) {
   DeviceListStrategies out;
@@ -235,9 +242,6 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                                       const ReplicaMap& replicas,
                                       const AllocationSettings& settings,
                                       const std::function<std::string()>& cache_name) {
-  if (settings.operating_mode == device::OperatingMode::kMig) {
-    return Status(StatusCode::kFailedPrecondition, "operating mode \"mig\" is not supported");
-  }
   std::set<std::string> node_gpus;
   for (const auto& [id, uuid] : replicas) node_gpus.insert(uuid);
   HAMI_RETURN_IF_ERROR(CheckRequestedIds(requests, replicas));

@@ -27,6 +27,8 @@
 //     is set, so the legacy runtime hook does not inject a second time; GDRCopy, GPUDirect Storage
 //     and MOFED, when on, as NVIDIA_GDRCOPY / NVIDIA_GDS / NVIDIA_MOFED=enabled (not with CDI
 //     alone either);
+//   - mig mode: nothing yet: the container's MIG devices are made and named afterwards
+//     (mig_allocate.h), and it gets no libvgpu (the instance is the limit);
 //   - mps mode: NVIDIA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY and the pipe directory mounted,
 //     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the cores, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from the
 //     memory (`<ordinal>=<MiB>M` per GPU); no libvgpu.
@@ -87,7 +89,7 @@ struct AllocationSettings {
   // File name under <hook_path>/vgpu mounted as the container's libvgpu.so (the installed,
   // versioned copy, so a plugin upgrade never changes the library of a running container).
   std::string libvgpu_file = "libvgpu.so";
-  device::OperatingMode operating_mode = device::OperatingMode::kHamiCore;  // or kMps
+  device::OperatingMode operating_mode = device::OperatingMode::kHamiCore;  // kMps, kMig
   double device_memory_scaling = 1;
   int lib_cuda_log_level = -1;  // < 0: not set
   bool disable_core_limit = false;
@@ -149,6 +151,13 @@ struct PreferredRequest {
 std::vector<std::string> PreferredDevices(const PodView& pod, const std::string& to_allocate_key,
                                           size_t request_index, const PreferredRequest& request,
                                           const ReplicaMap& replicas);
+
+// Tells the container runtime the devices `uuids` (GPU or MIG UUIDs) through the device list
+// strategies of `settings` (see above), plus GDRCopy/GDS/MOFED when on. `key` names the CDI
+// annotation, cdi.k8s.io/hami-device-plugin_<key>: the pod UID, or anything unique to the
+// container when the pod is not known.
+void RuntimeDeviceList(const std::vector<std::string>& uuids, const std::string& key,
+                       const AllocationSettings& settings, ContainerAllocation* a);
 
 // The directory a container's region and library mount live in, on the host.
 std::string ContainerHostDir(const AllocationSettings& s, const std::string& pod_uid,

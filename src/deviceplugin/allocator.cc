@@ -4,11 +4,14 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "common/log.h"
 #include "common/uuid.h"
+#include "device/mig_allocation.h"
 #include "device/node_lock.h"
+#include "deviceplugin/mig_allocate.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -60,6 +63,15 @@ std::string Describe(const ContainerAllocation& a) {
     os << (i ? ", " : "") << d.uuid << " (" << d.mem_mib << " MiB, " << d.cores << " % cores)";
   }
   return os.str();
+}
+
+// The MIG devices a container was given, as the runtime is told them.
+std::string MigUuidsOf(const ContainerAllocation& a) {
+  auto it = a.envs.find("NVIDIA_VISIBLE_DEVICES");
+  if (it != a.envs.end() && it->second.rfind("MIG-", 0) == 0) return it->second;
+  std::string out;
+  for (const std::string& d : a.cdi_devices) out += (out.empty() ? "" : ",") + d;
+  return out;
 }
 
 }  // namespace
@@ -181,6 +193,17 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   return pending(*best);
 }
 
+bool Allocator::PodFinished(const MigInstance& inst) {
+  const size_t slash = inst.pod.find('/');
+  if (slash == std::string::npos) return false;
+  Result<k8s::Object> pod =
+      k8s::GetPod(client_, inst.pod.substr(0, slash), inst.pod.substr(slash + 1));
+  if (!pod.ok()) return k8s::IsNotFound(pod.status());  // unreachable: assume it still runs
+  const std::string phase = k8s::GetString(*pod, "/status/phase");
+  return k8s::Uid(*pod) != inst.owner.pod_uid || phase == "Succeeded" || phase == "Failed" ||
+         !k8s::GetString(*pod, "/metadata/deletionTimestamp").empty();
+}
+
 Status Allocator::MarkFailed(const PendingPod& p, const std::string& reason) {
   const PodView& v = p.view;
   HAMI_LOG(Warning) << "pod " << v.Key() << ": allocation on node " << options_.node_name
@@ -249,6 +272,20 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
     (void)MarkFailed(p, plan.status().message());
     return plan.status();
   }
+  std::optional<std::string> mig;  // the MIG reservations with their runtime identity
+  if (options_.allocation.operating_mode == device::OperatingMode::kMig) {
+    Result<std::string> r =
+        options_.mig_instances == nullptr
+            ? Result<std::string>(FailedPreconditionError("no MIG driver to make MIG devices"))
+            : RealiseMigReservations(p.view, &plan->containers, options_.allocation,
+                                     *options_.mig_instances,
+                                     [this](const MigInstance& i) { return PodFinished(i); });
+    if (!r.ok()) {
+      (void)MarkFailed(p, r.status().message());
+      return r.status();
+    }
+    mig = std::move(*r);
+  }
   for (const ContainerAllocation& a : plan->containers) {
     if (a.host_dir.empty()) continue;
     if (Status s = RecreateDir(a.host_dir); !s.ok()) {
@@ -259,6 +296,7 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
   nlohmann::json patch;
   patch["metadata"]["resourceVersion"] = p.resource_version;
   patch["metadata"]["annotations"][options_.allocation.to_allocate_key] = plan->to_allocate;
+  if (mig) patch["metadata"]["annotations"][std::string(device::kMigAllocationsAnnotation)] = *mig;
   if (plan->complete) {
     patch["metadata"]["annotations"][std::string(device::kBindPhaseAnnotation)] =
         std::string(device::kBindPhaseSuccess);
@@ -275,7 +313,8 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
   }
   for (const ContainerAllocation& a : plan->containers) {
     HAMI_LOG(Info) << "pod " << p.view.Key() << " container " << a.container_name << ": allocated "
-                   << Describe(a) << " on node " << options_.node_name;
+                   << Describe(a) << " on node " << options_.node_name
+                   << (mig ? " as MIG device(s) (" + MigUuidsOf(a) + ")" : "");
   }
   if (plan->complete) {
     if (Status r = locker_.Release(options_.node_name, p.view.ns, p.view.name, &p.node); !r.ok()) {

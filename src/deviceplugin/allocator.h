@@ -9,6 +9,8 @@
 //    releases the node lock (owner-checked). Any failure after the pod is known marks it
 //    bind-phase failed, posts a Warning event and releases the lock; a failure before (API server
 //    unreachable, no pending pod) writes nothing and returns an error for kubelet.
+//    In operating mode mig the containers' MIG devices are made first (mig_allocate.h) and
+//    their runtime identity goes into `hami.io/vgpu-mig-allocations` in the same write.
 //  - PreferredAllocation(): the reserved GPUs' replicas for each request; no preference (empty
 //    lists) when no pod is found.
 //
@@ -26,6 +28,7 @@
 #include "common/thread_annotations.h"
 #include "device/node_locker.h"
 #include "deviceplugin/allocation.h"
+#include "deviceplugin/mig_instances.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
@@ -35,6 +38,9 @@ struct AllocatorOptions {
   std::string node_name;
   AllocationSettings allocation;
   int64_t node_lock_expire_seconds = 300;
+  // Operating mode mig: the MIG devices made for pods (mig_allocate.h); must outlive the
+  // allocator. Null otherwise.
+  MigInstances* mig_instances = nullptr;
 };
 
 // What Allocate found out of a pod object (exposed for tests).
@@ -61,6 +67,9 @@ class Allocator {
   struct PendingPod;
   Result<PendingPod> FindPendingPod();
   Status MarkFailed(const PendingPod& p, const std::string& reason);
+  // Whether the pod that owns `inst` is gone, finished or being deleted (asked of the API
+  // server; false when it cannot be read).
+  bool PodFinished(const MigInstance& inst);
   // Allocates the containers of `p`; a kAborted status means its write lost a race and the pod
   // is to be read again.
   Result<std::vector<ContainerAllocation>> AllocateFor(

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "deviceplugin/fake_mig_driver.h"
 #include "k8s/object.h"
 #include "k8s/test_util.h"
 
@@ -150,6 +151,69 @@ TEST_F(AllocatorTest, APlanThatCannotBeMetMarksThePodFailedAndReleasesTheLock) {
   EXPECT_EQ(Body(3)["reason"], "AllocationFailed");
   EXPECT_EQ(Body(3)["type"], "Warning");
   EXPECT_EQ(allocator_->stats().allocation_failures, 1u);
+}
+
+// Operating mode mig: the reservation becomes a MIG device at Allocate, the container is told
+// its UUID (no libvgpu), and the runtime identity goes into the same guarded write. A write
+// conflict reads the pod again and reuses the device made on the first try.
+class MigAllocatorTest : public AllocatorTest {
+ protected:
+  MigAllocatorTest() : instances_(mig_driver_, "") {
+    mig_driver_.AddGpu(kGpu0, {{0, "1g.10gb", 1, 7, 9728, 14, {{5, 1}, {6, 1}}},
+                               {1, "2g.20gb", 2, 3, 19968, 28, {{0, 2}}}});
+    options_.allocation.operating_mode = device::OperatingMode::kMig;
+    options_.mig_instances = &instances_;
+    allocator_ = std::make_unique<Allocator>(
+        *fc_.client, options_, [] { return ReplicaMap{{std::string(kGpu0) + "-0", kGpu0}}; },
+        fc_.clock);
+  }
+  static std::string MigPod(const std::string& rv, const std::string& profile) {
+    k8s::Object p = *k8s::ParseObject(PodJson(std::string(kGpu0) + ",NVIDIA,9728,15:;", rv));
+    p["metadata"]["annotations"]["hami.io/vgpu-mig-allocations"] =
+        R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":")" + std::string(kGpu0) +
+        R"(","profile":")" + profile + R"(","placement":{"start":6,"size":1}}])";
+    return p.dump();
+  }
+
+  FakeMigDriver mig_driver_;
+  MigInstances instances_;
+};
+
+TEST_F(MigAllocatorTest, MakesTheReservedDeviceOnceAndRecordsIt) {
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, NodeJson(true)));
+  fc_.fake->Push("GET", kPodUrl, FakeTransport::Json(200, MigPod("11", "1g.10gb")));
+  fc_.fake->Push("PATCH", kPodUrl, FakeTransport::Json(409, R"({"reason":"Conflict"})"));
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, NodeJson(true)));
+  fc_.fake->Push("GET", kPodUrl, FakeTransport::Json(200, MigPod("12", "1g.10gb")));
+  fc_.fake->Push("PATCH", kPodUrl, FakeTransport::Json(200, "{}"));
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  Result<std::vector<ContainerAllocation>> r = allocator_->Allocate({{std::string(kGpu0) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(mig_driver_.creates(), 1);  // the retry found the device the first try made
+  ASSERT_EQ(mig_driver_.Instances(kGpu0).size(), 1u);
+  const CreatedMigDevice made = mig_driver_.Instances(kGpu0)[0].device;
+  EXPECT_EQ((*r)[0].envs, (std::map<std::string, std::string>{
+                              {"NVIDIA_VISIBLE_DEVICES", made.uuid}}));
+  EXPECT_TRUE((*r)[0].mounts.empty());
+  k8s::Object patch = Body(5);
+  EXPECT_EQ(patch["metadata"]["resourceVersion"], "12");
+  std::string written = patch["metadata"]["annotations"]["hami.io/vgpu-mig-allocations"];
+  EXPECT_NE(written.find("\"migUUID\":\"" + made.uuid + "\""), std::string::npos) << written;
+  EXPECT_EQ(patch["metadata"]["annotations"]["hami.io/bind-phase"], "success");
+}
+
+TEST_F(MigAllocatorTest, AReservationTheDriverCannotMakeFailsThePodAndLeavesNothing) {
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, NodeJson(true)));
+  fc_.fake->Push("GET", kPodUrl, FakeTransport::Json(200, MigPod("11", "3g.40gb")));
+  fc_.fake->Push("PATCH", kPodUrl, FakeTransport::Json(200, "{}"));
+  fc_.fake->Push("POST", "/api/v1/namespaces/default/events", FakeTransport::Json(201, "{}"));
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  Result<std::vector<ContainerAllocation>> r = allocator_->Allocate({{std::string(kGpu0) + "-0"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("no MIG profile 3g.40gb"), std::string::npos);
+  EXPECT_EQ(Body(2)["metadata"]["annotations"]["hami.io/bind-phase"], "failed");
+  EXPECT_TRUE(mig_driver_.Instances(kGpu0).empty());
 }
 
 }  // namespace

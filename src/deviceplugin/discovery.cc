@@ -10,11 +10,6 @@
 namespace hami::deviceplugin {
 namespace {
 
-bool Filtered(const GpuInfo& g, const device::FilterDevices& f) {
-  return std::find(f.uuids.begin(), f.uuids.end(), g.uuid) != f.uuids.end() ||
-         std::find(f.indexes.begin(), f.indexes.end(), g.index) != f.indexes.end();
-}
-
 int32_t ClampInt32(double v) {
   if (!(v > 0)) return 0;
   if (v >= static_cast<double>(std::numeric_limits<int32_t>::max())) {
@@ -44,15 +39,54 @@ int LevelScore(int level) {
 
 }  // namespace
 
+bool FilteredOut(const GpuInfo& g, const device::FilterDevices& f) {
+  return std::find(f.uuids.begin(), f.uuids.end(), g.uuid) != f.uuids.end() ||
+         std::find(f.indexes.begin(), f.indexes.end(), g.index) != f.indexes.end();
+}
+
+std::string RegisteredType(const GpuInfo& g) {
+  return g.name.rfind("NVIDIA", 0) == 0 ? g.name : "NVIDIA-" + g.name;
+}
+
+namespace {
+
+// Single strategy: each MIG device of `g` as a whole device of its own (one slot, its
+// instance's memory, all of its SMs); `next_index` numbers them across the node.
+void RegisterMigDevices(const GpuInfo& g, const device::NodeDeviceSettings& s,
+                        const std::set<std::string>& unhealthy, uint32_t* next_index,
+                        Registration* out) {
+  for (const MigDeviceInfo& m : g.mig_devices) {
+    device::DeviceInfo d;
+    d.id = m.uuid;
+    d.index = (*next_index)++;
+    d.count = 1;
+    d.devmem = ClampInt32(static_cast<double>(m.memory_mib));
+    d.devcore = 100;
+    d.type = RegisteredType(g);
+    d.numa = std::max(0, g.numa_node);
+    d.mode = device::OperatingModeName(s.operating_mode);
+    d.health = unhealthy.count(m.uuid) == 0 && unhealthy.count(g.uuid) == 0;
+    d.vendor = "NVIDIA";
+    out->devices.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
 Registration BuildRegistration(const Inventory& inventory, const device::NodeDeviceSettings& s,
-                               const std::set<std::string>& unhealthy) {
+                               const std::set<std::string>& unhealthy, MigStrategy mig) {
   Registration out;
+  uint32_t mig_index = 0;
   for (const GpuInfo& g : inventory.gpus) {
-    if (Filtered(g, s.filter_devices)) continue;
+    if (FilteredOut(g, s.filter_devices)) continue;
     if (g.mig_enabled) {
-      out.warnings.push_back(g.uuid +
-                             ": MIG is enabled on this GPU; hami-core cannot share it, "
-                             "so it is not registered (disable MIG to share it)");
+      if (mig == MigStrategy::kSingle) RegisterMigDevices(g, s, unhealthy, &mig_index, &out);
+      if (mig == MigStrategy::kNone) {
+        out.warnings.push_back(g.uuid +
+                               ": MIG is enabled on this GPU; hami-core cannot share it, so it "
+                               "is not registered (disable MIG to share it, or offer its MIG "
+                               "devices with --mig-strategy=mixed or single)");
+      }
       continue;
     }
     double mib = 0;
@@ -72,7 +106,7 @@ Registration BuildRegistration(const Inventory& inventory, const device::NodeDev
     d.count = ClampInt32(s.device_split_count);
     d.devmem = ClampInt32(std::floor(mib * s.device_memory_scaling));
     d.devcore = ClampInt32(std::floor(100 * s.device_core_scaling));
-    d.type = g.name.rfind("NVIDIA", 0) == 0 ? g.name : "NVIDIA-" + g.name;
+    d.type = RegisteredType(g);
     d.numa = std::max(0, g.numa_node);
     d.mode = device::OperatingModeName(s.operating_mode);
     d.health = unhealthy.count(g.uuid) == 0;

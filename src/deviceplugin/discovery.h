@@ -14,7 +14,12 @@
 //  - `devcore` = 100 x deviceCoreScaling, `count` = deviceSplitCount, `mode` = operating mode;
 //  - `type` = the model name prefixed "NVIDIA-" unless it starts with "NVIDIA";
 //  - `numa` = the device's NUMA node (0 when unknown or negative);
-//  - a GPU with MIG enabled cannot be shared by hami-core and is left out with a warning.
+//  - a GPU with MIG enabled cannot be shared by hami-core: with the MIG strategy none it is left
+//    out with a warning; with mixed it is left out silently (its MIG devices are offered as
+//    nvidia.com/mig-<profile>, mig_resources.h); with single each of its MIG devices is
+//    registered as a device of its own: one slot, `devmem` the instance's memory (no scaling: it
+//    is a hard partition), `devcore` 100, the GPU's type and NUMA node, `index` numbering the
+//    node's MIG devices from 0, unhealthy when it or its GPU is.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -28,6 +33,7 @@
 #include "device/node_config.h"
 #include "device/topology_score.h"
 #include "deviceplugin/gpu_driver.h"
+#include "deviceplugin/mig_resources.h"
 
 namespace hami::deviceplugin {
 
@@ -36,8 +42,16 @@ struct Registration {
   std::vector<std::string> warnings;        // devices left out and why
 };
 
+// The registration's `type` of a GPU: its model name, prefixed "NVIDIA-" unless it starts with
+// "NVIDIA".
+std::string RegisteredType(const GpuInfo& g);
+
+// Whether `filterdevices` (by UUID or index) hides the GPU from the plugin.
+bool FilteredOut(const GpuInfo& g, const device::FilterDevices& f);
+
 Registration BuildRegistration(const Inventory& inventory, const device::NodeDeviceSettings& s,
-                               const std::set<std::string>& unhealthy);
+                               const std::set<std::string>& unhealthy,
+                               MigStrategy mig = MigStrategy::kNone);
 
 // Link scores between the registered devices (both directions): the PCIe path (same board 60,
 // one switch 50, several switches 40, one host bridge 30, same NUMA node 20, across CPUs 10) plus

@@ -83,6 +83,52 @@ TEST(Registration, MemoryThatDoesNotFitTheWireFormatIsClamped) {
   EXPECT_EQ(r.devices[0].devmem, 2147483647);
 }
 
+// GPU c has MIG on with two 1g.10gb instances (A100-80GB, 9728 MiB each).
+Inventory WithMig() {
+  Inventory inv = FourGpus();
+  GpuInfo& c = inv.gpus[2];
+  c.mig_enabled = true;
+  c.mig_devices = {{"MIG-c1", 3, 0, 1, 1, 9728, 14, false, 0, {}},
+                   {"MIG-c2", 4, 0, 1, 1, 9728, 14, false, 0, {}}};
+  return inv;
+}
+
+TEST(Registration, MigGpusUnderEachStrategy) {
+  device::NodeDeviceSettings s;
+  s.device_split_count = 4;
+  s.device_memory_scaling = 2;  // never applied to a MIG instance: it is a hard partition
+  Registration none = BuildRegistration(WithMig(), s, {}, MigStrategy::kNone);
+  ASSERT_EQ(none.devices.size(), 3u);
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_NE(none.warnings[0].find("--mig-strategy"), std::string::npos);
+
+  Registration mixed = BuildRegistration(WithMig(), s, {}, MigStrategy::kMixed);
+  EXPECT_EQ(mixed.devices.size(), 3u);  // c's instances are nvidia.com/mig-* resources
+  EXPECT_TRUE(mixed.warnings.empty());
+
+  Inventory all_mig = WithMig();
+  all_mig.gpus = {all_mig.gpus[2]};
+  Registration single = BuildRegistration(all_mig, s, {"MIG-c2"}, MigStrategy::kSingle);
+  ASSERT_EQ(single.devices.size(), 2u);
+  const device::DeviceInfo& d = single.devices[0];
+  EXPECT_EQ(d.id, "MIG-c1");
+  EXPECT_EQ(d.index, 0u);
+  EXPECT_EQ(d.count, 1);
+  EXPECT_EQ(d.devmem, 9728);
+  EXPECT_EQ(d.devcore, 100);
+  EXPECT_EQ(d.type, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(d.numa, 1);
+  EXPECT_TRUE(d.health);
+  EXPECT_EQ(single.devices[1].index, 1u);
+  EXPECT_FALSE(single.devices[1].health);
+  // An unhealthy GPU takes its instances with it.
+  single = BuildRegistration(all_mig, s, {"GPU-c"}, MigStrategy::kSingle);
+  EXPECT_FALSE(single.devices[0].health);
+  // Filtering the GPU hides its instances too.
+  s.filter_devices.uuids = {"GPU-c"};
+  EXPECT_TRUE(BuildRegistration(all_mig, s, {}, MigStrategy::kSingle).devices.empty());
+}
+
 TEST(PairScores, PcieLevelPlusNvlinksBothWays) {
   Inventory inv = FourGpus();
   device::NodeDeviceSettings s;

@@ -44,6 +44,7 @@ PluginFlags DefaultPluginFlags() {
   PluginFlags f;
   f.node_name = EnvOr("NODE_NAME");
   f.device_list_strategy = EnvOr("DEVICE_LIST_STRATEGY", f.device_list_strategy);
+  f.mig_strategy = EnvOr("MIG_STRATEGY", f.mig_strategy);
   f.kubeconfig = EnvOr("KUBECONFIG");
   f.hook_path = EnvOr("HOOK_PATH", f.hook_path);
   f.libvgpu = DefaultLibvgpuPath();
@@ -96,7 +97,10 @@ void AddPluginFlags(CLI::App& app, PluginFlags* f) {
                  "containers get NVIDIA_GDS=enabled (default $GDS_ENABLED, else false)");
   app.add_option("--mofed-enabled", f->mofed,
                  "containers get NVIDIA_MOFED=enabled (default $MOFED_ENABLED, else false)");
-  app.add_option("--mig-strategy", f->mig_strategy, "only none is supported")
+  app.add_option("--mig-strategy", f->mig_strategy,
+                 "existing MIG devices: none, single (as nvidia.com/gpu) or mixed "
+                 "(nvidia.com/mig-<profile>); a node's config.json migstrategy overrides it "
+                 "(default $MIG_STRATEGY, else none)")
       ->capture_default_str();
   app.add_option("--device-list-strategy", f->device_list_strategy,
                  "how containers learn their GPUs: envvar, volume-mounts, cdi-annotations, "
@@ -119,9 +123,6 @@ namespace {
 
 // The flags that change nothing, each named in a warning.
 void NoteIgnoredFlags(const PluginFlags& f, std::vector<std::string>* warnings) {
-  if (f.mig_strategy != "none") {
-    warnings->push_back("--mig-strategy=" + f.mig_strategy + ": only none is supported; ignored");
-  }
   if (f.device_id_strategy != "uuid") {
     warnings->push_back("--device-id-strategy=" + f.device_id_strategy +
                         ": only uuid is supported; using it");
@@ -194,6 +195,28 @@ void ApplyVendorKeys(const device::DeviceConfig& config, AllocationSettings* all
   }
 }
 
+// The MIG strategy: the flag, or this node's config.json entry when it names one.
+Result<MigStrategy> ResolveMigStrategy(const PluginFlags& f, const device::NodeConfigFile& nodes,
+                                       std::vector<std::string>* warnings) {
+  Result<MigStrategy> flag = ParseMigStrategy(f.mig_strategy);
+  if (!flag.ok()) return InvalidArgumentError("--mig-strategy: " + flag.status().message());
+  for (const device::NodeConfigEntry& e : nodes.nodes) {
+    if (e.name != f.node_name || !e.mig_strategy) continue;
+    Result<MigStrategy> node = ParseMigStrategy(*e.mig_strategy);
+    if (!node.ok()) {
+      return InvalidArgumentError(f.node_config_file + ": node " + e.name + ": " +
+                                  node.status().message());
+    }
+    if (*node != *flag) {
+      warnings->push_back(f.node_config_file + ": node " + e.name + " sets migstrategy \"" +
+                          *e.mig_strategy + "\", which overrides --mig-strategy=" +
+                          f.mig_strategy);
+    }
+    return node;
+  }
+  return flag;
+}
+
 }  // namespace
 
 Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
@@ -216,6 +239,25 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
   o.node_name = f.node_name;
   o.resource_name = nvidia.resource_count_name;
   o.settings = device::ResolveNodeSettings(nvidia, node_config, f.node_name);
+  Result<MigStrategy> mig = ResolveMigStrategy(f, node_config, &c.warnings);
+  if (!mig.ok()) return mig.status();
+  o.mig_strategy = *mig;
+  if (o.settings.operating_mode == device::OperatingMode::kMig &&
+      o.mig_strategy != MigStrategy::kNone) {
+    c.warnings.push_back("node " + f.node_name +
+                         " is in operating mode mig: its plugin makes the MIG devices itself, "
+                         "so the MIG strategy (--mig-strategy or migstrategy) does not apply "
+                         "there");
+    o.mig_strategy = MigStrategy::kNone;
+  }
+  o.mig_allowlist = nvidia.mig_profile_allowlist;
+  o.mig_state_file = f.hook_path + "/vgpu/mig-instances.json";
+  if (o.mig_strategy == MigStrategy::kSingle &&
+      o.settings.operating_mode == device::OperatingMode::kMps) {
+    return InvalidArgumentError(
+        "mig strategy single with operating mode mps: MIG devices cannot be shared through "
+        "MPS here; use mixed, or operating mode hami-core");
+  }
   o.register_interval = *interval;
   o.topology_score = f.topology_score == "true";
   o.xid_policy = ParseXidPolicy(f.disable_healthchecks ? f.disable_healthchecks->c_str() : nullptr,

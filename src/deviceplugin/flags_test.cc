@@ -75,15 +75,62 @@ TEST_F(PluginFlagsTest, FilesAndFlagsReachTheOptions) {
 }
 
 TEST_F(PluginFlagsTest, IgnoredFlagsAreWarningsNotErrors) {
-  flags_.mig_strategy = "single";
   flags_.device_id_strategy = "index";
   flags_.split = 4;
   Result<PluginConfig> c = PluginConfigFromFlags(flags_);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_EQ(c->warnings.size(), 3u);
-  EXPECT_NE(c->warnings[0].find("--mig-strategy=single"), std::string::npos);
-  EXPECT_NE(c->warnings[1].find("--device-id-strategy=index"), std::string::npos);
-  EXPECT_NE(c->warnings[2].find("--device-split-count"), std::string::npos);
+  ASSERT_EQ(c->warnings.size(), 2u);
+  EXPECT_NE(c->warnings[0].find("--device-id-strategy=index"), std::string::npos);
+  EXPECT_NE(c->warnings[1].find("--device-split-count"), std::string::npos);
+}
+
+TEST_F(PluginFlagsTest, MigStrategyFromTheFlagOrTheNodesEntry) {
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.mig_strategy, MigStrategy::kNone);
+  flags_.mig_strategy = "mixed";
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.mig_strategy, MigStrategy::kMixed);
+  EXPECT_TRUE(c->warnings.empty());
+  // The node's own entry wins, and the override is worth a line in the log.
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","migstrategy":"single"},
+                                              {"name":"node-b","migstrategy":"none"}]})");
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.mig_strategy, MigStrategy::kSingle);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("overrides --mig-strategy=mixed"), std::string::npos);
+}
+
+TEST_F(PluginFlagsTest, DynamicMigNodesGetTheAllowlistAndNoStrategy) {
+  flags_.mig_strategy = "mixed";
+  flags_.hook_path = "/opt/hami";
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","operatingmode":"mig"}]})");
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.settings.operating_mode, device::OperatingMode::kMig);
+  EXPECT_EQ(c->options.mig_strategy, MigStrategy::kNone);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("operating mode mig"), std::string::npos);
+  EXPECT_EQ(c->options.mig_allowlist, device::DefaultMigProfileAllowlist());
+  EXPECT_EQ(c->options.mig_state_file, "/opt/hami/vgpu/mig-instances.json");
+}
+
+TEST_F(PluginFlagsTest, MigStrategyMistakesAreNamed) {
+  flags_.mig_strategy = "some";
+  EXPECT_NE(ErrorOf().find("--mig-strategy: mig strategy \"some\""), std::string::npos);
+  flags_.mig_strategy = "none";
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","migstrategy":"Mixed"}]})");
+  EXPECT_NE(ErrorOf().find("config.json: node node-a: mig strategy \"Mixed\""),
+            std::string::npos);
+  flags_.node_config_file = Write(
+      "mps.json", R"({"nodeconfig":[{"name":"node-a","migstrategy":"single",
+                                     "operatingmode":"mps"}]})");
+  EXPECT_NE(ErrorOf().find("single with operating mode mps"), std::string::npos);
 }
 
 TEST_F(PluginFlagsTest, EachMistakeIsNamed) {

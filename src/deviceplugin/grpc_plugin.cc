@@ -34,7 +34,7 @@ grpc::StatusCode GrpcCode(StatusCode c) {
 
 class DevicePluginImpl final : public api::DevicePlugin::Service {
  public:
-  DevicePluginImpl(PluginService& service, bool preferred)
+  DevicePluginImpl(DevicePluginBackend& service, bool preferred)
       : service_(service), preferred_(preferred) {}
 
   void Shutdown() { stopping_ = true; }
@@ -115,7 +115,7 @@ class DevicePluginImpl final : public api::DevicePlugin::Service {
   }
 
  private:
-  PluginService& service_;
+  DevicePluginBackend& service_;
   const bool preferred_;
   std::atomic<bool> stopping_{false};
 };
@@ -128,7 +128,7 @@ class GrpcPlugin::Impl {
   std::unique_ptr<grpc::Server> server;
 };
 
-GrpcPlugin::GrpcPlugin(PluginService& service, GrpcPluginOptions options)
+GrpcPlugin::GrpcPlugin(DevicePluginBackend& service, GrpcPluginOptions options)
     : service_(service), options_(std::move(options)) {}
 
 GrpcPlugin::~GrpcPlugin() { Stop(); }
@@ -173,7 +173,7 @@ Status GrpcPlugin::Register() {
   api::RegisterRequest req;
   req.set_version("v1beta1");
   req.set_endpoint(options_.socket_name);
-  req.set_resource_name(service_.options().resource_name);
+  req.set_resource_name(service_.ResourceName());
   req.mutable_options()->set_get_preferred_allocation_available(options_.preferred_allocation);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + options_.register_timeout);
@@ -184,7 +184,7 @@ Status GrpcPlugin::Register() {
     return Status(StatusCode::kUnavailable,
                   "registering with kubelet at " + kubelet + ": " + s.error_message());
   }
-  HAMI_LOG(Info) << "registered " << service_.options().resource_name << " with kubelet ("
+  HAMI_LOG(Info) << "registered " << service_.ResourceName() << " with kubelet ("
                  << kubelet << ")";
   return OkStatus();
 }

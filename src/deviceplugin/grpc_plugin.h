@@ -1,4 +1,5 @@
-// GrpcPlugin: puts a PluginService on kubelet's device plugin gRPC API (v1beta1).
+// GrpcPlugin: puts a DevicePluginBackend (plugin_backend.h) on kubelet's device plugin gRPC API
+// (v1beta1), on a socket of its own.
 //
 //   GrpcPlugin plugin(service, {.plugin_dir = "/var/lib/kubelet/device-plugins"});
 //   plugin.Serve();     // DevicePlugin on <plugin_dir>/nvidia-gpu.sock
@@ -21,7 +22,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "deviceplugin/plugin_service.h"
+#include "deviceplugin/plugin_backend.h"
 
 namespace hami::deviceplugin {
 
@@ -35,7 +36,8 @@ struct GrpcPluginOptions {
 
 class GrpcPlugin {
  public:
-  GrpcPlugin(PluginService& service, GrpcPluginOptions options);
+  // `service` must outlive the plugin.
+  GrpcPlugin(DevicePluginBackend& service, GrpcPluginOptions options);
   ~GrpcPlugin();
   GrpcPlugin(const GrpcPlugin&) = delete;
   GrpcPlugin& operator=(const GrpcPlugin&) = delete;
@@ -54,7 +56,7 @@ class GrpcPlugin {
   class Impl;
 
  private:
-  PluginService& service_;
+  DevicePluginBackend& service_;
   const GrpcPluginOptions options_;
   std::unique_ptr<Impl> impl_;
 };

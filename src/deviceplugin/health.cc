@@ -104,6 +104,10 @@ void HealthMonitor::Run() {
       on_unhealthy_(uuids_, reason + " on an unknown device");
       continue;
     }
+    if (!e.mig_uuid.empty()) {  // charged to one MIG instance: the GPU's others are fine
+      on_unhealthy_({e.mig_uuid}, reason + " in that MIG instance");
+      continue;
+    }
     on_unhealthy_({e.uuid}, reason);
   }
 }

@@ -13,7 +13,8 @@
 // HealthMonitor runs the wait loop on its own thread and reports GPUs that turn unhealthy. A GPU
 // never turns healthy again while the plugin runs (a GPU that raised a critical XID needs a
 // reset, which restarts the plugin's view anyway). A failing driver wait marks every GPU
-// unhealthy, as does an XID the driver cannot attribute to a device.
+// unhealthy, as does an XID the driver cannot attribute to a device. An XID the driver charges
+// to a MIG instance of a watched GPU is reported for that instance's MIG UUID alone.
 //
 // Thread safety: XidPolicy is a value. HealthMonitor: Start/Stop from one thread; the callback
 // runs on the monitor's thread.

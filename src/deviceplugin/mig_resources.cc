@@ -18,11 +18,6 @@ uint64_t ProfileGb(uint64_t memory_mib, uint64_t gpu_memory_bytes) {
   return (eighths * gpu_gib + 4) / 8;  // round half up, as the tools' float rounding does here
 }
 
-std::string SocketName(const std::string& resource) {
-  std::string name = resource.substr(resource.find('/') + 1);  // "mig-1g.10gb", "gpu"
-  return "nvidia-" + name + ".sock";
-}
-
 // Single strategy: every GPU MIG-enabled with devices of one profile, all offered as
 // nvidia.com/gpu.
 Result<MigPlan> PlanSingle(const Inventory& inv) {
@@ -82,7 +77,7 @@ MigPlan PlanMixed(const Inventory& inv) {
       std::string resource = MigResourceName(profile);
       MigResource& r = by_name[resource];
       r.resource = resource;
-      r.socket = SocketName(resource);
+      r.socket = MigSocketName(resource);
       r.device_ids.push_back(m.uuid);
     }
   }
@@ -107,6 +102,11 @@ std::string MigProfileName(const MigDeviceInfo& mig, uint64_t gpu_memory_bytes) 
   return g + gb + (mig.media_extensions ? "+me" : "");
 }
 
+std::string MigSocketName(std::string_view resource) {
+  std::string_view name = resource.substr(resource.find('/') + 1);  // "mig-1g.10gb", "gpu"
+  return "nvidia-" + std::string(name) + ".sock";
+}
+
 std::string MigResourceName(std::string_view profile) {
   std::string name = "nvidia.com/mig-" + std::string(profile);
   std::replace(name.begin(), name.end(), '+', '.');
@@ -125,19 +125,23 @@ Result<MigPlan> PlanMigResources(const Inventory& inv, MigStrategy strategy) {
   return MigPlan{};
 }
 
-Result<std::map<std::string, std::string>> MigAllocateEnv(const MigResource& resource,
-                                                          const std::vector<std::string>& ids) {
+Result<ContainerAllocation> MigAllocation(const MigResource& resource,
+                                          const std::vector<std::string>& ids,
+                                          const AllocationSettings& settings) {
   if (ids.empty()) return InvalidArgumentError(resource.resource + ": no device requested");
   std::set<std::string> offered(resource.device_ids.begin(), resource.device_ids.end());
-  std::string visible;
+  std::set<std::string> seen;
   for (const std::string& id : ids) {
     if (offered.count(id) == 0) {
       return InvalidArgumentError(resource.resource + ": unknown device " + id);
     }
-    if (!visible.empty()) visible += ',';
-    visible += id;
+    if (!seen.insert(id).second) {
+      return InvalidArgumentError(resource.resource + ": device " + id + " requested twice");
+    }
   }
-  return std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", visible}};
+  ContainerAllocation a;
+  RuntimeDeviceList(ids, ids.front(), settings, &a);
+  return a;
 }
 
 }  // namespace hami::deviceplugin

@@ -1,6 +1,7 @@
 // Static MIG: which kubelet resources a node's existing MIG devices are offered under, and what a
 // container allocated some of them is told. Pure functions over the driver's Inventory; the
 // plugin never creates or destroys MIG instances here (that is dynamic MIG, a separate mode).
+// The registrar (registrar.h) keeps the plan current and MigBackend (mig_backend.h) serves it.
 //
 // Strategies (flag --mig-strategy, node config `migstrategy`), named as NVIDIA's device plugin
 // names them so that pod specs carry over:
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "deviceplugin/allocation.h"
 #include "deviceplugin/gpu_driver.h"
 
 namespace hami::deviceplugin {
@@ -44,6 +46,10 @@ std::string MigProfileName(const MigDeviceInfo& mig, uint64_t gpu_memory_bytes);
 
 // "nvidia.com/mig-" + profile with '+' written '.'.
 std::string MigResourceName(std::string_view profile);
+
+// The plugin socket's file name for `resource`, as NVIDIA's plugin names it:
+// "nvidia.com/mig-1g.10gb" -> "nvidia-mig-1g.10gb.sock".
+std::string MigSocketName(std::string_view resource);
 
 // One resource to serve: its kubelet name, the plugin socket's file name (in the kubelet's
 // device-plugin directory) and the MIG UUIDs it offers, in inventory order.
@@ -67,10 +73,13 @@ struct MigPlan {
 // profile; an empty plan when no GPU has MIG enabled.
 Result<MigPlan> PlanMigResources(const Inventory& inv, MigStrategy strategy);
 
-// The environment for a container allocated `ids` of `resource`: NVIDIA_VISIBLE_DEVICES, the MIG
-// UUIDs joined by ','. InvalidArgument when `ids` is empty or names a device `resource` does not
-// offer (kubelet passes back only IDs the plugin listed, so that is a stale or foreign request).
-Result<std::map<std::string, std::string>> MigAllocateEnv(const MigResource& resource,
-                                                          const std::vector<std::string>& ids);
+// What a container allocated `ids` of `resource` is given: the MIG UUIDs through the device list
+// strategies of `settings` (RuntimeDeviceList, keyed by the first ID), nothing else (no
+// libvgpu: the instance is a hard partition). InvalidArgument when `ids` is empty, repeats an ID
+// or names a device `resource` does not offer (kubelet passes back only IDs the plugin listed,
+// so that is a stale or foreign request).
+Result<ContainerAllocation> MigAllocation(const MigResource& resource,
+                                          const std::vector<std::string>& ids,
+                                          const AllocationSettings& settings);
 
 }  // namespace hami::deviceplugin

@@ -138,15 +138,34 @@ TEST(PlanMigResources, SingleRefusesMixedModesMissingDevicesAndSeveralProfiles) 
   EXPECT_TRUE(PlanMigResources(off, MigStrategy::kSingle)->resources.empty());
 }
 
-TEST(MigAllocateEnv, NamesTheMigUuidsAndRefusesForeignIds) {
+TEST(MigAllocation, NamesTheMigUuidsAndRefusesForeignOrRepeatedIds) {
   MigResource r{"nvidia.com/mig-1g.10gb", "nvidia-mig-1g.10gb.sock", {"MIG-1", "MIG-2"}};
-  Result<std::map<std::string, std::string>> env = MigAllocateEnv(r, {"MIG-2", "MIG-1"});
-  ASSERT_TRUE(env.ok());
-  EXPECT_EQ(*env, (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", "MIG-2,MIG-1"}}));
-  Result<std::map<std::string, std::string>> foreign = MigAllocateEnv(r, {"MIG-1", "GPU-x"});
+  AllocationSettings s;
+  Result<ContainerAllocation> a = MigAllocation(r, {"MIG-2", "MIG-1"}, s);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->envs,
+            (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", "MIG-2,MIG-1"}}));
+  EXPECT_TRUE(a->mounts.empty());  // no libvgpu on a hard partition
+  Result<ContainerAllocation> foreign = MigAllocation(r, {"MIG-1", "GPU-x"}, s);
   EXPECT_EQ(foreign.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(foreign.status().message().find("GPU-x"), std::string::npos);
-  EXPECT_EQ(MigAllocateEnv(r, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MigAllocation(r, {}, s).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MigAllocation(r, {"MIG-1", "MIG-1"}, s).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MigAllocation, FollowsTheDeviceListStrategies) {
+  MigResource r{"nvidia.com/mig-1g.10gb", "nvidia-mig-1g.10gb.sock", {"MIG-1"}};
+  AllocationSettings s;
+  s.device_list = {.envvar = false, .volume_mounts = true, .cdi_annotations = false,
+                   .cdi_cri = true};
+  s.gdrcopy = true;
+  Result<ContainerAllocation> a = MigAllocation(r, {"MIG-1"}, s);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  ASSERT_EQ(a->mounts.size(), 1u);
+  EXPECT_EQ(a->mounts[0].container_path, "/var/run/nvidia-container-devices/MIG-1");
+  EXPECT_EQ(a->cdi_devices, std::vector<std::string>{"nvidia.com/gpu=MIG-1"});
+  EXPECT_EQ(a->envs.at("NVIDIA_GDRCOPY"), "enabled");
 }
 
 }  // namespace

@@ -4,33 +4,71 @@ namespace hami::deviceplugin {
 
 namespace {
 
-RegistrarOptions RegistrarOptionsOf(const PluginOptions& o) {
+bool DynamicMig(const PluginOptions& o) {
+  return o.settings.operating_mode == device::OperatingMode::kMig;
+}
+
+RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_driver,
+                                    MigInstances* mig_instances) {
   return {.node_name = o.node_name,
           .resource_name = o.resource_name,
           .settings = o.settings,
           .topology_score = o.topology_score,
+          .mig_strategy = o.mig_strategy,
+          .mig_allowlist = o.mig_allowlist,
+          .mig_driver = mig_driver,
+          .mig_instances = mig_instances,
           .xid_policy = o.xid_policy,
           .register_interval = o.register_interval,
           .retry_interval = o.retry_interval,
           .health_wait_slice = o.health_wait_slice};
 }
 
-AllocatorOptions AllocatorOptionsOf(const PluginOptions& o) {
+AllocatorOptions AllocatorOptionsOf(const PluginOptions& o, MigInstances* mig_instances) {
   return {.node_name = o.node_name,
           .allocation = o.allocation,
-          .node_lock_expire_seconds = o.node_lock_expire_seconds};
+          .node_lock_expire_seconds = o.node_lock_expire_seconds,
+          .mig_instances = mig_instances};
+}
+
+std::unique_ptr<MigInstances> MakeMigInstances(const PluginOptions& o, MigDriver* driver) {
+  if (!DynamicMig(o) || driver == nullptr) return nullptr;
+  return std::make_unique<MigInstances>(*driver, o.mig_state_file);
 }
 
 }  // namespace
 
 PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options,
-                             hami::Clock* clock)
+                             hami::Clock* clock, MigDriver* mig_driver)
     : options_(std::move(options)),
       clock_(clock != nullptr ? *clock : real_clock_),
-      allocator_(client, AllocatorOptionsOf(options_), [this] { return registrar_.Replicas(); },
-                 clock_),
-      registrar_(client, driver, RegistrarOptionsOf(options_), clock_,
+      mig_instances_(MakeMigInstances(options_, mig_driver)),
+      mig_controller_(mig_instances_ == nullptr
+                          ? nullptr
+                          : std::make_unique<MigController>(
+                                client, driver, *mig_instances_,
+                                MigControllerOptions{.node_name = options_.node_name,
+                                                     .interval = options_.mig_reconcile_interval},
+                                clock_)),
+      allocator_(client, AllocatorOptionsOf(options_, mig_instances_.get()),
+                 [this] { return registrar_.Replicas(); }, clock_),
+      registrar_(client, driver,
+                 RegistrarOptionsOf(options_, mig_driver, mig_instances_.get()), clock_,
                  [this] { StatsChanged(); }) {}
+
+PluginService::~PluginService() { Stop(); }
+
+Status PluginService::Start() {
+  if (mig_controller_) HAMI_RETURN_IF_ERROR(mig_controller_->Prepare());
+  HAMI_RETURN_IF_ERROR(registrar_.Start());
+  if (mig_controller_) mig_controller_->Start();
+  return OkStatus();
+}
+
+void PluginService::Stop() {
+  if (mig_controller_) mig_controller_->Stop();
+  registrar_.Stop();
+}
 
 Result<std::vector<ContainerAllocation>> PluginService::Allocate(
     const std::vector<std::vector<std::string>>& requests) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/gpu_driver.h"
 #include "deviceplugin/health.h"
+#include "deviceplugin/mig_controller.h"
+#include "deviceplugin/mig_driver.h"
+#include "deviceplugin/mig_instances.h"
+#include "deviceplugin/plugin_backend.h"
 #include "deviceplugin/registrar.h"
 #include "k8s/rest_client.h"
 
@@ -33,6 +38,13 @@ struct PluginOptions {
   device::NodeDeviceSettings settings;
   AllocationSettings allocation;
   bool topology_score = false;  // ENABLE_TOPOLOGY_SCORE: publish hami.io/node-nvidia-score
+  MigStrategy mig_strategy = MigStrategy::kNone;  // static MIG (mig_resources.h)
+  // Dynamic MIG (settings.operating_mode mig): the allowlist, where the MIG devices made for
+  // pods are recorded (mig_instances.h; "" = memory only) and how often finished pods' devices
+  // are reclaimed.
+  std::vector<device::MigAllowlistEntry> mig_allowlist;
+  std::string mig_state_file;
+  std::chrono::milliseconds mig_reconcile_interval{std::chrono::seconds(5)};
   XidPolicy xid_policy;
   std::chrono::milliseconds register_interval{std::chrono::seconds(30)};
   std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};
@@ -40,31 +52,43 @@ struct PluginOptions {
   int64_t node_lock_expire_seconds = 300;
 };
 
-class PluginService {
+class PluginService final : public DevicePluginBackend {
  public:
-  // `client`, `driver` and `clock` must outlive the service. The clock times the registration
-  // (register_interval, retry_interval) and the node lock; null means the real one.
+  // `client`, `driver`, `mig_driver` and `clock` must outlive the service. The clock times the
+  // registration (register_interval, retry_interval), the node lock and the MIG reclaim; null
+  // means the real one. `mig_driver` is required in operating mode mig (null otherwise).
   PluginService(k8s::RestClient& client, GpuDriver& driver, PluginOptions options,
-                hami::Clock* clock = nullptr);
+                hami::Clock* clock = nullptr, MigDriver* mig_driver = nullptr);
+  ~PluginService();
   PluginService(const PluginService&) = delete;
   PluginService& operator=(const PluginService&) = delete;
 
-  Status Start() { return registrar_.Start(); }
-  void Stop() { registrar_.Stop(); }
+  // Operating mode mig: the MIG devices of pods are loaded and adopted first, and their reclaim
+  // starts after the registration.
+  Status Start();
+  void Stop();
 
   const PluginOptions& options() const { return options_; }
 
+  std::string ResourceName() const override { return options_.resource_name; }
   // See Registrar::Devices.
   uint64_t Devices(uint64_t known, std::chrono::milliseconds timeout,
-                   std::vector<PluginDevice>* out) {
+                   std::vector<PluginDevice>* out) override {
     return registrar_.Devices(known, timeout, out);
   }
   std::vector<std::vector<std::string>> PreferredAllocation(
-      const std::vector<PreferredRequest>& requests) {
+      const std::vector<PreferredRequest>& requests) override {
     return allocator_.PreferredAllocation(requests);
   }
   Result<std::vector<ContainerAllocation>> Allocate(
-      const std::vector<std::vector<std::string>>& requests);
+      const std::vector<std::vector<std::string>>& requests) override;
+  // The mixed MIG strategy's resources and device lists (Registrar::MigResourceNames and
+  // MigDevices), for one MigBackend each.
+  std::vector<std::string> MigResourceNames() const { return registrar_.MigResourceNames(); }
+  uint64_t MigDevices(const std::string& resource, uint64_t known,
+                      std::chrono::milliseconds timeout, std::vector<PluginDevice>* out) {
+    return registrar_.MigDevices(resource, known, timeout, out);
+  }
   // Marks GPUs unhealthy (the health monitor's callback; public for tests).
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason) {
     registrar_.MarkUnhealthy(uuids, reason);
@@ -94,6 +118,9 @@ class PluginService {
   // WaitForStats's wake-ups, told after either half's counters changed. Declared before the
   // halves, which notify through it.
   mutable ChangeSignal changes_;
+  // Dynamic MIG (null otherwise), declared before the halves that use them.
+  std::unique_ptr<MigInstances> mig_instances_;
+  std::unique_ptr<MigController> mig_controller_;
   // Declared before the registrar, whose replica map it reads only during calls.
   Allocator allocator_;
   Registrar registrar_;  // stopped first on destruction (declared last)

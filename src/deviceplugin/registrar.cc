@@ -1,5 +1,7 @@
 #include "deviceplugin/registrar.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "device/node_registration.h"
@@ -23,33 +25,32 @@ Registrar::Registrar(k8s::RestClient& client, GpuDriver& driver, RegistrarOption
 Registrar::~Registrar() { Stop(); }
 
 Status Registrar::Start(Drive drive) {
-  if (options_.settings.operating_mode == device::OperatingMode::kMig) {
+  if (DynamicMig() && (options_.mig_driver == nullptr || options_.mig_instances == nullptr)) {
     return Status(StatusCode::kFailedPrecondition,
-                  "node " + options_.node_name + ": operating mode \"mig\" is not supported by " +
-                      "this plugin (use hami-core or mps)");
+                  "node " + options_.node_name +
+                      ": operating mode \"mig\" needs a driver that can make MIG devices");
   }
   Result<Inventory> inv = driver_.Discover();
   if (!inv.ok()) return Status(inv.status().code(), "GPU discovery: " + inv.status().message());
-  std::vector<std::string> uuids;
+  std::vector<std::string> watched;
   {
     MutexLock l(mu_);
     inventory_ = std::move(*inv);
+    Result<MigPlan> plan = PlanMig();
+    if (!plan.ok()) {
+      return Status(plan.status().code(), "node " + options_.node_name + ": " +
+                                              plan.status().message());
+    }
+    if (options_.mig_strategy == MigStrategy::kMixed) {
+      for (const MigResource& r : plan->resources) mig_resources_.push_back(r.resource);
+    }
+    if (DynamicMig()) RefreshMigFacts(true);
     Rebuild();
     for (const std::string& w : registration_.warnings) HAMI_LOG(Warning) << w;
-    if (registration_.devices.empty()) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "node " + options_.node_name + ": none of the " +
-                        std::to_string(inventory_.gpus.size()) +
-                        " GPU(s) the driver reports can be served (see the warnings above)");
-    }
-    for (const device::DeviceInfo& d : registration_.devices) uuids.push_back(d.id);
-    HAMI_LOG(Info) << "node " << options_.node_name << ": serving " << uuids.size() << " GPU(s) x "
-                   << options_.settings.device_split_count << " slots as " << options_.resource_name
-                   << " (mode "
-                   << device::OperatingModeName(options_.settings.operating_mode) << ", driver "
-                   << (inventory_.driver_version.empty() ? "?" : inventory_.driver_version) << ")";
+    HAMI_RETURN_IF_ERROR(DescribeServed());
+    watched = WatchedGpus();
   }
-  StartHealth(uuids);
+  StartHealth(watched);
   Status first = Refresh(false);
   if (!first.ok()) {
     HAMI_LOG(Warning) << "node " << options_.node_name << ": first registration failed ("
@@ -120,8 +121,128 @@ void Registrar::Run(const std::string& key) {
   if (stats_changed_) stats_changed_();
 }
 
+Status Registrar::DescribeServed() {
+  const std::string node = "node " + options_.node_name + ": ";
+  size_t mig = 0;
+  for (const auto& [resource, list] : mig_devices_) {
+    mig += list.size();
+    HAMI_LOG(Info) << node << "offering " << list.size() << " MIG device(s) as " << resource
+                   << " (mig strategy mixed)";
+  }
+  if (registration_.devices.empty() && mig == 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  node + "none of the " + std::to_string(inventory_.gpus.size()) +
+                      " GPU(s) the driver reports can be served (see the warnings above)");
+  }
+  if (registration_.devices.empty()) {
+    HAMI_LOG(Info) << node << "no GPU left to share as " << options_.resource_name
+                   << ": every served GPU has MIG enabled";
+    return OkStatus();
+  }
+  HAMI_LOG(Info) << node << "serving " << registration_.devices.size()
+                 << (DynamicMig() ? " GPU(s) cut into MIG devices on demand"
+                     : options_.mig_strategy == MigStrategy::kSingle
+                         ? " MIG device(s) (mig strategy single) x 1 slot"
+                         : " GPU(s) x " + std::to_string(options_.settings.device_split_count) +
+                               " slots")
+                 << " as " << options_.resource_name << " (mode "
+                 << device::OperatingModeName(options_.settings.operating_mode) << ", driver "
+                 << (inventory_.driver_version.empty() ? "?" : inventory_.driver_version) << ")";
+  return OkStatus();
+}
+
+std::vector<std::string> Registrar::WatchedGpus() const {
+  std::set<std::string> registered;
+  for (const device::DeviceInfo& d : registration_.devices) registered.insert(d.id);
+  std::vector<std::string> out;
+  for (const GpuInfo& g : inventory_.gpus) {
+    if (FilteredOut(g, options_.settings.filter_devices)) continue;
+    bool served = g.mig_enabled && !DynamicMig() ? options_.mig_strategy != MigStrategy::kNone
+                                                 : registered.count(g.uuid) > 0;
+    if (served) out.push_back(g.uuid);
+  }
+  return out;
+}
+
+Result<MigPlan> Registrar::PlanMig() const {
+  Inventory served;
+  for (const GpuInfo& g : inventory_.gpus) {
+    if (!FilteredOut(g, options_.settings.filter_devices)) served.gpus.push_back(g);
+  }
+  return PlanMigResources(served, options_.mig_strategy);
+}
+
+bool Registrar::RebuildMig(const MigPlan& plan) {
+  for (const std::string& w : plan.warnings) {
+    if (mig_warned_.insert(w).second) HAMI_LOG(Warning) << w;
+  }
+  std::map<std::string, const GpuInfo*> gpu_of;
+  for (const GpuInfo& g : inventory_.gpus) {
+    for (const MigDeviceInfo& m : g.mig_devices) gpu_of[m.uuid] = &g;
+  }
+  const bool numa = options_.settings.enable_numa_topology;
+  std::map<std::string, std::vector<PluginDevice>> lists;
+  for (const MigResource& r : plan.resources) {
+    if (!std::binary_search(mig_resources_.begin(), mig_resources_.end(), r.resource)) {
+      std::string w = "MIG devices of " + r.resource +
+                      " appeared after the plugin started: restart the plugin to offer them";
+      if (mig_warned_.insert(w).second) HAMI_LOG(Warning) << w;
+      continue;
+    }
+    std::vector<PluginDevice>& list = lists[r.resource];
+    for (const std::string& id : r.device_ids) {
+      const GpuInfo& g = *gpu_of.at(id);
+      list.push_back({id, g.uuid, unhealthy_.count(id) == 0 && unhealthy_.count(g.uuid) == 0,
+                      numa ? std::max(0, g.numa_node) : -1});
+    }
+  }
+  if (lists == mig_devices_) return false;
+  mig_devices_ = std::move(lists);
+  return true;
+}
+
+void Registrar::RefreshMigFacts(bool first) {
+  MigDriver& driver = *options_.mig_driver;
+  std::map<std::string, std::vector<device::MigPlacement>> blocked;
+  for (const ForeignMig& f : options_.mig_instances->Foreign(inventory_)) {
+    blocked[f.gpu_uuid].push_back(f.device.gi_placement);
+    std::string w = "MIG device " + f.device.uuid + " on GPU " + f.gpu_uuid +
+                    " was not made for a pod by this plugin: its place on the GPU is left out " +
+                    "of the registration (destroy it to free it)";
+    if (mig_warned_.insert(w).second) HAMI_LOG(Warning) << w;
+  }
+  for (const GpuInfo& g : inventory_.gpus) {
+    if (FilteredOut(g, options_.settings.filter_devices)) continue;
+    MigGpuFacts& f = mig_facts_[g.uuid];
+    f.blocked = blocked[g.uuid];
+    Result<MigModeState> mode = driver.GetMigMode(g.uuid);
+    std::string refused;  // why turning MIG on did not take
+    if (mode.ok() && first && !mode->current && !mode->pending) {
+      HAMI_LOG(Info) << "GPU " << g.uuid << ": turning MIG on (operating mode mig)";
+      if (Status s = driver.EnableMig(g.uuid); !s.ok()) refused = s.message();
+      mode = driver.GetMigMode(g.uuid);
+    }
+    if (!mode.ok()) {
+      f.error = mode.status().message();
+      continue;
+    }
+    f.not_ready = mode->current       ? ""
+                  : !refused.empty()  ? "turning MIG on failed: " + refused
+                  : mode->pending     ? "MIG is turned on but takes effect after a GPU reset"
+                                      : "MIG is off";
+    if (!f.profiles.empty()) continue;
+    Result<std::vector<MigProfileSpec>> profiles = driver.MigProfiles(g.uuid);
+    f.error = profiles.ok() ? "" : profiles.status().message();
+    if (profiles.ok()) f.profiles = std::move(*profiles);
+  }
+}
+
 void Registrar::Rebuild() {
-  registration_ = BuildRegistration(inventory_, options_.settings, unhealthy_);
+  registration_ =
+      DynamicMig()
+          ? BuildMigRegistration(inventory_, options_.settings, options_.mig_allowlist,
+                                 mig_facts_, unhealthy_)
+          : BuildRegistration(inventory_, options_.settings, unhealthy_, options_.mig_strategy);
   std::vector<PluginDevice> devices =
       BuildPluginDevices(registration_.devices, options_.settings.enable_numa_topology);
   if (options_.topology_score) {
@@ -129,10 +250,17 @@ void Registrar::Rebuild() {
     scores_ = BuildPairScores(inventory_, registration_.devices, &warnings);
     for (const std::string& w : warnings) HAMI_VLOG(2) << w;
   }
-  if (devices != devices_) {
+  bool changed = devices != devices_;
+  if (changed) {
     devices_ = std::move(devices);
     replicas_.clear();
     for (const PluginDevice& d : devices_) replicas_[d.id] = d.gpu;
+  }
+  if (options_.mig_strategy == MigStrategy::kMixed) {
+    // A layout that no longer plans (single's checks) keeps the last lists; mixed always plans.
+    if (Result<MigPlan> plan = PlanMig(); plan.ok() && RebuildMig(*plan)) changed = true;
+  }
+  if (changed) {
     ++generation_;
     changed_.notify_all();
   }
@@ -144,6 +272,7 @@ Status Registrar::Refresh(bool rediscover) {
     if (!inv.ok()) return Status(inv.status().code(), "GPU discovery: " + inv.status().message());
     MutexLock l(mu_);
     inventory_ = std::move(*inv);
+    if (DynamicMig()) RefreshMigFacts(false);
     Rebuild();
   }
   std::string reg, score;
@@ -182,7 +311,8 @@ void Registrar::MarkUnhealthy(const std::vector<std::string>& uuids, const std::
     for (const std::string& u : uuids) {
       if (!unhealthy_.insert(u).second) continue;
       changed = true;
-      HAMI_LOG(Warning) << "GPU " << u << " on node " << options_.node_name << " is unhealthy ("
+      HAMI_LOG(Warning) << (u.rfind("MIG-", 0) == 0 ? "MIG device " : "GPU ") << u
+                        << " on node " << options_.node_name << " is unhealthy ("
                         << reason << "): kubelet and the scheduler stop offering it";
     }
     if (!changed) return;
@@ -197,6 +327,23 @@ uint64_t Registrar::Devices(uint64_t known, std::chrono::milliseconds timeout,
   changed_.wait_for(l.native(), timeout,
                     [&]() REQUIRES(mu_) { return stopping_ || generation_ != known; });
   *out = devices_;
+  return generation_;
+}
+
+std::vector<std::string> Registrar::MigResourceNames() const {
+  MutexLock l(mu_);
+  return mig_resources_;
+}
+
+uint64_t Registrar::MigDevices(const std::string& resource, uint64_t known,
+                               std::chrono::milliseconds timeout,
+                               std::vector<PluginDevice>* out) {
+  UniqueLock l(mu_);
+  changed_.wait_for(l.native(), timeout,
+                    [&]() REQUIRES(mu_) { return stopping_ || generation_ != known; });
+  auto it = mig_devices_.find(resource);
+  out->clear();
+  if (it != mig_devices_.end()) *out = it->second;
   return generation_;
 }
 

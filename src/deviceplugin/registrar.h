@@ -2,9 +2,21 @@
 // as the driver reports them, their health, the registration it last published and the replica
 // list kubelet sees.
 //
-//  - Start(): discovers the GPUs (an error if the driver cannot be read, if the operating mode is
-//    MIG, or if no GPU is left to serve), starts XID health monitoring and publishes
-//    `hami.io/node-nvidia-register` (and `hami.io/node-nvidia-score` with topology scores on).
+//  - Start(): discovers the GPUs (an error if the driver cannot be read, if the MIG strategy
+//    refuses the node, or if nothing is left to serve), starts XID health monitoring and
+//    publishes `hami.io/node-nvidia-register` (and
+//    `hami.io/node-nvidia-score` with topology scores on).
+//  - Static MIG (mig_resources.h): with the strategy single, the MIG devices are registered as
+//    whole devices (discovery.h) and served as the replicas of `resource_name`; with mixed, the
+//    MIG devices of each profile are a device list of their own (MigDevices), for one plugin
+//    socket per profile. Which resources exist is fixed at Start (kubelet sockets are per
+//    resource); devices that come and go within them later are followed, and a profile that
+//    appears later is named in a warning (restart the plugin to offer it). An XID charged to a
+//    MIG instance makes that instance unhealthy; one charged to its GPU, every instance on it.
+//  - Dynamic MIG (operating mode mig, mig_registration.h): at Start each served GPU gets MIG
+//    turned on if it is off (a change that stays pending registers the GPU unhealthy, naming
+//    why) and its profiles read once; every pass re-reads the MIG mode and leaves out of the
+//    published placements those of MIG devices no owner holds (MigInstances::Foreign).
 //  - Periodic work runs as keys on a WorkQueue: "refresh" rediscovers and publishes every
 //    `register_interval` (after `retry_interval` when a pass failed); "publish" publishes at once
 //    (a GPU turned unhealthy). A publication patches the node only when the text changed.
@@ -22,6 +34,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -36,6 +49,10 @@
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/gpu_driver.h"
 #include "deviceplugin/health.h"
+#include "deviceplugin/mig_driver.h"
+#include "deviceplugin/mig_instances.h"
+#include "deviceplugin/mig_registration.h"
+#include "deviceplugin/mig_resources.h"
 #include "k8s/rest_client.h"
 #include "k8s/work_queue.h"
 
@@ -46,6 +63,12 @@ struct RegistrarOptions {
   std::string resource_name = "nvidia.com/gpu";  // for the log only: kubelet's name for them
   device::NodeDeviceSettings settings;
   bool topology_score = false;  // ENABLE_TOPOLOGY_SCORE: publish hami.io/node-nvidia-score
+  MigStrategy mig_strategy = MigStrategy::kNone;
+  // Operating mode mig: the allowlist, the driver that makes MIG devices and the table of those
+  // made (both must outlive the registrar; required in that mode).
+  std::vector<device::MigAllowlistEntry> mig_allowlist;
+  MigDriver* mig_driver = nullptr;
+  MigInstances* mig_instances = nullptr;
   XidPolicy xid_policy;
   std::chrono::milliseconds register_interval{std::chrono::seconds(30)};
   std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};
@@ -78,6 +101,11 @@ class Registrar {
                    std::vector<PluginDevice>* out);
   // Which GPU each replica ID stands for, now.
   ReplicaMap Replicas() const;
+  // Mixed MIG strategy: the resources offered (fixed at Start, sorted), and one resource's
+  // device list (IDs are MIG UUIDs), waited for as Devices() does; an unknown resource has none.
+  std::vector<std::string> MigResourceNames() const;
+  uint64_t MigDevices(const std::string& resource, uint64_t known,
+                      std::chrono::milliseconds timeout, std::vector<PluginDevice>* out);
   // Marks GPUs unhealthy and queues a publication (the health monitor's callback).
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason);
 
@@ -94,6 +122,19 @@ class Registrar {
   // Rediscovers (when `rediscover`), rebuilds and publishes when the text changed.
   Status Refresh(bool rediscover);
   void Rebuild() REQUIRES(mu_);  // registration and device list from inventory_ and unhealthy_
+  // The MIG plan of the served (unfiltered) GPUs and the mixed strategy's device lists.
+  Result<MigPlan> PlanMig() const REQUIRES(mu_);
+  bool RebuildMig(const MigPlan& plan) REQUIRES(mu_);  // true when a list changed
+  // Operating mode mig: MIG turned on where it is off, the profiles read (once per GPU), the
+  // mode and the blocked placements read again.
+  void RefreshMigFacts(bool first) REQUIRES(mu_);
+  bool DynamicMig() const {
+    return options_.settings.operating_mode == device::OperatingMode::kMig;
+  }
+  // Logs what Start serves; an error when nothing.
+  Status DescribeServed() REQUIRES(mu_);
+  // The GPUs whose XIDs matter: registered whole GPUs and the GPUs of served MIG devices.
+  std::vector<std::string> WatchedGpus() const REQUIRES(mu_);
   void StartHealth(const std::vector<std::string>& uuids);
 
   k8s::RestClient& client_;
@@ -114,6 +155,10 @@ class Registrar {
   device::DevicePairScores scores_ GUARDED_BY(mu_);
   std::vector<PluginDevice> devices_ GUARDED_BY(mu_);
   ReplicaMap replicas_ GUARDED_BY(mu_);
+  std::vector<std::string> mig_resources_ GUARDED_BY(mu_);  // mixed: offered, fixed at Start
+  std::map<std::string, std::vector<PluginDevice>> mig_devices_ GUARDED_BY(mu_);
+  std::set<std::string> mig_warned_ GUARDED_BY(mu_);  // plan warnings already logged
+  std::map<std::string, MigGpuFacts> mig_facts_ GUARDED_BY(mu_);  // dynamic MIG, by GPU
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::string published_register_ GUARDED_BY(mu_);  // last text the node accepted
   std::string published_score_ GUARDED_BY(mu_);

@@ -164,5 +164,98 @@ TEST_F(RegistrarTest, RefusesMigModeAndANodeWithNothingToServe) {
   EXPECT_TRUE(fc_.fake->requests().empty());
 }
 
+// GPU 1 in MIG mode: two 1g.10gb instances and one 3g.40gb.
+Inventory MixedNode() {
+  Inventory inv = Gpus(2);
+  GpuInfo& g = inv.gpus[1];
+  g.mig_enabled = true;
+  g.numa_node = 1;
+  g.mig_devices = {{"MIG-a", 7, 0, 1, 1, 9728, 14, false, 0, {}},
+                   {"MIG-b", 8, 0, 1, 1, 9728, 14, false, 0, {}},
+                   {"MIG-c", 2, 0, 3, 3, 40192, 42, false, 0, {}}};
+  return inv;
+}
+
+std::vector<std::string> Ids(const std::vector<PluginDevice>& list) {
+  std::vector<std::string> out;
+  for (const PluginDevice& d : list) out.push_back(d.id + (d.healthy ? "" : "!"));
+  return out;
+}
+
+TEST_F(RegistrarTest, MixedStrategyListsEachProfileAndFollowsHealth) {
+  driver_.SetInventory(MixedNode());
+  options_.mig_strategy = MigStrategy::kMixed;
+  Registrar& r = Start();
+  EXPECT_EQ(Written(Patches()[0]).size(), 1u);  // GPU 0 alone is shared as vGPUs
+  EXPECT_EQ(r.MigResourceNames(),
+            (std::vector<std::string>{"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"}));
+  std::vector<PluginDevice> list;
+  uint64_t gen = r.MigDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-b"}));
+  EXPECT_EQ(list[0].gpu, kGpu1);
+  EXPECT_EQ(list[0].numa_node, -1);  // topology only with enableNumaTopology
+  r.MigDevices("nvidia.com/mig-7g.80gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_TRUE(list.empty());
+
+  // An XID in one instance: that instance only. One on the GPU: every instance on it.
+  r.MarkUnhealthy({"MIG-b"}, "XID 79");  // GPU 0's registration is unchanged: no patch
+  EXPECT_NE(r.MigDevices("nvidia.com/mig-1g.10gb", gen, std::chrono::milliseconds(0), &list),
+            gen);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-b!"}));
+  r.MarkUnhealthy({kGpu1}, "XID 48");
+  r.MigDevices("nvidia.com/mig-3g.40gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-c!"}));
+}
+
+TEST_F(RegistrarTest, MixedStrategyFollowsInstancesWithinTheProfilesItStartedWith) {
+  driver_.SetInventory(MixedNode());
+  options_.mig_strategy = MigStrategy::kMixed;
+  Registrar& r = Start();
+  Inventory later = MixedNode();
+  later.gpus[1].mig_devices.erase(later.gpus[1].mig_devices.begin());      // MIG-a destroyed
+  // A new profile.
+  later.gpus[1].mig_devices.push_back({"MIG-d", 1, 0, 2, 2, 19968, 28, false, 0, {}});
+  driver_.SetInventory(later);
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  std::vector<PluginDevice> list;
+  r.MigDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-b"}));
+  // 2g.20gb was not there at Start: no socket serves it, so it is not listed (a warning says
+  // to restart the plugin).
+  EXPECT_EQ(r.MigResourceNames().size(), 2u);
+  r.MigDevices("nvidia.com/mig-2g.20gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_TRUE(list.empty());
+}
+
+TEST_F(RegistrarTest, MigStrategiesOnANodeWhoseGpusAreAllMig) {
+  Inventory inv = MixedNode();
+  inv.gpus.erase(inv.gpus.begin());
+  driver_.SetInventory(inv);
+  {
+    options_.mig_strategy = MigStrategy::kNone;  // nothing left to serve
+    Registrar none(*fc_.client, driver_, options_, fc_.clock);
+    EXPECT_EQ(none.Start(Registrar::Drive::kSteps).code(), StatusCode::kFailedPrecondition);
+  }
+  {
+    options_.mig_strategy = MigStrategy::kSingle;  // two profiles: refused, naming them
+    Registrar single(*fc_.client, driver_, options_, fc_.clock);
+    Status s = single.Start(Registrar::Drive::kSteps);
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("more than one MIG device type"), std::string::npos) << s.message();
+  }
+  inv.gpus[0].mig_devices.pop_back();  // two 1g.10gb instances: single takes them
+  driver_.SetInventory(inv);
+  options_.mig_strategy = MigStrategy::kSingle;
+  Registrar& r = Start();
+  std::vector<device::DeviceInfo> devs = Written(Patches()[0]);
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].id, "MIG-a");
+  EXPECT_EQ(devs[0].count, 1);
+  EXPECT_EQ(devs[0].devmem, 9728);
+  EXPECT_EQ(r.Replicas().at("MIG-b-0"), "MIG-b");
+  EXPECT_TRUE(r.MigResourceNames().empty());  // single serves them as nvidia.com/gpu
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

@@ -482,10 +482,11 @@ def schema_error_names(stderr, key):
 
 
 def case_helm_schema(ctx):
-    """Keys of features hami-cpp lacks, bad values and typos are refused by helm, naming the key."""
+    """Keys of features hami-cpp lacks, bad values and typos are refused by helm, naming the key;
+    the MIG strategies hami-device-plugin serves are accepted and reach its DaemonSet."""
     refused = [
         ({"devicePlugin": {"deviceListStrategy": "volume_mounts"}}, "devicePlugin.deviceListStrategy"),
-        ({"devicePlugin": {"migStrategy": "mixed"}}, "devicePlugin.migStrategy"),
+        ({"devicePlugin": {"migStrategy": "dynamic"}}, "devicePlugin.migStrategy"),
         ({"devices": {"ascend": {"enabled": "yes"}}}, "devices.ascend.enabled"),
         ({"devices": {"hygon": {"customresources": "hygon.com/dcunum"}}},
          "devices.hygon.customresources"),
@@ -501,6 +502,22 @@ def case_helm_schema(ctx):
         assert p.returncode == 1, f"{values} was accepted"
         assert schema_error_names(p.stderr, named), f"{values}: the error does not name {named}:\n{p.stderr}"
         print(f"refused {json.dumps(values)}: {p.stderr.strip().splitlines()[-1]}")
+    # The MIG strategies NVIDIA's plugin has reach hami-device-plugin as upstream's chart passes
+    # them; with one other than none the NVIDIA runtime also hands it the MIG monitor devices.
+    # none, the plugin's default, is left out so that a MIG_STRATEGY in extraEnvs still counts.
+    for strategy in ["none", "single", "mixed"]:
+        plugin = container(find(ctx.helm({"devicePlugin": {"migStrategy": strategy}}), "DaemonSet",
+                                "hami-device-plugin"), "device-plugin")
+        flags = [a for a in plugin["command"] if a.startswith("--mig-strategy")]
+        monitor = [e for e in plugin["env"] if e["name"] == "NVIDIA_MIG_MONITOR_DEVICES"]
+        if strategy == "none":
+            assert not flags and not monitor, (strategy, plugin)
+        else:
+            assert flags == [f"--mig-strategy={strategy}"], (strategy, plugin["command"])
+            assert monitor == [{"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}], (strategy, plugin["env"])
+    assert not [a for a in container(find(ctx.helm(), "DaemonSet", "hami-device-plugin"),
+                                     "device-plugin")["command"] if a.startswith("--mig-strategy")]
+    print("accepted devicePlugin.migStrategy none, single, mixed")
     # HAMi's own defaults for keys hami-cpp does not use are accepted (a values file copied
     # from HAMi's chart keeps working).
     upstream_style = {
@@ -532,7 +549,7 @@ SWITCHES = [
                 "labels": {"team": "ml"}}, "fullnameOverride": "vgpu"},
     {"scheduler": {"certManager": {"enabled": True},
                    "admissionWebhook": {"customURL": {"enabled": True, "host": "hami.example.com"}}},
-     "devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri",
+     "devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri", "migStrategy": "mixed",
                       "gpuOperatorToolkitReady": {"enabled": True}, "gdsEnabled": True,
                       "nvidiaHookPath": "/usr/bin/nvidia-cdi-hook"}},
     {"scheduler": {"nodeSelector": {"role": "control"},

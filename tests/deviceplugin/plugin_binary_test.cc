@@ -93,12 +93,16 @@ TEST_F(PluginBinaryTest, BrokenNodeConfig) {
   r = Run({"--node-config-file=" + path});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
-  // MIG mode is a later capability: refused at start, not half-served.
+  // A MIG strategy that does not exist stops the plugin, naming the file and the value.
   path = Write("config.json",
-               "{\"nodeconfig\": [{\"name\": \"node-a\", \"operatingmode\": \"mig\"}]}");
+               "{\"nodeconfig\": [{\"name\": \"node-a\", \"migstrategy\": \"dynamic\"}]}");
   r = Run({"--node-config-file=" + path});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("operating mode \"mig\" is not supported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ": node node-a: mig strategy \"dynamic\""), std::string::npos)
+      << r.err;
+  r = Run({"--mig-strategy=dynamic"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--mig-strategy: mig strategy \"dynamic\""), std::string::npos) << r.err;
 }
 
 TEST_F(PluginBinaryTest, BadFlagsAndMissingPieces) {

@@ -19,6 +19,7 @@
 #include "device/node_registration.h"
 #include "deviceplugin/fake_gpu_driver.h"
 #include "deviceplugin/grpc_plugin.h"
+#include "deviceplugin/kubelet_plugins.h"
 #include "deviceplugin/plugin_service.h"
 #include "deviceplugin/runner.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -476,6 +477,91 @@ TEST_F(PreferredPluginTest, KubeletTakesReplicasOfTheReservedGpu) {
   // Without the preference kubelet would take the first free replica, one of GPU 0's.
   ASSERT_EQ((*r)[0].device_ids.size(), 1u);
   EXPECT_EQ((*r)[0].device_ids[0].rfind(kGpu1, 0), 0u) << (*r)[0].device_ids[0];
+}
+
+// Static MIG, mixed strategy, on the real transport: GPU 0 shared as vGPUs on nvidia-gpu.sock,
+// GPU 1's existing MIG devices offered per profile on sockets of their own; kubelet allocates
+// them without any pod annotation, and an XID in one instance takes only that instance out.
+TEST(MigPluginTest, MixedStrategyServesEachProfileBesideTheVgpus) {
+  char tmpl[] = "/tmp/dp-mig-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::unique_ptr<sim::ApiServer> api = sim::ApiServer::Start({}).value();
+  k8s::RestConfig cfg;
+  cfg.server = api->url();
+  std::unique_ptr<k8s::RestClient> client = k8s::RestClient::Create(cfg).value();
+  Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}};
+  ASSERT_TRUE(client->Create(k8s::kNodes, "", node).ok());
+  Inventory inv = TwoGpus();
+  inv.gpus[1].mig_enabled = true;
+  inv.gpus[1].mig_devices = {{"MIG-a", 7, 0, 1, 1, 9728, 14, false, 0, {}},
+                             {"MIG-b", 8, 0, 1, 1, 9728, 14, false, 0, {}},
+                             {"MIG-c", 2, 0, 3, 3, 40192, 42, false, 0, {}}};
+  FakeGpuDriver driver(inv);
+  PluginOptions o;
+  o.node_name = kNode;
+  o.settings.device_split_count = 4;
+  o.mig_strategy = MigStrategy::kMixed;
+  o.health_wait_slice = std::chrono::milliseconds(20);
+  PluginService service(*client, driver, o);
+  ASSERT_TRUE(service.Start().ok());
+  std::unique_ptr<sim::DeviceManager> kubelet =
+      sim::DeviceManager::Start(dir + "/device-plugins").value();
+  std::vector<std::string> ready;
+  Mutex mu;
+  std::condition_variable ready_cv;
+  KubeletPlugins plugins(service, {.plugin_dir = dir + "/device-plugins",
+                                   .retry = std::chrono::milliseconds(100),
+                                   .on_ready = [&](const std::vector<std::string>& sockets) {
+                                     MutexLock l(mu);
+                                     ready = sockets;
+                                     ready_cv.notify_all();
+                                   }});
+  ASSERT_TRUE(plugins.Start().ok());
+  const std::string small = "nvidia.com/mig-1g.10gb", large = "nvidia.com/mig-3g.40gb";
+  auto allocatable = [&](const std::string& r) {
+    return [r](const std::map<std::string, sim::ResourceState>& m) {
+      return m.count(r) ? m.at(r).Allocatable() : int64_t{-1};
+    };
+  };
+  ASSERT_TRUE(kubelet->WaitFor(
+      [&](const auto& m) {
+        return allocatable(kResource)(m) == 4 && allocatable(small)(m) == 2 &&
+               allocatable(large)(m) == 1;
+      },
+      kDeadline));
+  EXPECT_EQ(kubelet->Resources().at(small).endpoint, "nvidia-mig-1g.10gb.sock");
+
+  Result<std::vector<sim::ContainerDevices>> first =
+      kubelet->AllocatePod("uid-1", small, {{"main", false, 1}});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ((*first)[0].device_ids.size(), 1u);
+  const std::string got = (*first)[0].device_ids[0];
+  EXPECT_EQ((*first)[0].envs.at("NVIDIA_VISIBLE_DEVICES"), got);
+  EXPECT_TRUE((*first)[0].mounts.empty());
+  Result<std::vector<sim::ContainerDevices>> second =
+      kubelet->AllocatePod("uid-2", small, {{"main", false, 1}});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_NE((*second)[0].device_ids[0], got);
+  EXPECT_FALSE(kubelet->AllocatePod("uid-3", small, {{"main", false, 1}}).ok());  // none left
+
+  driver.Inject({.uuid = kGpu1, .xid = 79, .mig_uuid = "MIG-c"});
+  ASSERT_TRUE(kubelet->WaitFor([&](const auto& m) { return allocatable(large)(m) == 0; },
+                               kDeadline));
+  EXPECT_EQ(kubelet->Resources().at(small).devices.size(), 2u);
+  for (const sim::KubeletDevice& d : kubelet->Resources().at(small).devices) {
+    EXPECT_TRUE(d.healthy) << d.id;
+  }
+  {
+    UniqueLock l(mu);  // every socket registered with kubelet, so the plugin says it is ready
+    ready_cv.wait_for(l.native(), kDeadline, [&] { return !ready.empty(); });
+    EXPECT_EQ(ready.size(), 3u);
+  }
+  plugins.Stop();
+  kubelet->Stop();
+  service.Stop();
+  api->Stop();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

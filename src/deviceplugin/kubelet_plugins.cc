@@ -1,0 +1,62 @@
+#include "deviceplugin/kubelet_plugins.h"
+
+#include "deviceplugin/mig_resources.h"
+
+namespace hami::deviceplugin {
+
+KubeletPlugins::KubeletPlugins(PluginService& service, KubeletPluginsOptions options)
+    : service_(service), options_(std::move(options)) {}
+
+KubeletPlugins::~KubeletPlugins() { Stop(); }
+
+void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket, bool preferred,
+                         std::unique_ptr<MigBackend> mig) {
+  auto s = std::make_unique<Served>();
+  s->mig = std::move(mig);
+  s->plugin = std::make_unique<GrpcPlugin>(backend, GrpcPluginOptions{
+                                                        .plugin_dir = options_.plugin_dir,
+                                                        .socket_name = socket,
+                                                        .preferred_allocation = preferred});
+  Served* raw = s.get();
+  s->runner = std::make_unique<PluginRunner>(*s->plugin, options_.retry,
+                                             [this, raw](uint64_t) { Registered(*raw); });
+  served_.push_back(std::move(s));
+}
+
+Status KubeletPlugins::Start() {
+  const PluginOptions& o = service_.options();
+  Add(service_, "nvidia-gpu.sock", o.settings.enable_get_preferred_allocation, nullptr);
+  for (const std::string& resource : service_.MigResourceNames()) {
+    auto mig = std::make_unique<MigBackend>(
+        resource, o.allocation,
+        [this, resource](uint64_t known, std::chrono::milliseconds timeout,
+                         std::vector<PluginDevice>* out) {
+          return service_.MigDevices(resource, known, timeout, out);
+        });
+    MigBackend& backend = *mig;
+    Add(backend, MigSocketName(resource), true, std::move(mig));
+  }
+  for (const std::unique_ptr<Served>& s : served_) HAMI_RETURN_IF_ERROR(s->runner->Start());
+  return OkStatus();
+}
+
+void KubeletPlugins::Registered(Served& s) {
+  if (s.registered.exchange(true)) return;
+  if (++ready_ == served_.size() && options_.on_ready) options_.on_ready(sockets());
+}
+
+void KubeletPlugins::RequestRestart() {
+  for (const std::unique_ptr<Served>& s : served_) s->runner->RequestRestart();
+}
+
+void KubeletPlugins::Stop() {
+  for (const std::unique_ptr<Served>& s : served_) s->runner->Stop();
+}
+
+std::vector<std::string> KubeletPlugins::sockets() const {
+  std::vector<std::string> out;
+  for (const std::unique_ptr<Served>& s : served_) out.push_back(s->plugin->socket_path());
+  return out;
+}
+
+}  // namespace hami::deviceplugin

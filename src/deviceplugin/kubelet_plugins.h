@@ -1,0 +1,71 @@
+// KubeletPlugins: every kubelet plugin socket one hami-device-plugin process serves, each kept
+// registered by its own PluginRunner (runner.h): HAMi's shared vGPUs ("nvidia.com/gpu" on
+// nvidia-gpu.sock, from the PluginService) and, with the mixed MIG strategy, one socket per MIG
+// profile ("nvidia.com/mig-1g.10gb" on nvidia-mig-1g.10gb.sock, a MigBackend each). The vGPU
+// socket is served even when every GPU is a MIG GPU, so kubelet reports the resource at 0
+// rather than dropping it.
+//
+//   KubeletPlugins plugins(service, {.plugin_dir = dir, .on_ready = [](auto& sockets) {...}});
+//   plugins.Start();           // after service.Start(): the MIG resources are known then
+//   plugins.RequestRestart();  // SIGHUP: every socket served and registered again
+//   plugins.Stop();
+//
+// Thread safety: Start/Stop from the owning thread; RequestRestart from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "deviceplugin/grpc_plugin.h"
+#include "deviceplugin/mig_backend.h"
+#include "deviceplugin/plugin_service.h"
+#include "deviceplugin/runner.h"
+
+namespace hami::deviceplugin {
+
+struct KubeletPluginsOptions {
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins";
+  std::chrono::milliseconds retry{std::chrono::seconds(5)};
+  // Runs once, on a runner's thread, when every socket has registered with kubelet once; with
+  // sockets().
+  std::function<void(const std::vector<std::string>& sockets)> on_ready;
+};
+
+class KubeletPlugins {
+ public:
+  // `service` must be started, and outlive this.
+  KubeletPlugins(PluginService& service, KubeletPluginsOptions options);
+  ~KubeletPlugins();
+  KubeletPlugins(const KubeletPlugins&) = delete;
+  KubeletPlugins& operator=(const KubeletPlugins&) = delete;
+
+  Status Start();
+  void RequestRestart();
+  void Stop();
+
+  // The socket paths, the vGPU socket first.
+  std::vector<std::string> sockets() const;
+
+ private:
+  struct Served {
+    std::unique_ptr<MigBackend> mig;  // null for the vGPU socket
+    std::unique_ptr<GrpcPlugin> plugin;
+    std::unique_ptr<PluginRunner> runner;
+    std::atomic<bool> registered{false};
+  };
+  void Add(DevicePluginBackend& backend, const std::string& socket, bool preferred,
+           std::unique_ptr<MigBackend> mig);
+  void Registered(Served& s);
+
+  PluginService& service_;
+  const KubeletPluginsOptions options_;
+  std::vector<std::unique_ptr<Served>> served_;
+  std::atomic<size_t> ready_{0};
+};
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,115 @@
+// MigController on a scripted API server and the in-memory drivers: adoption at start from the
+// pods' annotations, reclaim of finished and deleted pods' MIG devices, nothing destroyed when
+// the pods cannot be listed.
+#include "deviceplugin/mig_controller.h"
+
+#include <gtest/gtest.h>
+
+#include "deviceplugin/fake_gpu_driver.h"
+#include "deviceplugin/fake_mig_driver.h"
+#include "k8s/object.h"
+#include "k8s/test_util.h"
+
+namespace hami::deviceplugin {
+namespace {
+
+using k8s::FakeTransport;
+using k8s::testing::FakeClient;
+
+constexpr const char* kGpu = "GPU-dddddddd-0000-4000-8000-000000000000";
+
+std::string Pod(const std::string& name, const std::string& phase, const std::string& mig,
+                bool deleting = false) {
+  k8s::Object p;
+  p["metadata"] = {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}};
+  if (!mig.empty()) p["metadata"]["annotations"]["hami.io/vgpu-mig-allocations"] = mig;
+  if (deleting) p["metadata"]["deletionTimestamp"] = "2026-11-28T10:00:00Z";
+  p["spec"]["nodeName"] = "node-a";
+  p["status"]["phase"] = phase;
+  return p.dump();
+}
+
+std::string List(const std::vector<std::string>& pods) {
+  std::string out = R"({"items":[)";
+  for (size_t i = 0; i < pods.size(); ++i) out += (i ? "," : "") + pods[i];
+  return out + "]}";
+}
+
+class MigControllerTest : public ::testing::Test {
+ protected:
+  MigControllerTest() : instances_(mig_, "") {
+    mig_.AddGpu(kGpu, {{0, "1g.10gb", 1, 7, 9728, 14, {{4, 1}, {5, 1}, {6, 1}}}});
+  }
+  // The GPU as discovery sees it: the MIG devices the fake driver holds.
+  void Discovered() {
+    Inventory inv;
+    GpuInfo g;
+    g.uuid = kGpu;
+    g.mig_enabled = true;
+    for (const FakeMigDriver::Made& m : mig_.Instances(kGpu)) {
+      MigDeviceInfo d;
+      d.uuid = m.device.uuid;
+      d.gi_id = m.device.gi_id;
+      d.ci_id = m.device.ci_id;
+      g.mig_devices.push_back(d);
+    }
+    inv.gpus.push_back(g);
+    gpus_.SetInventory(inv);
+  }
+  // The annotation of a pod whose device the driver made for it earlier.
+  static std::string Named(const CreatedMigDevice& d, uint32_t start) {
+    return R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":")" + std::string(kGpu) +
+           R"(","profile":"1g.10gb","placement":{"start":)" + std::to_string(start) +
+           R"(,"size":1},"migUUID":")" + d.uuid + R"(","gpuInstanceID":)" +
+           std::to_string(d.gi_id) + R"(,"computeInstanceID":0}])";
+  }
+
+  FakeClient fc_;
+  FakeGpuDriver gpus_;
+  FakeMigDriver mig_;
+  MigInstances instances_;
+};
+
+TEST_F(MigControllerTest, AdoptsAtStartThenReclaimsFinishedPods) {
+  CreatedMigDevice a = mig_.CreateMigDevice(kGpu, 0, {6, 1}).value();
+  CreatedMigDevice b = mig_.CreateMigDevice(kGpu, 0, {5, 1}).value();
+  Discovered();
+  fc_.fake->Push("GET", "/api/v1/pods",
+                 FakeTransport::Json(200, List({Pod("a", "Running", Named(a, 6)),
+                                                Pod("b", "Running", Named(b, 5)),
+                                                Pod("broken", "Running", "[{\"oops\":"),
+                                                Pod("plain", "Running", "")})));
+  MigController c(*fc_.client, gpus_, instances_, {.node_name = "node-a"}, fc_.clock);
+  ASSERT_TRUE(c.Prepare().ok());
+  EXPECT_EQ(instances_.Snapshot().size(), 2u);  // the unreadable pod did not stop adoption
+  c.Start(MigController::Drive::kSteps);
+
+  // Pod a finished, pod b is being deleted and its process still runs.
+  mig_.SetBusy(b.uuid, true);
+  fc_.fake->Push("GET", "/api/v1/pods",
+                 FakeTransport::Json(200, List({Pod("a", "Succeeded", Named(a, 6)),
+                                                Pod("b", "Running", Named(b, 5), true)})));
+  ASSERT_TRUE(c.Step());
+  EXPECT_EQ(c.stats().destroyed, 1u);
+  ASSERT_EQ(mig_.Instances(kGpu).size(), 1u);
+  EXPECT_EQ(mig_.Instances(kGpu)[0].device, b);
+
+  // The pods cannot be listed: nothing is destroyed, even though b's process has exited.
+  mig_.SetBusy(b.uuid, false);
+  fc_.fake->Push("GET", "/api/v1/pods", FakeTransport::Json(503, R"({"reason":"Unavailable"})"));
+  fc_.clock.Advance(std::chrono::seconds(5));
+  ASSERT_TRUE(c.Step());
+  EXPECT_EQ(c.stats().failed_lists, 1u);
+  EXPECT_EQ(mig_.Instances(kGpu).size(), 1u);
+
+  fc_.fake->Push("GET", "/api/v1/pods", FakeTransport::Json(200, List({})));
+  EXPECT_FALSE(c.Step());  // the next pass is an interval away
+  fc_.clock.Advance(std::chrono::seconds(5));
+  ASSERT_TRUE(c.Step());
+  EXPECT_TRUE(mig_.Instances(kGpu).empty());
+  EXPECT_EQ(c.stats().destroyed, 2u);
+  c.Stop();
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
