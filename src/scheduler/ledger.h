@@ -21,9 +21,10 @@
 // the same CanonicalDump() / Fingerprint() (tested by the property tests).
 //
 // Over-commitment: the engine never places a request that does not fit, so devices it fills never
-// exceed slots, memory or cores. Annotations written elsewhere (another scheduler, a shrunken
-// re-registration) are recorded as they are, never hidden; OverCommitted() lists such devices and
-// the engine sees them as full.
+// exceed slots, memory or cores (but a MIG device's cores: its instances' rounded-up core figures
+// may sum past 100 and are no limit there). Annotations written elsewhere (another scheduler, a
+// shrunken re-registration) are recorded as they are, never hidden; OverCommitted() lists such
+// devices and the engine sees them as full.
 //
 // Representation: strings (UUIDs, models, node names) are interned once; devices and charges hold
 // 32-bit ids. Nodes and devices are never looked up by string on the placement hot path.

@@ -44,9 +44,12 @@ inline bool Has(const device::Annotations& a, std::string_view key) {
   return !key.empty() && a.find(key) != a.end();
 }
 
-// More slots, memory or cores in use than the device has.
+// More slots, memory or cores in use than the device has. Cores do not count on a MIG device:
+// its instances' core figures are rounded up (seven 1g on an A100 sum to 105 of 100), and its
+// capacity is its placements (the placement engine's FindMigSlot) and slots.
 inline bool Over(const LedgerDevice& d) {
-  return d.used_slots > d.count || d.used_mem > d.devmem || d.used_cores > d.devcore;
+  return d.used_slots > d.count || d.used_mem > d.devmem ||
+         (d.used_cores > d.devcore && d.mode != DeviceMode::kMig);
 }
 
 }  // namespace hami::scheduler::ledger_internal

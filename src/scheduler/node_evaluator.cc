@@ -56,35 +56,6 @@ bool UuidOk(const VendorFilter& f, const LedgerDevice& d) {
   return std::find(f.nouse_uuids.begin(), f.nouse_uuids.end(), d.uuid) == f.nouse_uuids.end();
 }
 
-// First profile (memory, then slices ascending) at least `memreq` big with a free placement.
-bool FindMigSlot(const LedgerNode& node, uint16_t dev, int64_t memreq, const Scratch& s,
-                 int32_t* profile_out, device::MigPlacement* placement_out) {
-  if (!node.mig) return false;
-  const std::vector<device::MigProfile>& profiles = node.mig->profiles[dev];
-  for (size_t pi = 0; pi < profiles.size(); ++pi) {
-    const device::MigProfile& p = profiles[pi];
-    if (p.memory_mib < memreq) continue;
-    bool descending = p.name.starts_with("1g.") || p.name.starts_with("3g.");
-    size_t n = p.placements.size();
-    for (size_t k = 0; k < n; ++k) {
-      const device::MigPlacement& pl = p.placements[descending ? n - 1 - k : k];
-      bool busy = false;
-      for (const MigOcc& o : s.occ) {
-        if (o.device == dev && o.placement.Overlaps(pl)) {
-          busy = true;
-          break;
-        }
-      }
-      if (!busy) {
-        *profile_out = static_cast<int32_t>(pi);
-        *placement_out = pl;
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // Upstream's per-device checks, in upstream's order. kCount = the device passes.
 CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16_t i,
                        const LedgerDevice& d, const Work& u, const VendorFilter& f,
@@ -118,7 +89,9 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (f.equal_partitions && u.slots > 0 && u.mem != memreq * u.slots) {
     return CardReason::kCardPartitionSizeMismatch;
   }
-  if (!f.no_cores) {
+  // A MIG device's compute is split by its placements, not by the core sum: profile figures are
+  // rounded up (seven 1g on an A100 sum to 105), so only FindMigSlot decides (upstream's B12).
+  if (!f.no_cores && d.mode != DeviceMode::kMig) {
     if (d.devcore - u.cores < cores) return CardReason::kCardInsufficientCore;
     if (d.devcore == device::kExclusiveCores && cores == device::kExclusiveCores && u.slots > 0) {
       return CardReason::kExclusiveDeviceAllocateConflict;
@@ -130,7 +103,7 @@ CardReason CheckDevice(const LedgerStrings& strs, const LedgerNode& node, uint16
   if (d.mode == DeviceMode::kMig) {
     int32_t p;
     device::MigPlacement pl;
-    if (!f.mig_allowed || !FindMigSlot(node, i, memreq, s, &p, &pl)) {
+    if (!f.mig_allowed || !FindMigSlot(node, i, memreq, cores, s, &p, &pl)) {
       return CardReason::kCardMigTopologyInfeasible;
     }
   }
@@ -349,6 +322,7 @@ class NodeEvaluator {
       // Too few free cores for a mask: more than the device has, so the core check (after the
       // earlier ones, in upstream's order) says so.
       if (dcores < 0) dcores = int64_t{d.devcore} + 1;
+      if (d.mode == DeviceMode::kMig) MigRequest(node, i, r, &memreq, &dcores);
       CardReason why = d.devcore <= 0 && f.cores_in_units
                            ? CardReason::kCardInsufficientCore
                            : CheckDevice(strs, node, i, d, u, f, *policy_, memreq, dcores, s_);
@@ -542,7 +516,8 @@ class NodeEvaluator {
     const LedgerDevice& d = node_->devices[dev];
     int32_t profile = -1;
     device::MigPlacement pl;
-    if (d.mode == DeviceMode::kMig && FindMigSlot(*node_, dev, memreq, s_, &profile, &pl)) {
+    if (d.mode == DeviceMode::kMig &&
+        FindMigSlot(*node_, dev, memreq, cores, s_, &profile, &pl)) {
       const device::MigProfile& p = node_->mig->profiles[dev][profile];
       memreq = p.memory_mib;
       cores = p.core;

@@ -1,13 +1,13 @@
 // Internal to the placement engine: the pod's resolved context, the scratch a node's evaluation
 // works in, and the functions the engine's files share: placement.cc (the node loop and the chosen
 // node's assignment), pod_context.cc (BuildContext, ShapeKey), node_evaluator.cc (EvaluateNode:
-// fitting a node) and node_topology.cc (NUMA groups, topology plug-ins, link scores). Include only
-// from those files.
+// fitting a node), node_topology.cc (NUMA groups, topology plug-ins, link scores) and node_mig.cc
+// (profiles and placements on MIG-mode GPUs). Include only from those files.
 //
 // The per-device work (CheckDevice, the candidate walk, the evaluator's members) stays in
 // node_evaluator.cc with internal linkage, so GCC inlines it as it did when the engine was one
-// file; what crosses a file is called once per node or per pod. Counted in instructions in
-// bench/RESULTS.md ("Placement split").
+// file; what crosses a file is called once per node or per pod, or only for MIG-mode devices.
+// Counted in instructions in bench/RESULTS.md ("Placement split").
 //
 // Thread safety: a PodContext is read-only once built (but for its filters' lazily filled type and
 // mode answers) and belongs to one placement, as does a Scratch (one thread).
@@ -149,6 +149,24 @@ struct Scratch {
 // s.decision set, every device's verdict is recorded there; with s.record, the devices taken go
 // to s.assigns.
 void EvaluateNode(const PodContext& ctx, Scratch& s, uint32_t slot, NodeVerdict* v);
+
+// node_mig.cc: the request and the instance on a device in MIG mode (device `dev` of `node`).
+
+// Rewrites a request's memory and cores on MIG device `dev` (`*memreq` and `*cores` come in as
+// on any device) into the terms its profiles are chosen by, so that whole-GPU and percentage
+// requests are served by the allowed profiles although even the largest holds less than the
+// GPU's total memory (upstream's B6). A percentage, whole GPU (100 %) included, becomes the
+// memory of the smallest profile spanning at least that share of the memory slices the widest
+// profile spans. An explicit gpumem is kept: one bigger than every profile stays infeasible.
+// Cores are capped at the profiles' highest core figure: 100 % is the biggest allowed instance.
+void MigRequest(const LedgerNode& node, uint16_t dev, const ContainerRequest& r,
+                int64_t* memreq, int64_t* cores);
+
+// The first profile of device `dev` (memory, then slices ascending) with at least `memreq` MiB
+// and, when `cores` > 0, a core figure of at least `cores`, that has a placement no instance in
+// s.occ overlaps: its index in node.mig->profiles[dev] and that placement. False when none.
+bool FindMigSlot(const LedgerNode& node, uint16_t dev, int64_t memreq, int64_t cores,
+                 const Scratch& s, int32_t* profile_out, device::MigPlacement* placement_out);
 
 // node_topology.cc: choices and scores that depend on where devices sit. They read the candidates
 // (s.cands, by index in s.order) and what the evaluation took (s.taken); the evaluator takes the

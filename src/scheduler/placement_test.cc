@@ -330,38 +330,6 @@ TEST(Placement, InitContainersRunSequentially) {
   EXPECT_FALSE(MustPlace(w, w.Pod("q", {Req(1, 1000)}, {}, {Req(1, 5000)})).fit());
 }
 
-TEST(Placement, MigProfileAndPlacement) {
-  SchedulerWorld w;
-  device::DeviceInfo mig = Gpu("mig0", 0, 40960, "NVIDIA A100-SXM4-40GB");
-  mig.mode = "mig";
-  mig.mig_profiles = {
-      device::MigProfile{"1g.5gb", 4864, 14, 1, {{0, 1}, {1, 1}, {2, 1}}},
-      device::MigProfile{"2g.10gb", 9984, 28, 2, {{0, 2}, {2, 2}}},
-  };
-  ASSERT_TRUE(w.AddNode("n", {mig}).ok());
-  Decision d = MustSchedule(w, w.Pod("a", {Req(1, 4000)}));
-  ASSERT_TRUE(d.fit());
-  ASSERT_EQ(d.mig.size(), 1u);
-  EXPECT_EQ(d.mig[0].profile, "1g.5gb");
-  EXPECT_EQ(d.mig[0].placement.start, 2u);  // 1g: highest start first
-  EXPECT_EQ(d.devices.at("NVIDIA")[0][0].mem_mib, 4864);
-  d = MustSchedule(w, w.Pod("b", {Req(1, 9000)}));
-  ASSERT_TRUE(d.fit());
-  EXPECT_EQ(d.mig[0].profile, "2g.10gb");
-  EXPECT_EQ(d.mig[0].placement.start, 0u);
-  // Slices 0-1 (2g) and 2 (1g) are taken: no room for another 2g.
-  d = MustPlace(w, w.Pod("c", {Req(1, 9000)}));
-  EXPECT_EQ(Reason(d, "n"), "1/1 CardMigTopologyInfeasible");
-  // Two 1g instances for one container on the same GPU once the 2g is gone.
-  w.DeletePod("uid-b");
-  d = MustPlace(w, w.Pod("c", {Req(2, 4000)}));
-  ASSERT_TRUE(d.fit());
-  ASSERT_EQ(d.mig.size(), 2u);
-  EXPECT_EQ(d.mig[0].placement.start, 1u);
-  EXPECT_EQ(d.mig[1].placement.start, 0u);
-  EXPECT_EQ(d.mig[1].device_index, 1);
-}
-
 TEST(Placement, ExplainTrace) {
   SchedulerWorld w;
   device::DeviceInfo sick = Gpu("g1", 1, 16384);
