@@ -76,6 +76,22 @@ constexpr Family kFamilies[] = {
      [](const Row& r) { return static_cast<double>(r.d->buffer); }},
 };
 
+// A per-MIG-device family: one series per MIG device of each host GPU.
+struct MigFamily {
+  const char* name;
+  const char* help;
+  double (*value)(const MigDevice&);
+};
+
+constexpr MigFamily kMig[] = {
+    {"hami_mig_device_memory_used_bytes",
+     "Device memory used in a MIG device's GPU instance on the node, in bytes",
+     [](const MigDevice& m) { return static_cast<double>(m.memory_used); }},
+    {"hami_mig_device_memory_total_bytes",
+     "Device memory of a MIG device's GPU instance on the node, in bytes",
+     [](const MigDevice& m) { return static_cast<double>(m.memory_total); }},
+};
+
 constexpr HostFamily kLegacyHost[] = {
     {"HostGPUMemoryUsage", "GPU device memory used on the node, in bytes (legacy name)",
      kHost[0].value},
@@ -120,6 +136,43 @@ void RenderHostFamilies(PromPage& p, const MonitorSnapshot& snap, const Exporter
       p.Label("device_type", DeviceType(g));
       p.End(f.value(g));
     }
+  }
+}
+
+// Per MIG device, labelled with its GPU; GPUs without MIG have none.
+void RenderMigFamilies(PromPage& p, const MonitorSnapshot& snap, const ExporterOptions& o) {
+  for (const MigFamily& f : kMig) {
+    p.Family(f.name, f.help);
+    for (const HostGpu& g : snap.gpus) {
+      for (const MigDevice& m : g.migs) {
+        p.Begin();
+        p.Label("node", o.node);
+        p.IntLabel("device_index", g.index);
+        p.Label("device_uuid", g.uuid);
+        p.Label("mig_uuid", m.uuid);
+        p.Label("profile", m.profile);
+        p.IntLabel("gpu_instance_id", m.gpu_instance_id);
+        p.IntLabel("compute_instance_id", m.compute_instance_id);
+        p.End(f.value(m));
+      }
+    }
+  }
+}
+
+void RenderMigInfo(PromPage& p, const MonitorSnapshot& snap) {
+  p.Family("hami_mig_device_info", "MIG device a container holds (always 1)");
+  for (const MigReservation& r : snap.mig_reservations) {
+    p.Begin();
+    p.Label("namespace", r.ns);
+    p.Label("pod", r.pod);
+    p.Label("container", r.container);
+    p.IntLabel("vdevice_index", r.vdevice_index);
+    p.Label("device_uuid", r.gpu_uuid);
+    p.Label("mig_uuid", r.mig_uuid);
+    p.Label("profile", r.profile);
+    p.IntLabel("gpu_instance_id", r.gpu_instance_id);
+    p.IntLabel("compute_instance_id", r.compute_instance_id);
+    p.End(1);
   }
 }
 
@@ -200,12 +253,17 @@ void RenderLegacyFamilies(PromPage& p, const MonitorSnapshot& snap, const std::v
 
 std::string RenderMonitorMetrics(const MonitorSnapshot& snap, const ExporterOptions& o) {
   std::vector<Row> rows = CollectRows(snap);
-  PromPage p((snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) * 200 + 2048);
+  size_t series = (snap.gpus.size() * 3 + rows.size() * 9) * (o.legacy ? 2 : 1) +
+                  snap.mig_reservations.size();
+  for (const HostGpu& g : snap.gpus) series += g.migs.size() * 2;
+  PromPage p(series * 200 + 2048);
   RenderHostFamilies(p, snap, o);
   RenderRowFamilies(p, kFamilies, rows, ContainerLabels);
   p.Family("hami_container_last_kernel_elapsed_seconds",
            "Seconds since a container last launched a kernel");
   RenderLastKernel(p, rows, o, ContainerLabels);
+  RenderMigFamilies(p, snap, o);
+  RenderMigInfo(p, snap);
   RenderBuildInfo(p, o);
   if (o.legacy) RenderLegacyFamilies(p, snap, rows, o);
   return p.Take();

@@ -10,6 +10,14 @@
 //     from NVML's per-process samples), hami_container_last_kernel_elapsed_seconds (only after a
 //     launch), hami_vgpu_memory_context_bytes, hami_vgpu_memory_module_bytes (always 0: module
 //     loads are not accounted separately), hami_vgpu_memory_buffer_bytes (every other kind)
+//   per MIG device on the node's GPUs (NVML, static and dynamic MIG alike)  node, device_index
+//   and device_uuid (its GPU's), mig_uuid, profile (its GPU instance's, "1g.10gb"),
+//   gpu_instance_id, compute_instance_id:
+//     hami_mig_device_memory_used_bytes, hami_mig_device_memory_total_bytes (of its GPU
+//     instance, which the GI's compute instances share)
+//   per realised MIG reservation of the node's pods (hami.io/vgpu-mig-allocations)  namespace,
+//   pod, container, vdevice_index, device_uuid (the GPU's), mig_uuid, profile, gpu_instance_id,
+//   compute_instance_id:  hami_mig_device_info = 1
 //   hami_build_info{version, revision, build_date, compiler, platform} = 1
 // Containers whose pod is not on the node, or whose name is not a regular container of it, are
 // left out. With `legacy` the pre-rename names follow: HostGPUMemoryUsage, HostCoreUtilization

@@ -1,5 +1,6 @@
 // GpuStats: what the node monitor asks the GPU driver: the node's GPUs with their memory and
-// utilisation, the compute processes on each (host PIDs) and their SM utilisation samples.
+// utilisation and their MIG devices, the compute processes on each (host PIDs) and their SM
+// utilisation samples.
 // NvmlStats (nvml_stats.h) is the production implementation (NVML loaded at run time, the same
 // code on the real and the simulated driver); tests may supply their own.
 //
@@ -15,6 +16,15 @@
 
 namespace hami::monitor {
 
+// A MIG device (one compute instance of one GPU instance) that exists on a GPU, whoever made it:
+// an operator (static MIG) or the device plugin (dynamic MIG).
+struct MigDevice {
+  std::string uuid;     // "MIG-..."
+  std::string profile;  // its GPU instance's profile ("1g.10gb"); "" when the driver cannot say
+  uint32_t gpu_instance_id = 0, compute_instance_id = 0;
+  uint64_t memory_used = 0, memory_total = 0;  // bytes, of its GPU instance (shared by its CIs)
+};
+
 struct HostGpu {
   uint32_t index = 0;
   std::string uuid;
@@ -22,6 +32,8 @@ struct HostGpu {
   uint64_t memory_used = 0, memory_total = 0;  // bytes
   uint32_t utilization = 0;                    // percent of time a kernel ran (NVML "gpu")
   uint32_t memory_utilization = 0;             // percent of time memory was read or written
+  // By NVML's MIG device index; none without MIG. (`= {}` lets initialisers leave it out.)
+  std::vector<MigDevice> migs = {};
 };
 
 struct GpuProcess {

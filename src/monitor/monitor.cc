@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "monitor/feedback.h"
+#include "monitor/mig_reservations.h"
 #include "monitor/region_access.h"
 
 namespace hami::monitor {
@@ -151,9 +152,11 @@ UpdateResult Monitor::Update(std::chrono::system_clock::time_point now) {
       result.problems.push_back("reading the GPUs: " + g.status().message());
     }
   }
+  std::vector<MigReservation> migs = ReadMigReservations(&result);
   {
     MutexLock lock(mu_);
     last_gpus_ = gpus;
+    mig_reservations_ = std::move(migs);
     Rescan(now, &result);
     MapHostPids(gpus, &result);
     MeasureSm(gpus, now);
@@ -174,6 +177,32 @@ UpdateResult Monitor::Update(std::chrono::system_clock::time_point now) {
     }
   }
   return result;
+}
+
+std::vector<MigReservation> Monitor::ReadMigReservations(UpdateResult* result) {
+  std::vector<MigReservation> out;
+  std::map<std::string, PodRef> pods;
+  if (pods_ != nullptr) pods = pods_->MigPods();
+  // Forget pods that left or lost the annotation: a later bad one is logged again.
+  for (auto it = bad_mig_annotations_.begin(); it != bad_mig_annotations_.end();) {
+    it = pods.count(it->first) == 0 ? bad_mig_annotations_.erase(it) : std::next(it);
+  }
+  for (const auto& [uid, pod] : pods) {
+    Result<std::vector<MigReservation>> r = RealisedMigReservations(pod);
+    if (!r.ok()) {
+      auto [bad, inserted] = bad_mig_annotations_.try_emplace(uid, pod.mig_allocations);
+      if (inserted || bad->second != pod.mig_allocations) {
+        bad->second = pod.mig_allocations;
+        Defer(result, LogLevel::kVerbose)
+            << "pod " << pod.ns << "/" << pod.name << ": hami.io/vgpu-mig-allocations is unusable ("
+            << r.status().message() << "); its MIG devices are not exported";
+      }
+      continue;
+    }
+    bad_mig_annotations_.erase(uid);
+    out.insert(out.end(), std::make_move_iterator(r->begin()), std::make_move_iterator(r->end()));
+  }
+  return out;
 }
 
 void Monitor::Rescan(std::chrono::system_clock::time_point now, UpdateResult* result) {
@@ -389,6 +418,7 @@ MonitorSnapshot Monitor::Snapshot() const {
   MonitorSnapshot snap;
   MutexLock lock(mu_);
   snap.gpus = last_gpus_;
+  snap.mig_reservations = mig_reservations_;
   for (const auto& [name, tp] : tracked_) {
     const Tracked& t = *tp;
     ContainerUsage c;

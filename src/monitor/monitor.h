@@ -12,7 +12,8 @@
 //     time; the slot with that PID and start time gets the host PID, which the SM limiter then
 //     finds in NVML's samples;
 //   * runs the priority / utilisation-switch feedback (feedback.h) over the regions;
-//   * measures each container's SM utilisation per GPU from NVML's per-process samples.
+//   * measures each container's SM utilisation per GPU from NVML's per-process samples;
+//   * reads the MIG instances the node's pods hold from their hami.io/vgpu-mig-allocations.
 // Snapshot() returns what the metrics page shows (exporter.h).
 //
 // Thread safety: Update from one thread; Snapshot from any thread (a mutex guards the container
@@ -50,6 +51,10 @@ std::optional<ContainerDirName> ParseContainerDirName(const std::string& name);
 struct PodRef {
   std::string ns, name;
   std::vector<std::string> containers;  // regular containers (not init containers)
+  // The fields below default (`= {}`) so that initialisers naming only the above stay valid.
+  std::vector<std::string> init_containers = {};  // in spec order
+  // The annotation hami.io/vgpu-mig-allocations as written (untrusted); "" when absent.
+  std::string mig_allocations = {};
 };
 
 // The pods of this node: the service backs it with an informer.
@@ -59,6 +64,17 @@ class PodDirectory {
   // False until the first full list arrived: nothing is removed before.
   virtual bool Synced() const = 0;
   virtual std::optional<PodRef> Find(const std::string& uid) const = 0;
+  // The pods whose mig_allocations is not empty, by UID.
+  virtual std::map<std::string, PodRef> MigPods() const = 0;
+};
+
+// One MIG instance a container of the node holds: a realised entry of its pod's
+// hami.io/vgpu-mig-allocations (device/mig_allocation.h), with the container named.
+struct MigReservation {
+  std::string ns, pod, container;
+  int vdevice_index = 0;  // the container's device index (deviceIndex)
+  std::string gpu_uuid, mig_uuid, profile;
+  uint32_t gpu_instance_id = 0, compute_instance_id = 0;
 };
 
 struct MonitorOptions {
@@ -88,6 +104,8 @@ struct ContainerUsage {
 struct MonitorSnapshot {
   std::vector<HostGpu> gpus;               // empty when NVML could not be read
   std::vector<ContainerUsage> containers;  // by directory name
+  // As of the last update; by pod UID, each pod's in its annotation's order.
+  std::vector<MigReservation> mig_reservations = {};
 };
 
 enum class LogLevel { kInfo, kWarning, kVerbose };
@@ -123,6 +141,9 @@ class Monitor {
   void MeasureSm(const std::vector<HostGpu>& gpus, std::chrono::system_clock::time_point now)
       REQUIRES(mu_);
   void Feedback(UpdateResult* result) REQUIRES(mu_);
+  // The node's realised MIG reservations; a pod whose annotation is unusable is left out, and
+  // logged (verbose) once per annotation text.
+  std::vector<MigReservation> ReadMigReservations(UpdateResult* result);
   bool AnyProcessAlive(const Tracked& t) const;
 
   const MonitorOptions options_;
@@ -133,6 +154,7 @@ class Monitor {
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<Tracked>> tracked_ GUARDED_BY(mu_);  // by dir name
   std::vector<HostGpu> last_gpus_ GUARDED_BY(mu_);
+  std::vector<MigReservation> mig_reservations_ GUARDED_BY(mu_);
 
   // Update thread only.
   struct Resolved {
@@ -143,6 +165,7 @@ class Monitor {
   };
   std::map<int, Resolved> host_pids_;               // by host PID
   std::map<std::string, uint64_t> last_sample_us_;  // by GPU UUID
+  std::map<std::string, std::string> bad_mig_annotations_;  // by pod UID: the text last logged
 };
 
 }  // namespace hami::monitor

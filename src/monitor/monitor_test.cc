@@ -157,6 +157,7 @@ class FakePods : public PodDirectory {
     if (it == pods.end()) return std::nullopt;
     return it->second;
   }
+  std::map<std::string, PodRef> MigPods() const override { return {}; }
 };
 
 ExporterOptions NodeOnly(const std::string& node) {

@@ -1,5 +1,8 @@
 #include "monitor/nvml_stats.h"
 
+#include <cstring>
+#include <map>
+
 #include "common/log.h"
 #include "nvml/library.h"
 
@@ -18,7 +21,78 @@ Result<nvmlDevice_t> Handle(const nvml::Api& a, const std::string& id) {
   return d;
 }
 
+// NVML's names for the GPU instance profiles `dev` offers, by profile ID, without the "MIG "
+// prefix ("1g.10gb"); empty when the driver cannot name them (no ...ProfileInfoV).
+std::map<unsigned, std::string> GiProfileNames(const nvml::Api& a, nvmlDevice_t dev) {
+  std::map<unsigned, std::string> names;
+  if (a.gi_profile_info_v == nullptr) return names;
+  // Enums this driver does not know or the GPU does not offer answer an error: skipped.
+  for (unsigned e = 0; e < NVML_GPU_INSTANCE_PROFILE_COUNT; ++e) {
+    nvmlGpuInstanceProfileInfo_v2_t info{};
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    if (a.gi_profile_info_v(dev, e, &info) != NVML_SUCCESS) continue;
+    std::string name(info.name, strnlen(info.name, sizeof(info.name)));
+    if (name.rfind("MIG ", 0) == 0) name.erase(0, 4);
+    if (!name.empty()) names[info.id] = std::move(name);
+  }
+  return names;
+}
+
+// The MIG devices of `dev` (NVML's index order) when MIG is enabled on it; none otherwise, nor
+// when the driver lacks the MIG calls. One destroyed while being read is left out.
+std::vector<MigDevice> ReadMigDevices(const nvml::Api& a, nvmlDevice_t dev) {
+  std::vector<MigDevice> out;
+  unsigned current = 0, pending = 0, max = 0;
+  if (a.mig_mode == nullptr || a.mig_max_count == nullptr || a.mig_by_index == nullptr ||
+      a.mig_gi_id == nullptr || a.mig_ci_id == nullptr ||
+      a.mig_mode(dev, &current, &pending) != NVML_SUCCESS ||
+      current != NVML_DEVICE_MIG_ENABLE || a.mig_max_count(dev, &max) != NVML_SUCCESS) {
+    return out;
+  }
+  std::map<unsigned, std::string> profiles;  // read at the first MIG device found
+  for (unsigned i = 0; i < max; ++i) {
+    nvmlDevice_t mig = nullptr;
+    if (a.mig_by_index(dev, i, &mig) != NVML_SUCCESS) continue;  // none at this index
+    MigDevice m;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (a.uuid(mig, uuid, sizeof(uuid)) != NVML_SUCCESS ||
+        a.mig_gi_id(mig, &m.gpu_instance_id) != NVML_SUCCESS ||
+        a.mig_ci_id(mig, &m.compute_instance_id) != NVML_SUCCESS) {
+      continue;
+    }
+    m.uuid = uuid;
+    if (nvmlMemory_t mem{}; a.memory(mig, &mem) == NVML_SUCCESS) {
+      m.memory_used = mem.used;
+      m.memory_total = mem.total;
+    }
+    if (out.empty()) profiles = GiProfileNames(a, dev);
+    nvmlGpuInstance_t gi = nullptr;
+    nvmlGpuInstanceInfo_t info{};
+    if (a.gi_by_id != nullptr && a.gi_info != nullptr &&
+        a.gi_by_id(dev, m.gpu_instance_id, &gi) == NVML_SUCCESS &&
+        a.gi_info(gi, &info) == NVML_SUCCESS && profiles.count(info.profileId) != 0) {
+      m.profile = profiles[info.profileId];
+    } else if (char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+               a.name(mig, name, sizeof(name)) == NVML_SUCCESS) {
+      m.profile = ProfileFromMigName(name);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string ProfileFromMigName(const std::string& name) {
+  size_t at = name.rfind("MIG ");
+  if (at == std::string::npos) return "";
+  std::string p = name.substr(at + 4);
+  size_t dot = p.find('.');
+  if (dot != std::string::npos && dot > 0 && p[dot - 1] == 'c' && p.find("g.", dot) != p.npos) {
+    p.erase(0, dot + 1);
+  }
+  return p;
+}
 
 NvmlStats::NvmlStats(const nvml::Api& api) : api_(api) {}
 NvmlStats::~NvmlStats() = default;  // NVML stays loaded: its threads may outlive us
@@ -69,6 +143,7 @@ Result<std::vector<HostGpu>> NvmlStats::Gpus() {
       g.utilization = util.gpu;
       g.memory_utilization = util.memory;
     }
+    g.migs = ReadMigDevices(a, d);
     gpus.push_back(std::move(g));
   }
   return gpus;

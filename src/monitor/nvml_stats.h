@@ -31,6 +31,12 @@ class NvmlStats : public GpuStats {
   const nvml::Api& api_;  // the loaded library's, which lives until exit
 };
 
+// The GPU instance profile a MIG device's NVML name carries, for drivers that cannot name
+// profiles otherwise: "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb"; a compute instance
+// smaller than its GPU instance ("... MIG 1c.3g.20gb") -> its GPU instance's "3g.20gb".
+// "" when the name has no "MIG " part.
+std::string ProfileFromMigName(const std::string& name);
+
 // LateNvmlStats: NVML that may appear after start-up (a driver mounted after the monitor
 // started). Until TryOpen succeeds every call answers empty lists, so the monitor still serves
 // the regions' figures; each changed reason for failing is logged once, as a warning.

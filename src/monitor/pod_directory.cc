@@ -1,8 +1,54 @@
 #include "monitor/pod_directory.h"
 
+#include "device/mig_allocation.h"
 #include "k8s/object.h"
 
 namespace hami::monitor {
+
+namespace {
+
+// Copies the names of `pod.spec[list]` (containers or initContainers) into `out` as objects
+// holding only their name.
+void KeepNames(const k8s::Object& pod, const char* list, k8s::Object& out) {
+  out = k8s::Object::array();
+  if (auto s = pod.find("spec"); s != pod.end() && s->is_object()) {
+    if (auto cs = s->find(list); cs != s->end() && cs->is_array()) {
+      for (const k8s::Object& c : *cs) {
+        if (c.is_object() && c.contains("name") && c["name"].is_string()) {
+          out.push_back(k8s::Object{{"name", c["name"]}});
+        }
+      }
+    }
+  }
+}
+
+// The names of `pod.spec[list]`, skipping entries without a string name.
+std::vector<std::string> Names(const k8s::Object& pod, const char* list) {
+  std::vector<std::string> names;
+  if (auto s = pod.find("spec"); s != pod.end() && s->is_object()) {
+    if (auto cs = s->find(list); cs != s->end() && cs->is_array()) {
+      for (const k8s::Object& c : *cs) {
+        if (!c.is_object()) continue;
+        if (auto n = c.find("name"); n != c.end() && n->is_string()) {
+          names.push_back(n->get<std::string>());
+        }
+      }
+    }
+  }
+  return names;
+}
+
+// The pod's MIG allocations annotation; nullptr when it has none.
+const k8s::Object* MigAnnotation(const k8s::Object& pod) {
+  auto m = pod.find("metadata");
+  if (m == pod.end() || !m->is_object()) return nullptr;
+  auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return nullptr;
+  auto it = a->find(std::string(device::kMigAllocationsAnnotation));
+  return it == a->end() ? nullptr : &*it;
+}
+
+}  // namespace
 
 k8s::Object TrimPodForMonitor(const k8s::Object& pod) {
   if (!pod.is_object()) return pod;
@@ -15,18 +61,25 @@ k8s::Object TrimPodForMonitor(const k8s::Object& pod) {
     for (const char* k : {"name", "namespace", "uid", "resourceVersion"}) {
       if (auto it = m->find(k); it != m->end()) md[k] = *it;
     }
-  }
-  k8s::Object& names = out["spec"]["containers"] = k8s::Object::array();
-  if (auto s = pod.find("spec"); s != pod.end() && s->is_object()) {
-    if (auto cs = s->find("containers"); cs != s->end() && cs->is_array()) {
-      for (const k8s::Object& c : *cs) {
-        if (c.is_object() && c.contains("name") && c["name"].is_string()) {
-          names.push_back(k8s::Object{{"name", c["name"]}});
-        }
-      }
+    if (const k8s::Object* mig = MigAnnotation(pod)) {
+      md["annotations"][std::string(device::kMigAllocationsAnnotation)] = *mig;
     }
   }
+  KeepNames(pod, "containers", out["spec"]["containers"]);
+  KeepNames(pod, "initContainers", out["spec"]["initContainers"]);
   return out;
+}
+
+PodRef PodRefOf(const k8s::Object& pod) {
+  PodRef ref;
+  ref.ns = k8s::Namespace(pod);
+  ref.name = k8s::Name(pod);
+  ref.containers = Names(pod, "containers");
+  ref.init_containers = Names(pod, "initContainers");
+  if (const k8s::Object* mig = MigAnnotation(pod); mig != nullptr && mig->is_string()) {
+    ref.mig_allocations = mig->get<std::string>();
+  }
+  return ref;
 }
 
 InformerPodDirectory::InformerPodDirectory(k8s::RestClient& client, const std::string& node) {
@@ -44,20 +97,9 @@ InformerPodDirectory::InformerPodDirectory(k8s::RestClient& client, const std::s
 InformerPodDirectory::~InformerPodDirectory() { informer_->Stop(); }
 
 void InformerPodDirectory::Put(const k8s::ObjectPtr& pod) {
-  PodRef ref;
-  ref.ns = k8s::Namespace(*pod);
-  ref.name = k8s::Name(*pod);
-  if (auto s = pod->find("spec"); s != pod->end() && s->is_object()) {
-    if (auto cs = s->find("containers"); cs != s->end() && cs->is_array()) {
-      for (const k8s::Object& c : *cs) {
-        if (auto n = c.find("name"); n != c.end() && n->is_string()) {
-          ref.containers.push_back(n->get<std::string>());
-        }
-      }
-    }
-  }
   std::string uid = k8s::Uid(*pod);
   if (uid.empty()) return;
+  PodRef ref = PodRefOf(*pod);
   MutexLock lock(mu_);
   by_uid_[uid] = std::move(ref);
 }
@@ -72,6 +114,15 @@ std::optional<PodRef> InformerPodDirectory::Find(const std::string& uid) const {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return std::nullopt;
   return it->second;
+}
+
+std::map<std::string, PodRef> InformerPodDirectory::MigPods() const {
+  std::map<std::string, PodRef> out;
+  MutexLock lock(mu_);
+  for (const auto& [uid, pod] : by_uid_) {
+    if (!pod.mig_allocations.empty()) out.emplace(uid, pod);
+  }
+  return out;
 }
 
 }  // namespace hami::monitor

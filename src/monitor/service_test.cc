@@ -1,5 +1,6 @@
 // The monitor's service layer on fakes: the update runner on a FakeClock, the command line
-// checked into its configuration, and the wait for the hook path.
+// checked into its configuration, the wait for the hook path, and what the pod directory keeps
+// of a pod.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -7,7 +8,9 @@
 #include <filesystem>
 #include <mutex>
 
+#include "k8s/object.h"
 #include "monitor/flags.h"
+#include "monitor/pod_directory.h"
 #include "monitor/runner.h"
 
 namespace hami::monitor {
@@ -19,6 +22,7 @@ class NoPods : public PodDirectory {
  public:
   bool Synced() const override { return true; }
   std::optional<PodRef> Find(const std::string&) const override { return std::nullopt; }
+  std::map<std::string, PodRef> MigPods() const override { return {}; }
 };
 
 class TempDir {
@@ -90,6 +94,36 @@ MonitorFlags Given() {
   f.hook_path = "/usr/local/vgpu";
   f.node_name = "node-a";
   return f;
+}
+
+// The informer keeps of each pod what the monitor reads: names and the MIG allocations.
+TEST(MonitorPods, KeepContainerNamesAndTheMigAllocations) {
+  Result<k8s::Object> pod = k8s::ParseObject(R"({
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"},
+                 "annotations": {"hami.io/vgpu-mig-allocations": "[]", "other": "big"}},
+    "spec": {"initContainers": [{"name": "setup", "image": "i"}],
+             "containers": [{"name": "main", "image": "i"}, {"image": "nameless"}]},
+    "status": {"phase": "Running"}})");
+  ASSERT_TRUE(pod.ok());
+  k8s::Object trimmed = TrimPodForMonitor(*pod);
+  EXPECT_FALSE(trimmed.contains("status"));
+  EXPECT_FALSE(trimmed["metadata"].contains("labels"));
+  EXPECT_EQ(trimmed["metadata"]["annotations"].size(), 1u) << "only the MIG allocations";
+  PodRef ref = PodRefOf(trimmed);
+  EXPECT_EQ(ref.ns, "ns");
+  EXPECT_EQ(ref.name, "p");
+  EXPECT_EQ(ref.containers, std::vector<std::string>{"main"});
+  EXPECT_EQ(ref.init_containers, std::vector<std::string>{"setup"});
+  EXPECT_EQ(ref.mig_allocations, "[]");
+  // Absent, or not a string: no allocations.
+  pod = k8s::ParseObject(R"({"metadata": {"uid": "u", "annotations":
+                               {"hami.io/vgpu-mig-allocations": 7}}, "spec": 1})");
+  ASSERT_TRUE(pod.ok());
+  ref = PodRefOf(TrimPodForMonitor(*pod));
+  EXPECT_TRUE(ref.mig_allocations.empty());
+  EXPECT_TRUE(ref.containers.empty());
+  ref = PodRefOf(TrimPodForMonitor(k8s::Object::object()));
+  EXPECT_TRUE(ref.mig_allocations.empty());
 }
 
 TEST(MonitorFlags, DefaultsGiveUpstreamsPortAndIntervals) {
