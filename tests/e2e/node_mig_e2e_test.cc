@@ -1,0 +1,204 @@
+// MIG end to end on the simulated world (src/sim/world): one node of two A100-80GB whose
+// simulated driver speaks MIG, hami-device-plugin and hami-sim-kubelet over gRPC, the real
+// scheduler binaries. Static MIG: instances an operator made, offered per profile (mixed). Dynamic
+// MIG (operating mode mig): the scheduler reserves a profile and a placement, the plugin makes
+// the instance at Allocate, the container sees exactly that instance, and a finished pod's
+// instance is destroyed and its placement used again.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/mig_allocation.h"
+#include "device/node_registration.h"
+#include "k8s/typed.h"
+#include "sim/world/world.h"
+
+namespace hami::e2e {
+namespace {
+
+using Json = nlohmann::json;
+using sim::PodPhase;
+using sim::World;
+using sim::WorldOptions;
+
+constexpr const char* kNode = "node-m";
+constexpr uint64_t kMiB = 1 << 20;
+
+WorldOptions MigNode() {
+  WorldOptions o;
+  o.build_dir = HAMI_BUILD_DIR;
+  o.nodes.resize(1);
+  o.nodes[0].name = kNode;
+  for (int i = 0; i < 2; ++i) {
+    o.nodes[0].gpu_config += "[device]\nname = NVIDIA A100-SXM4-80GB\n"
+                             "uuid = GPU-0000000e-0000-4000-8000-00000000000" +
+                             std::to_string(i) + "\nmemory = 80Gi\nsm_count = 98\n";
+  }
+  o.kubelet_relative_paths = true;
+  return o;
+}
+
+std::string Annotation(const k8s::Object& o, const std::string& key) {
+  if (!o.contains("metadata") || !o["metadata"].contains("annotations")) return "";
+  const Json& a = o["metadata"]["annotations"];
+  return a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : "";
+}
+
+bool Terminal(const k8s::Object& p) {
+  return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
+}
+bool Running(const k8s::Object& p) { return PodPhase(p) == "Running"; }
+
+// Waits (up to 30 s) for an event about pod `name` whose message mentions `text` (the
+// scheduler's reason a pod stays Pending); that message, or "" when none came.
+std::string EventSaying(World& w, const std::string& name, const std::string& text) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  k8s::ListOptions opts;
+  opts.field_selector = "involvedObject.name=" + name;
+  while (std::chrono::steady_clock::now() < end) {
+    Result<k8s::Object> list = w.client().List(k8s::kEvents, "default", opts);
+    if (list.ok() && list->contains("items")) {
+      for (const Json& e : (*list)["items"]) {
+        std::string m = e.value("message", "");
+        if (m.find(text) != std::string::npos) return m;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polls the API server
+  }
+  return "";
+}
+
+// A pod of `limits` (YAML lines under limits:) running `command` (a JSON array), scheduled by
+// hami-scheduler (a pod asking only for nvidia.com/mig-* is not mutated by the webhook, and the
+// world runs no default scheduler).
+std::string PodYaml(const std::string& name, const std::string& limits,
+                    const std::string& command) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  schedulerName: hami-scheduler\n  restartPolicy: Never\n  containers:\n"
+         "  - name: main\n    image: nvidia/cuda\n    command: " + command +
+         "\n    resources:\n      limits:\n" + limits;
+}
+const std::string kInfo = "[\"" HAMI_BUILD_DIR "/bin/vgpu_probe\", \"info\"]";
+const std::string kHold = "[\"" HAMI_BUILD_DIR
+                          "/bin/vgpu_probe\", \"workload\", \"--mem-fraction\", \"0.1\", "
+                          "\"--duration-ms\", \"0\"]";
+
+// The total memory the container's CUDA saw on its one device, from `vgpu_probe info`.
+uint64_t SeenTotal(World& w, const std::string& pod) {
+  std::string log = w.Logs("default", pod, "main").value_or("");
+  size_t at = log.find(" total=");
+  if (at == std::string::npos || log.find("device=1") != std::string::npos) return 0;
+  return std::stoull(log.substr(at + 7));
+}
+
+// The MIG device the plugin recorded for the pod's first container.
+device::MigAllocation Realised(const k8s::Object& pod) {
+  Result<std::vector<device::MigAllocation>> m =
+      device::DecodeMigAllocations(Annotation(pod, "hami.io/vgpu-mig-allocations"));
+  EXPECT_TRUE(m.ok() && m->size() == 1) << Annotation(pod, "hami.io/vgpu-mig-allocations");
+  return m.ok() && !m->empty() ? m->front() : device::MigAllocation{};
+}
+
+// Waits (up to 30 s) until `hami-simctl mig` no longer lists `mig_uuid`.
+bool Destroyed(World& w, const std::string& mig_uuid) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < end) {
+    Result<std::string> out = w.SimCtl(kNode, {"mig"});
+    if (out.ok() && out->find(mig_uuid) == std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polls the driver's state
+  }
+  return false;
+}
+
+TEST(NodeE2EMig, StaticMixedOffersTheInstancesAnOperatorMade) {
+  WorldOptions o = MigNode();
+  o.nodes[0].plugin_env = {"MIG_STRATEGY=mixed"};
+  Result<std::unique_ptr<World>> started = World::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  World& w = **started;
+  // The operator cuts GPU 1 (nvidia-smi mig -cgi ... -C) and restarts the plugin, as NVIDIA's
+  // MIG manager does.
+  ASSERT_TRUE(w.StopPlugin(kNode).ok());
+  for (auto args : {std::vector<std::string>{"mig-mode", "--device", "1", "--enable"},
+                    {"mig-create", "--device", "1", "--profile", "1g.10gb"},
+                    {"mig-create", "--device", "1", "--profile", "1g.10gb"},
+                    {"mig-create", "--device", "1", "--profile", "3g.40gb"}}) {
+    Result<std::string> r = w.SimCtl(kNode, args);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  ASSERT_TRUE(w.StartPlugin(kNode).ok());
+  Result<k8s::Object> node = w.WaitForNode(kNode, [](const k8s::Object& n) {
+    return k8s::GetString(n, "/status/allocatable/nvidia.com~1mig-1g.10gb") == "2" &&
+           k8s::GetString(n, "/status/allocatable/nvidia.com~1mig-3g.40gb") == "1";
+  });
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  // GPU 0 is still shared as vGPUs; GPU 1 is not.
+  Result<std::vector<device::DeviceInfo>> devs =
+      device::DecodeNodeDevices(Annotation(*node, "hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok() && devs->size() == 1) << Annotation(*node, "hami.io/node-nvidia-register");
+
+  for (auto [name, resource, mib] : {std::tuple{"small", "nvidia.com/mig-1g.10gb", 9728},
+                                     std::tuple{"large", "nvidia.com/mig-3g.40gb", 40192}}) {
+    ASSERT_TRUE(
+        w.Apply(PodYaml(name, "        " + std::string(resource) + ": 1\n", kInfo), "default")
+            .ok());
+    Result<k8s::Object> p = w.WaitForPod("default", name, Terminal);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(PodPhase(*p), "Succeeded") << name;
+    EXPECT_EQ(SeenTotal(w, name), uint64_t(mib) * kMiB) << name;
+  }
+}
+
+TEST(NodeE2EMig, DynamicMigMakesReservedInstancesAndReclaimsThem) {
+  WorldOptions o = MigNode();
+  o.node_config_json = R"({"nodeconfig":[{"name":"node-m","operatingmode":"mig"}]})";
+  o.nodes[0].gpu_config = o.nodes[0].gpu_config.substr(0, o.nodes[0].gpu_config.rfind("[device]"));
+  Result<std::unique_ptr<World>> started = World::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  World& w = **started;
+  Result<std::vector<device::DeviceInfo>> devs = device::DecodeNodeDevices(Annotation(
+      k8s::GetNode(w.client(), kNode).value(), "hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok() && devs->size() == 1);
+  EXPECT_EQ((*devs)[0].mode, "mig");
+  EXPECT_FALSE((*devs)[0].mig_profiles.empty());
+
+  // Two small instances and a medium one fill the GPU's placements for 2-slice profiles.
+  auto gpu = [](int mem) { return "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: " +
+                                  std::to_string(mem) + "\n"; };
+  for (auto [name, mem] : {std::pair{"small-1", 9000}, std::pair{"small-2", 9000},
+                           std::pair{"medium", 30000}}) {
+    ASSERT_TRUE(w.Apply(PodYaml(name, gpu(mem), kHold), "default").ok()) << name;
+    Result<k8s::Object> p = w.WaitForPod("default", name, Running);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().ToString();
+  }
+  ASSERT_TRUE(w.Apply(PodYaml("overflow", gpu(15000), kInfo), "default").ok());
+  EXPECT_NE(EventSaying(w, "overflow", "CardMigTopologyInfeasible"), "");
+  EXPECT_EQ(PodPhase(k8s::GetPod(w.client(), "default", "overflow").value()), "Pending");
+
+  // Each container sees its own instance; the reservation carries the device made for it.
+  k8s::Object small = k8s::GetPod(w.client(), "default", "small-1").value();
+  device::MigAllocation s1 = Realised(small);
+  ASSERT_TRUE(s1.runtime.has_value());
+  EXPECT_EQ(s1.profile, "1g.10gb");
+  EXPECT_EQ(s1.runtime->mig_uuid.rfind("MIG-", 0), 0u);
+  Result<std::string> listed = w.SimCtl(kNode, {"mig"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_NE(listed->find(s1.runtime->mig_uuid), std::string::npos) << *listed;
+
+  // small-1 is deleted: its instance is destroyed once its process exits, and the next pod of
+  // that size takes its placement again.
+  ASSERT_TRUE(w.client().Delete(k8s::kPods, "default", "small-1").ok());
+  EXPECT_TRUE(Destroyed(w, s1.runtime->mig_uuid));
+  ASSERT_TRUE(w.Apply(PodYaml("again", gpu(9000), kInfo), "default").ok());
+  Result<k8s::Object> again = w.WaitForPod("default", "again", Terminal);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(PodPhase(*again), "Succeeded");
+  EXPECT_EQ(Realised(*again).placement, s1.placement);
+  EXPECT_EQ(SeenTotal(w, "again"), uint64_t(9728) * kMiB);
+}
+
+}  // namespace
+}  // namespace hami::e2e
