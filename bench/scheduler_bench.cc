@@ -3,9 +3,12 @@
 //   1. one pod's filter + score over 5,000 nodes x 8 GPUs at 50% memory/core usage (median, p90);
 //   2. ledger memory for those nodes and 100,000 pods (RSS delta and counted bytes);
 //   3. full rebuild time of that ledger from the node and pod objects.
+// With --mig (bench/RESULTS.md, "MIG placement"): every GPU an A100-80GB in dynamic MIG mode with
+// the allowlist's profiles, each holding two 1g.10gb and one 3g.40gb reservation (one 1g
+// placement left), and the timed pod asks 9000 MiB: a 1g.10gb at the one free placement.
 // Single-threaded; pin it to one core with `taskset -c 0`.
 //
-//   scheduler_bench [--nodes N] [--gpus G] [--pods P] [--iterations I]
+//   scheduler_bench [--nodes N] [--gpus G] [--pods P] [--iterations I] [--mig]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -43,6 +46,40 @@ long RssKiB() {
 
 double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// GPU `g` of node `n`: a V100 32 GiB with 10 slots, or (mig) an A100-80GB in MIG mode.
+hami::device::DeviceInfo BenchGpu(int n, int g, int gpus, bool mig) {
+  namespace t = hami::scheduler::testing;
+  char uuid[64];
+  std::snprintf(uuid, sizeof(uuid), "GPU-%08x-%04x-4000-8000-%012x", n, g, n * 31 + g);
+  const int32_t numa = g < gpus / 2 ? 0 : 1;
+  if (!mig) {
+    return t::Gpu(uuid, static_cast<uint32_t>(g), 32768, "NVIDIA-Tesla V100-PCIE-32GB", numa);
+  }
+  using hami::device::MigProfile;
+  hami::device::DeviceInfo d =
+      t::Gpu(uuid, static_cast<uint32_t>(g), 81920, "NVIDIA A100-SXM4-80GB", numa, 7, 100);
+  d.mode = "mig";
+  d.mig_profiles = {
+      MigProfile{"1g.10gb", 9728, 15, 1, {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}},
+      MigProfile{"2g.20gb", 19968, 29, 2, {{0, 2}, {2, 2}, {4, 2}}},
+      MigProfile{"3g.40gb", 40192, 43, 3, {{0, 4}, {4, 4}}},
+      MigProfile{"7g.80gb", 80384, 100, 7, {{0, 8}}}};
+  return d;
+}
+
+// The annotations of the `k`-th pod on a MIG GPU: two 1g.10gb (slices 6, 5) and one 3g.40gb.
+void MigPodAnnotations(const std::string& uuid, int k, hami::device::Annotations* a) {
+  static const char* kProfile[] = {"1g.10gb", "1g.10gb", "3g.40gb"};
+  static const char* kPlacement[] = {"{\"start\":6,\"size\":1}", "{\"start\":5,\"size\":1}",
+                                     "{\"start\":0,\"size\":4}"};
+  static const int kMem[] = {9728, 9728, 40192}, kCores[] = {15, 15, 43};
+  (*a)["hami.io/vgpu-devices-allocated"] = uuid + ",NVIDIA," + std::to_string(kMem[k % 3]) + "," +
+                                           std::to_string(kCores[k % 3]) + ":;";
+  (*a)["hami.io/vgpu-mig-allocations"] =
+      "[{\"containerIndex\":0,\"deviceIndex\":0,\"gpuUUID\":\"" + uuid + "\",\"profile\":\"" +
+      kProfile[k % 3] + "\",\"placement\":" + kPlacement[k % 3] + "}]";
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
@@ -52,6 +89,7 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   int nodes = 5000, gpus = 8, pods = 100000, iterations = 200;
+  bool mig = false;
   CLI::App app{
       "scheduler_bench: the placement engine and ledger alone: placement latency and ledger "
       "memory"};
@@ -68,6 +106,9 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", iterations, "placements timed")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--mig", mig,
+               "dynamic MIG: A100-80GB in MIG mode, three reservations per GPU (--pods is then "
+               "3 x nodes x gpus)");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   namespace t = hami::scheduler::testing;
   t::SchedulerWorld world;
@@ -76,18 +117,13 @@ int main(int argc, char** argv) {
   // 100,000 pods on 40,000 GPUs = 2.5 per GPU = 50% of memory and cores on average.
   constexpr int32_t kMem = 32768;
   const int32_t pod_mem = kMem / 5;
+  if (mig) pods = 3 * nodes * gpus;
   std::vector<NodeObject> node_objects;
   node_objects.reserve(nodes);
   for (int n = 0; n < nodes; ++n) {
     std::vector<hami::device::DeviceInfo> list;
-    std::string name = "node-" + std::to_string(n);
-    for (int g = 0; g < gpus; ++g) {
-      char uuid[64];
-      std::snprintf(uuid, sizeof(uuid), "GPU-%08x-%04x-4000-8000-%012x", n, g, n * 31 + g);
-      list.push_back(t::Gpu(uuid, static_cast<uint32_t>(g), kMem, "NVIDIA-Tesla V100-PCIE-32GB",
-                            g < gpus / 2 ? 0 : 1));
-    }
-    node_objects.push_back(t::MakeNode(name, list));
+    for (int g = 0; g < gpus; ++g) list.push_back(BenchGpu(n, g, gpus, mig));
+    node_objects.push_back(t::MakeNode("node-" + std::to_string(n), list));
   }
   std::vector<PodObject> pod_objects;
   pod_objects.reserve(pods);
@@ -107,6 +143,7 @@ int main(int argc, char** argv) {
     o.annotations["hami.io/vgpu-time"] = "1700000000";
     o.annotations["hami.io/vgpu-devices-allocated"] =
         std::string(uuid) + ",NVIDIA," + std::to_string(pod_mem) + ",20:;";
+    if (mig) MigPodAnnotations(uuid, p / (nodes * gpus), &o.annotations);
     pod_objects.push_back(std::move(o));
   }
 
@@ -123,9 +160,15 @@ int main(int argc, char** argv) {
   }
   SteadyClock::time_point t2 = SteadyClock::now();
   long rss_after = RssKiB();
-  std::printf("cluster: %d nodes x %d GPUs, %d pods (%.0f%% memory, %.0f%% cores in use)\n", nodes,
-              gpus, pods, 100.0 * pods * pod_mem / (double(nodes) * gpus * kMem),
-              100.0 * pods * 20 / (double(nodes) * gpus * 100));
+  if (mig) {
+    std::printf("cluster: %d nodes x %d MIG GPUs (A100-80GB), %d MIG reservations (7 of 8 "
+                "memory slices held per GPU)\n",
+                nodes, gpus, pods);
+  } else {
+    std::printf("cluster: %d nodes x %d GPUs, %d pods (%.0f%% memory, %.0f%% cores in use)\n",
+                nodes, gpus, pods, 100.0 * pods * pod_mem / (double(nodes) * gpus * kMem),
+                100.0 * pods * 20 / (double(nodes) * gpus * 100));
+  }
   std::printf("rebuild: nodes %.1f ms + pods %.1f ms = %.1f ms\n", Ms(t1 - t0), Ms(t2 - t1),
               Ms(t2 - t0));
   std::printf("ledger memory: RSS delta %.1f MiB, counted %.1f MiB\n",
@@ -133,9 +176,11 @@ int main(int argc, char** argv) {
   if (!ledger.CheckConsistency().ok()) return 1;
 
   // 1: filter + score of one pod over every node.
-  PodSpec pod = world.Pod("bench", {t::Limits({{"nvidia.com/gpu", "1"},
-                                               {"nvidia.com/gpumem", "4096"},
-                                               {"nvidia.com/gpucores", "10"}})});
+  PodSpec pod = world.Pod(
+      "bench", {mig ? t::Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "9000"}})
+                    : t::Limits({{"nvidia.com/gpu", "1"},
+                                 {"nvidia.com/gpumem", "4096"},
+                                 {"nvidia.com/gpucores", "10"}})});
   std::vector<std::string> names;
   for (int n = 0; n < nodes; ++n) names.push_back("node-" + std::to_string(n));
   std::vector<std::string_view> views(names.begin(), names.end());
