@@ -188,6 +188,18 @@ TEST(NodeE2EMig, DynamicMigMakesReservedInstancesAndReclaimsThem) {
   ASSERT_TRUE(listed.ok());
   EXPECT_NE(listed->find(s1.runtime->mig_uuid), std::string::npos) << *listed;
 
+  // The plugin restarts while the pods run: it finds every MIG device it made (its state file)
+  // and destroys none of them.
+  ASSERT_TRUE(w.StopPlugin(kNode).ok());
+  ASSERT_TRUE(w.StartPlugin(kNode).ok());
+  for (const char* name : {"small-1", "small-2", "medium"}) {
+    device::MigAllocation m = Realised(k8s::GetPod(w.client(), "default", name).value());
+    ASSERT_TRUE(m.runtime.has_value()) << name;
+    Result<std::string> now = w.SimCtl(kNode, {"mig"});
+    ASSERT_TRUE(now.ok());
+    EXPECT_NE(now->find(m.runtime->mig_uuid), std::string::npos) << name << ": " << *now;
+  }
+
   // small-1 is deleted: its instance is destroyed once its process exits, and the next pod of
   // that size takes its placement again.
   ASSERT_TRUE(w.client().Delete(k8s::kPods, "default", "small-1").ok());
