@@ -152,6 +152,45 @@ TEST(NodeE2EMig, StaticMixedOffersTheInstancesAnOperatorMade) {
   }
 }
 
+TEST(NodeE2EMig, StaticSingleLetsHamiSchedulerPlacePodsOnInstances) {
+  WorldOptions o = MigNode();
+  o.nodes[0].plugin_env = {"MIG_STRATEGY=single"};
+  Result<std::unique_ptr<World>> started = World::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  World& w = **started;
+  ASSERT_TRUE(w.StopPlugin(kNode).ok());
+  for (const char* gpu : {"0", "1"}) {
+    ASSERT_TRUE(w.SimCtl(kNode, {"mig-mode", "--device", gpu, "--enable"}).ok());
+    for (int i = 0; i < 2; ++i) {
+      Result<std::string> r =
+          w.SimCtl(kNode, {"mig-create", "--device", gpu, "--profile", "3g.40gb"});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+  ASSERT_TRUE(w.StartPlugin(kNode).ok());
+  Result<k8s::Object> node = w.WaitForNode(kNode, [](const k8s::Object& n) {
+    return k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu") == "4";
+  });
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  Result<std::vector<device::DeviceInfo>> devs =
+      device::DecodeNodeDevices(Annotation(*node, "hami.io/node-nvidia-register"));
+  ASSERT_TRUE(devs.ok() && devs->size() == 4) << Annotation(*node, "hami.io/node-nvidia-register");
+  EXPECT_EQ((*devs)[0].id.rfind("MIG-", 0), 0u);
+  EXPECT_EQ((*devs)[0].devmem, 40192);
+  ASSERT_TRUE(w.Apply(PodYaml("half", "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: "
+                                      "30000\n",
+                              kInfo),
+                      "default")
+                  .ok());
+  Result<k8s::Object> p = w.WaitForPod("default", "half", Terminal);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(PodPhase(*p), "Succeeded");
+  std::string allocated = Annotation(*p, "hami.io/vgpu-devices-allocated");
+  EXPECT_EQ(allocated.rfind("MIG-", 0), 0u) << allocated;
+  // The container's CUDA sees libvgpu's quota inside the instance.
+  EXPECT_EQ(SeenTotal(w, "half"), uint64_t(30000) * kMiB);
+}
+
 TEST(NodeE2EMig, DynamicMigMakesReservedInstancesAndReclaimsThem) {
   WorldOptions o = MigNode();
   o.node_config_json = R"({"nodeconfig":[{"name":"node-m","operatingmode":"mig"}]})";
