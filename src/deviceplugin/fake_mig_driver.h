@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
+#include "deviceplugin/gpu_driver.h"
 #include "deviceplugin/mig_driver.h"
 
 namespace hami::deviceplugin {
@@ -42,6 +43,28 @@ class FakeMigDriver final : public MigDriver {
     MutexLock l(mu_);
     auto it = gpus_.find(gpu);
     return it == gpus_.end() ? std::vector<Made>{} : it->second.made;
+  }
+  // Discovery's view of the GPUs: each MIG-enabled, with the MIG devices made on it (UUID and
+  // instance ids, placement and profile id).
+  Inventory Discovered() const {
+    MutexLock l(mu_);
+    Inventory inv;
+    for (const auto& [uuid, gpu] : gpus_) {
+      GpuInfo g;
+      g.uuid = uuid;
+      g.mig_enabled = gpu.mode.current;
+      for (const Made& m : gpu.made) {
+        MigDeviceInfo d;
+        d.uuid = m.device.uuid;
+        d.gi_id = m.device.gi_id;
+        d.ci_id = m.device.ci_id;
+        d.gi_profile_id = m.profile_id;
+        d.gi_placement = m.placement;
+        g.mig_devices.push_back(d);
+      }
+      inv.gpus.push_back(std::move(g));
+    }
+    return inv;
   }
   int creates() const {
     MutexLock l(mu_);

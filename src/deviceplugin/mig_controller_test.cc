@@ -41,21 +41,7 @@ class MigControllerTest : public ::testing::Test {
     mig_.AddGpu(kGpu, {{0, "1g.10gb", 1, 7, 9728, 14, {{4, 1}, {5, 1}, {6, 1}}}});
   }
   // The GPU as discovery sees it: the MIG devices the fake driver holds.
-  void Discovered() {
-    Inventory inv;
-    GpuInfo g;
-    g.uuid = kGpu;
-    g.mig_enabled = true;
-    for (const FakeMigDriver::Made& m : mig_.Instances(kGpu)) {
-      MigDeviceInfo d;
-      d.uuid = m.device.uuid;
-      d.gi_id = m.device.gi_id;
-      d.ci_id = m.device.ci_id;
-      g.mig_devices.push_back(d);
-    }
-    inv.gpus.push_back(g);
-    gpus_.SetInventory(inv);
-  }
+  void Discovered() { gpus_.SetInventory(mig_.Discovered()); }
   // The annotation of a pod whose device the driver made for it earlier.
   static std::string Named(const CreatedMigDevice& d, uint32_t start) {
     return R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":")" + std::string(kGpu) +

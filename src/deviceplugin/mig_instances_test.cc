@@ -29,21 +29,7 @@ class MigInstancesTest : public ::testing::Test {
   MigInstancesTest() { driver_.AddGpu(kGpu, A100Profiles()); }
 
   // What the driver has now, as discovery would report it.
-  Inventory Now() const {
-    Inventory inv;
-    GpuInfo g;
-    g.uuid = kGpu;
-    g.mig_enabled = true;
-    for (const FakeMigDriver::Made& m : driver_.Instances(kGpu)) {
-      MigDeviceInfo d;
-      d.uuid = m.device.uuid;
-      d.gi_id = m.device.gi_id;
-      d.ci_id = m.device.ci_id;
-      g.mig_devices.push_back(d);
-    }
-    inv.gpus.push_back(g);
-    return inv;
-  }
+  Inventory Now() const { return driver_.Discovered(); }
   std::string StateFile() const { return dir_.path() + "/mig-instances.json"; }
 
   k8s::testing::TempDir dir_;
