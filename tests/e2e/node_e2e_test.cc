@@ -131,6 +131,15 @@ class OwnedFd {
   int fd_;
 };
 
+// Whether the process at `proc` ("/proc/<pid>") exists and is not a zombie.
+bool StillRuns(const std::string& proc) {
+  std::ifstream in(proc + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (stat.empty()) return false;  // gone
+  size_t paren = stat.rfind(')');  // the state follows the command name, which may hold spaces
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
+
 // Whether the process behind `pidfd` has exited, waiting up to `timeout` for it to.
 bool Exited(int pidfd, std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
@@ -669,7 +678,8 @@ TEST_P(NodeE2E, ADeletedPodKeepsItsDevicesUntilItsContainerIsGone) {
       << bound_while_running;
   EXPECT_TRUE(watched.ok() || watched.code() == StatusCode::kCancelled) << watched.ToString();
   EXPECT_TRUE(gone) << proc << " still runs";
-  EXPECT_FALSE(std::filesystem::exists(proc)) << proc << " still runs";
+  // Exited: gone, or a zombie its parent (the kubelet) has not reaped yet.
+  EXPECT_FALSE(StillRuns(proc)) << proc << " still runs";
   std::string log =
       ReadFile(w_->LogFile("node-a-kubelet")) + ReadFile(w_->LogFile("node-b-kubelet"));
   EXPECT_NE(log.find("pod default/stubborn is terminating: stopping its containers"),
