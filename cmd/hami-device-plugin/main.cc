@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   if (!config.ok()) return Die(config.status().message());
   for (const std::string& w : config->warnings) HAMI_LOG(Warning) << w;
   dp::PluginOptions& opts = config->options;
+  // The scheduler learns of the node's devices only once the kubelet can allocate them.
+  opts.publish_after_kubelet = true;
 
   Result<std::unique_ptr<dp::NvmlDriver>> driver = OpenDriver(*config);
   if (!driver.ok()) return Die(driver.status().message());
@@ -125,6 +127,9 @@ int main(int argc, char** argv) {
     opts.allocation.libvgpu_file = hook->libvgpu_file;
     HAMI_LOG(Info) << (hook->changed ? "installed " : "kept ") << hook_path << "/vgpu/"
                    << hook->libvgpu_file << " and ld.so.preload";
+  } else if (Status s = dp::PrepareHookDirectory(opts.allocation.hook_path); !s.ok()) {
+    // No libvgpu.so for these containers, but hami-monitor still reads the folder.
+    return Die(s.message());
   }
   Result<std::unique_ptr<hami::k8s::RestClient>> client = ApiClient(*config);
   if (!client.ok()) return Die(client.status().ToString());
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
   if (Status s = service.Start(); !s.ok()) return Die(s.message());
   dp::KubeletPlugins plugins(service, {.plugin_dir = config->plugin_dir,
                                        .on_ready = [&](const std::vector<std::string>& sockets) {
+                                         service.PublishRegistration();
                                          AnnounceReady(config->ready_file, sockets);
                                        }});
   if (Status s = plugins.Start(); !s.ok()) return Die(s.message());

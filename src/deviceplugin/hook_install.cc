@@ -8,6 +8,15 @@
 
 namespace hami::deviceplugin {
 
+Status PrepareHookDirectory(const std::string& hook_path) {
+  const std::string containers = hook_path + "/vgpu/containers";
+  std::error_code ec;
+  std::filesystem::create_directories(containers, ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + containers + ": " + ec.message());
+  ::chmod(containers.c_str(), 0755);
+  return OkStatus();
+}
+
 Result<InstalledHook> InstallHook(const std::string& hook_path, const std::string& library,
                                   const std::string& version) {
   // A sanitizer build's library is larger than an ordinary one; no build reaches this cap.
@@ -22,10 +31,7 @@ Result<InstalledHook> InstallHook(const std::string& hook_path, const std::strin
     return Status(StatusCode::kFailedPrecondition, library + " is not a shared library");
   }
   const std::string dir = hook_path + "/vgpu";
-  std::error_code ec;
-  std::filesystem::create_directories(dir + "/containers", ec);
-  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir + ": " + ec.message());
-  ::chmod((dir + "/containers").c_str(), 0755);
+  HAMI_RETURN_IF_ERROR(PrepareHookDirectory(hook_path));
   InstalledHook out;
   out.libvgpu_file = "libvgpu.so." + version;
   HAMI_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + out.libvgpu_file, *lib, 0755, &out.changed));

@@ -27,5 +27,8 @@ struct InstalledHook {
 Result<InstalledHook> InstallHook(const std::string& hook_path, const std::string& library,
                                   const std::string& version);
 
-
+// Makes `<hook>/vgpu/containers` (0755) and nothing else: what a node whose containers get no
+// libvgpu.so (operating modes mig and mps) still needs, since hami-monitor reads that folder and
+// the plugin keeps its MIG state beside it.
+Status PrepareHookDirectory(const std::string& hook_path);
 }  // namespace hami::deviceplugin

@@ -84,6 +84,23 @@ TEST_F(HookInstallTest, InstallsOnceAndReplacesAtomically) {
   EXPECT_EQ(files, 4u);
 }
 
+// Modes without libvgpu.so still get the containers folder hami-monitor reads, and no library.
+TEST_F(HookInstallTest, PreparesTheFolderAloneForModesWithoutTheLibrary) {
+  ASSERT_TRUE(PrepareHookDirectory(dir_ + "/hook").ok());
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/hook/vgpu/containers").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/hook/vgpu/libvgpu.so"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/hook/vgpu/ld.so.preload"));
+  // Idempotent, and a file where the folder should be is an error that names it.
+  EXPECT_TRUE(PrepareHookDirectory(dir_ + "/hook").ok());
+  Write(dir_ + "/blocked", "x");
+  Status s = PrepareHookDirectory(dir_ + "/blocked");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(dir_ + "/blocked/vgpu/containers"), std::string::npos) << s.message();
+}
+
 TEST_F(HookInstallTest, RefusesWhatIsNotALibrary) {
   Result<InstalledHook> r = InstallHook(dir_ + "/hook", dir_ + "/missing.so", "1");
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);

@@ -21,7 +21,8 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
           .xid_policy = o.xid_policy,
           .register_interval = o.register_interval,
           .retry_interval = o.retry_interval,
-          .health_wait_slice = o.health_wait_slice};
+          .health_wait_slice = o.health_wait_slice,
+          .publish_at_start = !o.publish_after_kubelet};
 }
 
 AllocatorOptions AllocatorOptionsOf(const PluginOptions& o, MigInstances* mig_instances) {

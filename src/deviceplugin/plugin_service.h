@@ -50,6 +50,9 @@ struct PluginOptions {
   std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds health_wait_slice{500};
   int64_t node_lock_expire_seconds = 300;
+  // The node registration is published only once PublishRegistration() is called (the plugin
+  // calls it when the kubelet has registered all its sockets; see RegistrarOptions).
+  bool publish_after_kubelet = false;
 };
 
 class PluginService final : public DevicePluginBackend {
@@ -67,6 +70,8 @@ class PluginService final : public DevicePluginBackend {
   // starts after the registration.
   Status Start();
   void Stop();
+  // With publish_after_kubelet: publishes the node registration from now on (any thread).
+  void PublishRegistration() { registrar_.Publish(); }
 
   const PluginOptions& options() const { return options_; }
 

@@ -20,7 +20,7 @@ constexpr const char* kPublishKey = "publish";  // publish what is known now
 Registrar::Registrar(k8s::RestClient& client, GpuDriver& driver, RegistrarOptions options,
                      hami::Clock& clock, std::function<void()> stats_changed)
     : client_(client), driver_(driver), options_(std::move(options)), clock_(clock),
-      stats_changed_(std::move(stats_changed)), queue_(clock) {}
+      stats_changed_(std::move(stats_changed)), queue_(clock), held_(!options_.publish_at_start) {}
 
 Registrar::~Registrar() { Stop(); }
 
@@ -280,6 +280,7 @@ Status Registrar::Refresh(bool rediscover) {
     MutexLock l(mu_);
     reg = device::EncodeNodeDevicesJson(registration_.devices);
     if (options_.topology_score) score = device::EncodePairScores(scores_);
+    if (held_) return OkStatus();  // Publish() queues the first publication
     if (reg == published_register_ && score == published_score_) return OkStatus();
   }
   k8s::AnnotationChanges changes{{std::string(kRegisterAnnotation), reg}};
@@ -302,6 +303,17 @@ Status Registrar::Refresh(bool rediscover) {
                  << registration_.devices.size() << " GPU(s) (" << healthy << " healthy) in "
                  << kRegisterAnnotation;
   return OkStatus();
+}
+
+void Registrar::Publish() {
+  {
+    MutexLock l(mu_);
+    if (!held_) return;
+    held_ = false;
+  }
+  HAMI_LOG(Info) << "node " << options_.node_name
+                 << ": the kubelet serves the plugin's devices; publishing the registration";
+  queue_.Add(kPublishKey);
 }
 
 void Registrar::MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason) {

@@ -73,6 +73,11 @@ struct RegistrarOptions {
   std::chrono::milliseconds register_interval{std::chrono::seconds(30)};
   std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds health_wait_slice{500};
+  // false: nothing is published until Publish(). The plugin holds its registration until the
+  // kubelet has taken its sockets, so that the scheduler never places a pod on a node whose
+  // kubelet cannot yet allocate it (a restarted plugin, or one switched to another operating
+  // mode, would otherwise see such a pod rejected with UnexpectedAdmissionError).
+  bool publish_at_start = true;
 };
 
 class Registrar {
@@ -106,6 +111,9 @@ class Registrar {
   std::vector<std::string> MigResourceNames() const;
   uint64_t MigDevices(const std::string& resource, uint64_t known,
                       std::chrono::milliseconds timeout, std::vector<PluginDevice>* out);
+  // With publish_at_start false: ends the hold and queues the first publication (any thread;
+  // later calls do nothing).
+  void Publish();
   // Marks GPUs unhealthy and queues a publication (the health monitor's callback).
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason);
 
@@ -149,6 +157,7 @@ class Registrar {
   mutable Mutex mu_;
   std::condition_variable changed_;  // device list changes, Stop
   bool stopping_ GUARDED_BY(mu_) = false;
+  bool held_ GUARDED_BY(mu_);  // publication held until Publish() (publish_at_start false)
   Inventory inventory_ GUARDED_BY(mu_);
   std::set<std::string> unhealthy_ GUARDED_BY(mu_);
   Registration registration_ GUARDED_BY(mu_);

@@ -6,6 +6,7 @@
 
 #include "device/node_registration.h"
 #include "deviceplugin/fake_gpu_driver.h"
+#include "deviceplugin/fake_mig_driver.h"
 #include "k8s/object.h"
 #include "k8s/test_util.h"
 
@@ -86,6 +87,36 @@ TEST_F(RegistrarTest, StartPublishesTheRegistrationOnce) {
   r.Devices(0, std::chrono::milliseconds(0), &list);
   EXPECT_EQ(list.size(), 8u);
   EXPECT_EQ(r.Replicas().at(std::string(kGpu1) + "-3"), kGpu1);
+}
+
+// Held until the kubelet has the plugin's sockets: no pass publishes, not even one forced by an
+// unhealthy GPU; Publish() then writes what is known now, once.
+TEST_F(RegistrarTest, AHeldRegistrationIsPublishedOnlyWhenReleased) {
+  options_.publish_at_start = false;
+  registrar_ = std::make_unique<Registrar>(*fc_.client, driver_, options_, fc_.clock);
+  ASSERT_TRUE(registrar_->Start(Registrar::Drive::kSteps).ok());
+  Registrar& r = *registrar_;
+  EXPECT_TRUE(Patches().empty());
+  std::vector<PluginDevice> list;
+  r.Devices(0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(list.size(), 8u);  // the kubelet's list is there from the start
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  r.MarkUnhealthy({kGpu0}, "test");
+  ASSERT_TRUE(r.Step());
+  EXPECT_TRUE(Patches().empty());
+  EXPECT_EQ(r.stats().registrations_published, 0u);
+
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  r.Publish();
+  ASSERT_TRUE(r.Step());
+  ASSERT_EQ(Patches().size(), 1u);
+  std::vector<device::DeviceInfo> devs = Written(Patches()[0]);
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_FALSE(devs[0].health);  // what was learnt while held
+  r.Publish();                   // a second release changes nothing
+  EXPECT_FALSE(r.Step());
+  EXPECT_EQ(r.stats().registrations_published, 1u);
 }
 
 TEST_F(RegistrarTest, AnUnchangedRegistrationIsNotWrittenAgain) {
@@ -255,6 +286,176 @@ TEST_F(RegistrarTest, MigStrategiesOnANodeWhoseGpusAreAllMig) {
   EXPECT_EQ(devs[0].devmem, 9728);
   EXPECT_EQ(r.Replicas().at("MIG-b-0"), "MIG-b");
   EXPECT_TRUE(r.MigResourceNames().empty());  // single serves them as nvidia.com/gpu
+}
+
+// ---- Dynamic MIG (operating mode mig): what the registrar does to the GPUs and publishes.
+
+constexpr const char* kGpu2 = "GPU-bbbbbbbb-0000-4000-8000-000000000002";
+
+// A MIG driver on which turning MIG on stays pending (a GPU reset is required) for the GPUs
+// named, and which records every GPU it was asked to turn MIG on for; the rest is the fake's.
+// Single-threaded use (the registrar's driver calls run on the test's thread).
+class PendingEnableMigDriver final : public MigDriver {
+ public:
+  PendingEnableMigDriver(FakeMigDriver& fake, std::set<std::string> stuck)
+      : fake_(fake), stuck_(std::move(stuck)) {}
+  const std::vector<std::string>& enabled_asked() const { return asked_; }
+
+  Result<MigModeState> GetMigMode(const std::string& gpu) override {
+    if (pending_.count(gpu)) return MigModeState{false, true};
+    return fake_.GetMigMode(gpu);
+  }
+  Status EnableMig(const std::string& gpu) override {
+    asked_.push_back(gpu);
+    if (!stuck_.count(gpu)) return fake_.EnableMig(gpu);
+    pending_.insert(gpu);
+    return FailedPreconditionError("MIG mode change pending: a GPU reset is required");
+  }
+  Result<std::vector<MigProfileSpec>> MigProfiles(const std::string& gpu) override {
+    return fake_.MigProfiles(gpu);
+  }
+  Result<CreatedMigDevice> CreateMigDevice(const std::string& gpu, uint32_t profile_id,
+                                           device::MigPlacement placement) override {
+    return fake_.CreateMigDevice(gpu, profile_id, placement);
+  }
+  Status DestroyMigDevice(const std::string& gpu, uint32_t gi_id, uint32_t ci_id) override {
+    return fake_.DestroyMigDevice(gpu, gi_id, ci_id);
+  }
+
+ private:
+  FakeMigDriver& fake_;
+  const std::set<std::string> stuck_;
+  std::set<std::string> pending_;
+  std::vector<std::string> asked_;
+};
+
+// The A100-80GB's profiles as its driver names them, "+me" variant included.
+std::vector<MigProfileSpec> A100MigProfiles() {
+  std::vector<device::MigPlacement> ones = {{0, 1}, {1, 1}, {2, 1}, {3, 1},
+                                            {4, 1}, {5, 1}, {6, 1}};
+  return {{19, "1g.10gb", 1, 7, 9728, 14, ones},
+          {20, "1g.10gb+me", 1, 1, 9728, 14, ones},
+          {14, "2g.20gb", 2, 3, 19968, 28, {{0, 2}, {2, 2}, {4, 2}}},
+          {9, "3g.40gb", 3, 2, 40192, 42, {{0, 4}, {4, 4}}},
+          {0, "7g.80gb", 7, 1, 80384, 98, {{0, 8}}}};
+}
+
+class DynamicMigRegistrarTest : public RegistrarTest {
+ protected:
+  DynamicMigRegistrarTest() : instances_(mig_, "") {
+    options_.settings.operating_mode = device::OperatingMode::kMig;
+    options_.mig_allowlist = device::DefaultMigProfileAllowlist();
+    options_.mig_instances = &instances_;
+  }
+  // The GPUs as discovery sees them now (MIG mode and MIG devices from the MIG driver), each
+  // an A100-80GB.
+  Inventory FromMigDriver() const {
+    Inventory inv = mig_.Discovered();
+    for (size_t i = 0; i < inv.gpus.size(); ++i) {
+      inv.gpus[i].index = static_cast<uint32_t>(i);
+      inv.gpus[i].name = "NVIDIA A100-SXM4-80GB";
+      inv.gpus[i].memory_bytes = uint64_t{80} << 30;
+    }
+    return inv;
+  }
+  static const device::MigProfile* Profile(const device::DeviceInfo& d, const std::string& n) {
+    for (const device::MigProfile& p : d.mig_profiles) {
+      if (p.name == n) return &p;
+    }
+    return nullptr;
+  }
+
+  FakeMigDriver mig_;
+  MigInstances instances_;
+};
+
+// Upstream's B7: its startup turns MIG on and wipes every idle GPU, those hidden by
+// filterdevices included, stops at the first GPU that fails, and leaves a GPU whose change is
+// pending advertised as healthy. Here MIG is turned on only for the GPUs served, a change that
+// stays pending registers that GPU unhealthy and the next GPU is still served, and nothing is
+// made or destroyed at start. A node in another operating mode has no GPU's MIG mode changed.
+TEST_F(DynamicMigRegistrarTest, TurnsMigOnOnlyOnServedGpusAndReportsAPendingChange) {
+  for (const char* gpu : {kGpu0, kGpu1, kGpu2}) mig_.AddGpu(gpu, A100MigProfiles(), false);
+  PendingEnableMigDriver mig(mig_, {kGpu0});
+  options_.mig_driver = &mig;
+  options_.settings.filter_devices.uuids = {kGpu1};
+  driver_.SetInventory(FromMigDriver());
+  Start();
+
+  EXPECT_EQ(mig.enabled_asked(), (std::vector<std::string>{kGpu0, kGpu2}));
+  EXPECT_EQ(*mig_.GetMigMode(kGpu1), (MigModeState{false, false}));  // filtered: untouched
+  EXPECT_EQ(*mig_.GetMigMode(kGpu2), (MigModeState{true, true}));
+  EXPECT_EQ(mig_.creates(), 0);
+  std::vector<device::DeviceInfo> devs = Written(Patches().at(0));
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].id, kGpu0);
+  EXPECT_EQ(devs[0].mode, "mig");
+  EXPECT_FALSE(devs[0].health);  // the reset it needs is reported, not hidden until Allocate
+  EXPECT_EQ(devs[1].id, kGpu2);
+  EXPECT_TRUE(devs[1].health);
+  EXPECT_EQ(devs[1].mig_profiles.size(), 4u);  // the allowlist's four, "7g.79gb" as 7g.80gb
+
+  // A later pass reads the mode again but asks for no change.
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(registrar_->Step());
+  EXPECT_EQ(mig.enabled_asked().size(), 2u);
+
+  // Operating mode hami-core with the same driver at hand: no GPU's MIG mode is touched.
+  options_.settings.operating_mode = device::OperatingMode::kHamiCore;
+  options_.settings.filter_devices = {};
+  PendingEnableMigDriver untouched(mig_, {});
+  options_.mig_driver = &untouched;
+  driver_.SetInventory(Gpus(2));
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  Registrar core(*fc_.client, driver_, options_, fc_.clock);
+  ASSERT_TRUE(core.Start(Registrar::Drive::kSteps).ok());
+  EXPECT_TRUE(untouched.enabled_asked().empty());
+  EXPECT_EQ(*mig_.GetMigMode(kGpu1), (MigModeState{false, false}));
+}
+
+// Upstream's B5 and B14, and B13 for dynamic MIG. A MIG device no pod owns (an operator's
+// "+me" instance, a profile upstream's reset cannot even see) is neither destroyed nor reused:
+// its placement is left out of what the GPU registers, while the pods' own instances are not
+// (the scheduler knows those from the pods). The GPU is registered although MIG is on (no
+// strategy drops it). An XID in one MIG instance leaves the GPU healthy; one of the GPU does
+// not.
+TEST_F(DynamicMigRegistrarTest, LeavesForeignInstancesAloneAndChargesXidsToTheirInstance) {
+  mig_.AddGpu(kGpu0, A100MigProfiles());
+  options_.mig_driver = &mig_;
+  CreatedMigDevice foreign = mig_.CreateMigDevice(kGpu0, 20, {6, 1}).value();
+  Result<MigInstance> pods =
+      instances_.Ensure({"uid-a", 0, 0}, "default/a", kGpu0, "1g.10gb", {5, 1});
+  ASSERT_TRUE(pods.ok()) << pods.status().ToString();
+  driver_.SetInventory(FromMigDriver());
+  ASSERT_TRUE(driver_.Discover()->gpus[0].mig_enabled);
+  Registrar& r = Start();
+
+  std::vector<device::DeviceInfo> devs = Written(Patches().at(0));
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0].id, kGpu0);
+  EXPECT_TRUE(devs[0].health);
+  const device::MigProfile* one = Profile(devs[0], "1g.10gb");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->placements, (std::vector<device::MigPlacement>{
+                                 {0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  const device::MigProfile* three = Profile(devs[0], "3g.40gb");
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(three->placements, (std::vector<device::MigPlacement>{{0, 4}}));
+  const device::MigProfile* whole = Profile(devs[0], "7g.80gb");
+  ASSERT_NE(whole, nullptr);
+  EXPECT_TRUE(whole->placements.empty());
+  ASSERT_EQ(mig_.Instances(kGpu0).size(), 2u);  // nothing destroyed
+  EXPECT_EQ(mig_.Instances(kGpu0)[0].device, foreign);
+
+  r.MarkUnhealthy({pods->device.uuid}, "XID 48");
+  r.MarkUnhealthy({foreign.uuid}, "XID 48");
+  ASSERT_TRUE(r.Step());
+  EXPECT_EQ(Patches().size(), 1u);  // the GPU's registration did not change
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  r.MarkUnhealthy({kGpu0}, "XID 79");
+  ASSERT_TRUE(r.Step());
+  ASSERT_EQ(Patches().size(), 2u);
+  EXPECT_FALSE(Written(Patches()[1])[0].health);
 }
 
 }  // namespace
