@@ -2,6 +2,7 @@
 // MIG mode, and the profile and placement that serve it. Called only for MIG-mode devices, so the
 // per-device hot path of other devices never crosses into this file.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "scheduler/placement_internal.h"
@@ -30,6 +31,16 @@ int64_t PercentMem(const std::vector<device::MigProfile>& profiles, int64_t pct)
   return profiles.back().memory_mib;
 }
 
+// The memory slices a placement spans, as bits. No GPU has more than 8; a placement reaching
+// past 64 (only a corrupt registration) counts as spanning every slice, so it is never handed
+// out and, reserved, blocks the whole GPU rather than risking an overlap.
+uint64_t Slices(const device::MigPlacement& pl) {
+  if (pl.size == 0) return 0;
+  if (pl.start >= 64 || pl.size > 64 - pl.start) return ~uint64_t{0};
+  const uint64_t span = pl.size == 64 ? ~uint64_t{0} : (uint64_t{1} << pl.size) - 1;
+  return span << pl.start;
+}
+
 }  // namespace
 
 void MigRequest(const LedgerNode& node, uint16_t dev, const ContainerRequest& r,
@@ -48,22 +59,38 @@ bool FindMigSlot(const LedgerNode& node, uint16_t dev, int64_t memreq, int64_t c
                  const Scratch& s, int32_t* profile_out, device::MigPlacement* placement_out) {
   if (!node.mig) return false;
   const std::vector<device::MigProfile>& profiles = node.mig->profiles[dev];
+  uint64_t used = 0;  // the device's reserved memory slices
+  for (const MigOcc& o : s.occ) {
+    if (o.device == dev) used |= Slices(o.placement);
+  }
   for (size_t pi = 0; pi < profiles.size(); ++pi) {
     const device::MigProfile& p = profiles[pi];
     if (p.memory_mib < memreq || (cores > 0 && p.core < cores)) continue;
-    // Upstream's balanced packing: 1g and 3g fill from the top, the others from slice 0.
-    bool descending = p.name.starts_with("1g.") || p.name.starts_with("3g.");
-    size_t n = p.placements.size();
+    // Look-ahead: of the free placements, the one that leaves the most placements of every
+    // registered profile free, so that later requests of any size still find room (a 2g on an
+    // empty A100 goes to slices 4-5, keeping the 4g at 0-3). Ties keep upstream's balanced
+    // packing order: 1g and 3g fill from the top, the others from slice 0.
+    const bool descending = p.name.starts_with("1g.") || p.name.starts_with("3g.");
+    const size_t n = p.placements.size();
+    int best_left = -1;
     for (size_t k = 0; k < n; ++k) {
       const device::MigPlacement& pl = p.placements[descending ? n - 1 - k : k];
-      bool busy = std::any_of(s.occ.begin(), s.occ.end(), [&](const MigOcc& o) {
-        return o.device == dev && o.placement.Overlaps(pl);
-      });
-      if (!busy) {
-        *profile_out = static_cast<int32_t>(pi);
-        *placement_out = pl;
-        return true;
+      const uint64_t mine = Slices(pl);
+      if ((mine & used) != 0) continue;
+      int left = 0;
+      for (const device::MigProfile& q : profiles) {
+        for (const device::MigPlacement& other : q.placements) {
+          left += (Slices(other) & (used | mine)) == 0 ? 1 : 0;
+        }
       }
+      if (left > best_left) {
+        best_left = left;
+        *placement_out = pl;
+      }
+    }
+    if (best_left >= 0) {
+      *profile_out = static_cast<int32_t>(pi);
+      return true;
     }
   }
   return false;

@@ -91,6 +91,28 @@ TEST(PlacementMig, ProfileAndPlacement) {
   EXPECT_EQ(d->mig[1].device_index, 1);
 }
 
+// Look-ahead placement: each instance goes where it leaves the most placements of every profile
+// free. On an empty A100-80GB a 2g takes slices 4-5 (not 0-1, upstream's fixed rule), so a 4g
+// (placement 0-3 only) still fits beside it; and a 1g then fills slice 6 before breaking into
+// 0-3.
+TEST(PlacementMig, LookAheadKeepsRoomForTheLargerProfiles) {
+  SchedulerWorld w;
+  ASSERT_TRUE(w.AddNode("n", {A100x80()}).ok());
+  Result<Decision> d = w.Schedule(w.Pod("two-g", {Req(1, 15000, 25)}));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(d->mig[0].profile, "2g.20gb");
+  EXPECT_EQ(d->mig[0].placement.start, 4u);
+  d = w.Schedule(w.Pod("one-g", {Req(1, 4000)}));
+  ASSERT_TRUE(d.ok() && d->fit());
+  EXPECT_EQ(d->mig[0].profile, "1g.10gb");
+  EXPECT_EQ(d->mig[0].placement.start, 6u);
+  d = w.Schedule(w.Pod("four-g", {Req(1, 40000, 50)}));
+  ASSERT_TRUE(d.ok() && d->fit()) << "the 4g lost its only placement";
+  EXPECT_EQ(d->mig[0].profile, "4g.40gb");
+  EXPECT_EQ(d->mig[0].placement.start, 0u);
+  EXPECT_EQ(ProfileOf(w, Req(1, 4000)), "1/1 CardMigTopologyInfeasible");
+}
+
 // Profiles are tried memory first, then slices, whatever the registration's order.
 TEST(PlacementMig, SmallestProfileWhateverTheRegistrationOrder) {
   SchedulerWorld w;
@@ -231,6 +253,27 @@ TEST(PlacementMig, PodInstancesNeverOverlap) {
   EXPECT_EQ(d->mig[2].profile, "1g.20gb");
   EXPECT_EQ(d->mig[3].placement.start, 2u);
   EXPECT_EQ(ProfileOf(w, Req(1, 1000)), "1/1 CardMigTopologyInfeasible");
+}
+
+// Upstream's B2, the scheduler's half: a terminating pod keeps its placement (its processes may
+// still run in the instance, which the device plugin cannot destroy yet) until it has finished,
+// so no other pod is sent to a place the plugin cannot free.
+TEST(PlacementMig, ATerminatingPodKeepsItsPlacementUntilItFinishes) {
+  SchedulerWorld w;
+  ASSERT_TRUE(w.AddNode("n", {A100x80()}).ok());
+  Result<Decision> d = w.Schedule(w.Pod("old", {Req(1)}));
+  ASSERT_TRUE(d.ok() && d->fit());
+  ASSERT_EQ(d->mig.size(), 1u);
+  EXPECT_EQ(d->mig[0].profile, "7g.80gb");
+  PodObject& old = w.pod_objects().at("uid-old");
+  old.deleting = true;
+  ASSERT_TRUE(w.ledger().UpsertPod(old).ok());
+  Result<Decision> blocked = w.Place(w.Pod("new", {Req(1, 4000)}));
+  ASSERT_TRUE(blocked.ok());
+  EXPECT_FALSE(blocked->fit());
+  old.phase = PodPhase::kSucceeded;
+  ASSERT_TRUE(w.ledger().UpsertPod(old).ok());
+  EXPECT_EQ(ProfileOf(w, Req(1, 4000)), "1g.10gb");
 }
 
 }  // namespace
