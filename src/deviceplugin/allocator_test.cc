@@ -216,5 +216,33 @@ TEST_F(MigAllocatorTest, AReservationTheDriverCannotMakeFailsThePodAndLeavesNoth
   EXPECT_TRUE(mig_driver_.Instances(kGpu0).empty());
 }
 
+// Upstream's B2: there, every MIG Allocate first reclaims the devices of terminating pods and
+// fails when one is still in use, so one pod's slow exit blocks every allocation on the node.
+// Here a busy device of a pod being deleted stays, and another pod's Allocate is served; the
+// device goes at a reclaim pass once its process has exited.
+TEST_F(MigAllocatorTest, ABusyDeviceOfATerminatingPodFailsNoOtherAllocation) {
+  Result<MigInstance> old =
+      instances_.Ensure({"uid-old", 0, 0}, "default/old", kGpu0, "1g.10gb", {5, 1});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  mig_driver_.SetBusy(old->device.uuid, true);
+  MigInstances::ReconcileResult pass = instances_.Reconcile({}, instances_.Generation());
+  EXPECT_EQ(pass.in_use, std::vector<std::string>{old->device.uuid});
+
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, NodeJson(true)));
+  fc_.fake->Push("GET", kPodUrl, FakeTransport::Json(200, MigPod("11", "1g.10gb")));
+  fc_.fake->Push("PATCH", kPodUrl, FakeTransport::Json(200, "{}"));
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  Result<std::vector<ContainerAllocation>> r = allocator_->Allocate({{std::string(kGpu0) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(allocator_->stats().allocation_failures, 0u);
+  EXPECT_EQ(Body(2)["metadata"]["annotations"]["hami.io/bind-phase"], "success");
+  ASSERT_EQ(mig_driver_.Instances(kGpu0).size(), 2u);  // the old device waits for its process
+
+  mig_driver_.SetBusy(old->device.uuid, false);
+  EXPECT_EQ(instances_.Reconcile({"uid-1"}, instances_.Generation()).destroyed, 1);
+  ASSERT_EQ(mig_driver_.Instances(kGpu0).size(), 1u);
+  EXPECT_EQ(mig_driver_.Instances(kGpu0)[0].placement, (device::MigPlacement{6, 1}));
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

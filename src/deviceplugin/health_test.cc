@@ -77,6 +77,26 @@ TEST(HealthMonitor, ReportsCriticalXidsOfKnownDevices) {
   EXPECT_EQ(reports.got[1].first, (std::vector<std::string>{"GPU-a", "GPU-b", "GPU-c"}));
 }
 
+// Upstream's B13: an XID in one MIG instance (the event names its GPU and compute instance)
+// is charged to that MIG device alone; the GPU's other instances stay healthy. One the driver
+// charges to the GPU itself still marks the GPU.
+TEST(HealthMonitor, AnXidInAMigInstanceIsChargedToThatInstanceOnly) {
+  FakeGpuDriver driver;
+  Reports reports;
+  HealthMonitor m(driver, XidPolicy{}, reports.Callback(), std::chrono::milliseconds(20));
+  ASSERT_TRUE(m.Start({"GPU-a", "GPU-b"}).ok());
+  driver.Inject({"GPU-a", 48, "MIG-a1"});
+  driver.Inject({"GPU-a", 43, "MIG-a2"});  // an application error, in an instance: ignored
+  driver.Inject({"GPU-b", 79});
+  ASSERT_TRUE(reports.WaitFor(2));
+  m.Stop();
+  std::lock_guard<std::mutex> l(reports.mu);
+  ASSERT_EQ(reports.got.size(), 2u);
+  EXPECT_EQ(reports.got[0].first, std::vector<std::string>{"MIG-a1"});
+  EXPECT_NE(reports.got[0].second.find("XID 48"), std::string::npos) << reports.got[0].second;
+  EXPECT_EQ(reports.got[1].first, std::vector<std::string>{"GPU-b"});
+}
+
 TEST(HealthMonitor, AFailingDriverWaitMarksEverything) {
   FakeGpuDriver driver;
   Reports reports;

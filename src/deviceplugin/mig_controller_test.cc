@@ -97,5 +97,45 @@ TEST_F(MigControllerTest, AdoptsAtStartThenReclaimsFinishedPods) {
   c.Stop();
 }
 
+// Upstream's B3 and B4: there, one unreadable annotation, one pod naming a GPU that is gone, or
+// one active pod whose reservation has no MIG device yet (scheduled but not allocated when the
+// plugin restarted) stops adoption for every later pod, and the first two also stop reclaim.
+// Here each is skipped on its own: the pods after them are adopted, and a finished pod's device
+// is destroyed while those pods are still on the node.
+TEST_F(MigControllerTest, NoPodsAnnotationStopsAdoptionOrReclaim) {
+  CreatedMigDevice a = mig_.CreateMigDevice(kGpu, 0, {6, 1}).value();
+  CreatedMigDevice b = mig_.CreateMigDevice(kGpu, 0, {5, 1}).value();
+  Discovered();
+  const std::string unmade = R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":")" +
+                             std::string(kGpu) +
+                             R"(","profile":"1g.10gb","placement":{"start":4,"size":1}}])";
+  const std::string vanished =
+      R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-gone","profile":"1g.10gb",)"
+      R"("placement":{"start":4,"size":1},"migUUID":"MIG-gone","gpuInstanceID":9,)"
+      R"("computeInstanceID":0}])";
+  std::vector<std::string> pods = {Pod("unmade", "Pending", unmade),
+                                   Pod("broken", "Running", "[{\"oops\":"),
+                                   Pod("vanished", "Running", vanished),
+                                   Pod("a", "Running", Named(a, 6)),
+                                   Pod("b", "Running", Named(b, 5))};
+  fc_.fake->Push("GET", "/api/v1/pods", FakeTransport::Json(200, List(pods)));
+  MigController c(*fc_.client, gpus_, instances_, {.node_name = "node-a"}, fc_.clock);
+  ASSERT_TRUE(c.Prepare().ok());
+  std::vector<MigInstance> owned = instances_.Snapshot();
+  ASSERT_EQ(owned.size(), 2u);  // a and b, listed after the three that could not be adopted
+  EXPECT_EQ(owned[0].owner.pod_uid, "uid-a");
+  EXPECT_EQ(owned[1].owner.pod_uid, "uid-b");
+  c.Start(MigController::Drive::kSteps);
+
+  pods[4] = Pod("b", "Succeeded", Named(b, 5));
+  fc_.fake->Push("GET", "/api/v1/pods", FakeTransport::Json(200, List(pods)));
+  ASSERT_TRUE(c.Step());
+  EXPECT_EQ(c.stats().passes, 1u);
+  EXPECT_EQ(c.stats().destroyed, 1u);
+  ASSERT_EQ(mig_.Instances(kGpu).size(), 1u);
+  EXPECT_EQ(mig_.Instances(kGpu)[0].device, a);
+  c.Stop();
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin
