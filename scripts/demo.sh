@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job: installs what it needs, builds the binaries the simulated cluster runs
 # (not the whole tree), then runs hami-sim-world: the whole system on three simulated GPU nodes,
-# the user's eight seed scenarios applied to it, and a report of where each pod went and why,
-# the quota each container got and what it really uses. Exit status 0 only when every
-# expectation of the seed holds.
+# the user's eight seed scenarios applied to it, a fourth node in dynamic MIG mode joining for a
+# MIG scenario, and a report of where each pod went and why, the quota each container got and
+# what it really uses. Exit status 0 only when every expectation holds.
 #
 #   bash scripts/demo.sh                 # the report, then everything stops
 #   bash scripts/demo.sh --keep          # leaves the world running for kubectl ("stop" ends it)

@@ -1,7 +1,8 @@
 // hami-sim-world: the README's main job. Starts the whole system on a simulated cluster of three
-// GPU nodes (src/sim/world/demo.h), applies the user's eight seed scenarios and prints where each
-// pod went and why, the quota each container got and what it really uses. Exit status 0 only when
-// every expectation of the seed holds.
+// GPU nodes (src/sim/world/demo.h), applies the user's eight seed scenarios, then lets a fourth
+// node in dynamic MIG mode join for a MIG scenario, and prints where each pod went and why, the
+// quota each container got and what it really uses. Exit status 0 only when every expectation
+// holds.
 //
 //   hami-sim-world [--keep] [--dir DIR] [--report-json FILE] [--build-dir DIR] [--examples DIR]
 //                  [--control-plane simulated|real --kube-bin DIR]
@@ -66,8 +67,8 @@ void WaitForStop() {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "hami-sim-world: hami-cpp on a simulated three-node GPU cluster, running the user's seed "
-      "scenarios"};
+      "hami-sim-world: hami-cpp on a simulated GPU cluster, running the user's seed scenarios and "
+      "a dynamic MIG scenario"};
   hami::sim::DemoOptions o;
   o.build_dir = SelfBuildDir();
   o.examples_dir = HAMI_EXAMPLES_DIR;

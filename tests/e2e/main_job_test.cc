@@ -12,12 +12,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/subprocess.h"
@@ -196,6 +199,41 @@ void ExpectSeedBehaviour(const Json& r) {
 
 }
 
+// Scenario 09, from the job's facts: dynamic MIG on the node that joined after the seed.
+void ExpectMigBehaviour(const Json& r) {
+  ASSERT_TRUE(r.contains("mig")) << "the report has no MIG scenario";
+  const Json& mig = r["mig"];
+  ASSERT_EQ(mig["node"], "mig-a100");
+  std::map<std::string, Json> pods;
+  for (const Json& p : mig["pods"]) pods[p["name"]] = p;
+  std::vector<std::string> live;
+  for (auto [name, profile, mib] : {std::tuple{"mig-small-1", "1g.10gb", 9728},
+                                    std::tuple{"mig-small-2", "1g.10gb", 9728},
+                                    std::tuple{"mig-medium", "3g.40gb", 40192},
+                                    std::tuple{"mig-replacement", "1g.10gb", 9728}}) {
+    ASSERT_TRUE(pods.count(name)) << name;
+    const Json& p = pods[name];
+    EXPECT_EQ(p["phase"], "Running") << p;
+    EXPECT_EQ(p["node"], "mig-a100") << p;
+    EXPECT_EQ(p["profile"], profile) << p;
+    EXPECT_EQ(p["sees_mib"], mib) << p;
+    EXPECT_EQ(p["mig_uuid"].get<std::string>().rfind("MIG-", 0), 0u) << p;
+    if (std::string(name) != "mig-small-1") live.push_back(p["mig_uuid"]);
+  }
+  EXPECT_EQ(pods["mig-replacement"]["placement"], pods["mig-small-1"]["placement"]);
+  EXPECT_NE(pods["mig-replacement"]["mig_uuid"], pods["mig-small-1"]["mig_uuid"]);
+  EXPECT_EQ(pods["mig-overflow"]["phase"], "Pending");
+  EXPECT_EQ(pods["mig-overflow"]["node"], "");
+  EXPECT_NE(pods["mig-overflow"]["why"].get<std::string>().find("CardMigTopologyInfeasible"),
+            std::string::npos)
+      << pods["mig-overflow"];
+  EXPECT_EQ(mig["deleted_mig_uuid"], pods["mig-small-1"]["mig_uuid"]);
+  EXPECT_TRUE(mig["destroyed"].get<bool>());
+  std::sort(live.begin(), live.end());
+  EXPECT_EQ(mig["driver_devices"].get<std::vector<std::string>>(), live);
+  EXPECT_EQ(mig["monitor_devices"].get<std::vector<std::string>>(), live);
+}
+
 class MainJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -224,6 +262,7 @@ TEST_F(MainJobTest, SeedScenariosOnARealControlPlane) {
   EXPECT_NE(done.out.find("\nPASS: "), std::string::npos) << done.out << done.err;
   ASSERT_TRUE(fs::exists(json)) << done.out << done.err;
   ExpectSeedBehaviour(Json::parse(Slurp(json)));
+  ExpectMigBehaviour(Json::parse(Slurp(json)));
   for (const auto& entry : fs::directory_iterator("/proc")) {
     std::string cmdline = Slurp(entry.path().string() + "/cmdline");
     EXPECT_EQ(cmdline.find(world), std::string::npos)
@@ -243,6 +282,7 @@ TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
   Json r = Json::parse(Slurp(json));
 
   ExpectSeedBehaviour(r);
+  ExpectMigBehaviour(r);
   const Json* a = FindPod(r, "inference-service-a");
   ASSERT_TRUE(a);
 

@@ -10,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "common/thread_annotations.h"
+#include "device/mig_allocation.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
 #include "k8s/informer.h"
@@ -19,6 +20,7 @@
 #include "k8s/typed.h"
 #include "sim/world/demo_internal.h"
 #include "sim/world/manifests.h"
+#include "sim/world/waits.h"
 
 namespace hami::sim {
 
@@ -57,26 +59,9 @@ const std::vector<Scenario>& Scenarios() {
 using demo_internal::Lower;
 using demo_internal::Scenario;
 using demo_internal::Scenarios;
+using demo_internal::kMigScenario;
 
 namespace {
-
-// One [device] section of the simulated driver's config.
-std::string Device(const std::string& name, const std::string& uuid, const std::string& memory,
-                   int sm, const std::string& cc, int numa, const std::string& nvlink,
-                   int pcie_switch = -1) {
-  std::string s = "[device]\nname = " + name + "\nuuid = " + uuid + "\nmemory = " + memory +
-                  "\nsm_count = " + std::to_string(sm) + "\ncompute_capability = " + cc +
-                  "\nnuma_node = " + std::to_string(numa) + "\n";
-  if (!nvlink.empty()) s += "nvlink = " + nvlink + "\n";
-  if (pcie_switch >= 0) s += "pcie_switch = " + std::to_string(pcie_switch) + "\n";
-  return s;
-}
-
-std::string Uuid(char prefix, int i) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "GPU-%c1000000-0000-4000-8000-%012d", prefix, i);
-  return buf;
-}
 
 std::string ReadFile(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
@@ -94,92 +79,6 @@ std::string WordAfter(const std::string& text, const std::string& key) {
   size_t end = text.find_first_of(" \n", at);
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
-
-}  // namespace
-
-std::vector<WorldNode> DemoNodes() {
-  WorldNode a100;
-  a100.name = "dgx-a100";
-  for (int i = 0; i < 8; ++i) {
-    // NVSwitch: every GPU reaches every other one with 2 links.
-    std::string links;
-    for (int j = 0; j < 8; ++j) {
-      if (j == i) continue;
-      links += (links.empty() ? "" : ",") + std::to_string(j) + ":2";
-    }
-    a100.gpu_config += Device("NVIDIA A100-SXM4-80GB", i == 7 ? kDemoPinnedUuid : Uuid('a', i),
-                              "80Gi", 108, "8.0", i / 4, links);
-  }
-  WorldNode v100;
-  v100.name = "v100-node";
-  const char* v100_links[] = {"1:2,2:1", "0:2,3:1", "3:2,0:1", "2:2,1:1"};
-  for (int i = 0; i < 4; ++i) {
-    v100.gpu_config +=
-        Device("Tesla V100-SXM2-32GB", Uuid('b', i), "32Gi", 80, "7.0", i / 2, v100_links[i]);
-  }
-  WorldNode t4;
-  t4.name = "t4-node";
-  for (int i = 0; i < 2; ++i) {
-    // A real T4 has 15,360 MiB: seed example 1's two 8 GiB pods do not both fit on one.
-    t4.gpu_config += Device("Tesla T4", Uuid('c', i), "15360Mi", 40, "7.5", 0, "", 0);
-  }
-  return {a100, v100, t4};
-}
-
-const DemoPod* DemoReport::Pod(const std::string& name) const {
-  for (const DemoPod& p : pods) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
-}
-
-const DemoGpu* DemoReport::Gpu(const std::string& node, const std::string& uuid) const {
-  for (const DemoGpu& g : gpus) {
-    if (g.node == node && g.uuid == uuid) return &g;
-  }
-  return nullptr;
-}
-
-bool DemoReport::AllOk() const {
-  return !checks.empty() &&
-         std::all_of(checks.begin(), checks.end(), [](const DemoCheck& c) { return c.ok; });
-}
-
-std::vector<MetricSample> ParseExposition(const std::string& text) {
-  std::vector<MetricSample> out;
-  std::stringstream ss(text);
-  for (std::string line; std::getline(ss, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    MetricSample s;
-    size_t brace = line.find('{');
-    size_t space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    if (brace != std::string::npos && brace < space) {
-      s.name = line.substr(0, brace);
-      size_t i = brace + 1;
-      while (i < line.size() && line[i] != '}') {
-        size_t eq = line.find('=', i);
-        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
-        std::string key = line.substr(i, eq - i), value;
-        size_t j = eq + 2;
-        for (; j < line.size() && line[j] != '"'; ++j) {
-          if (line[j] == '\\' && j + 1 < line.size()) ++j;
-          value.push_back(line[j]);
-        }
-        s.labels[key] = value;
-        i = j + 1;
-        if (i < line.size() && line[i] == ',') ++i;
-      }
-    } else {
-      s.name = line.substr(0, space);
-    }
-    s.value = std::strtod(line.c_str() + space + 1, nullptr);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-namespace {
 
 // Wakes whoever waits when a pod or an event in one namespace is added, changed or deleted, as the
 // API server's watches report them (one k8s::Informer each, kept running). Waiters judge their
@@ -256,7 +155,8 @@ class DemoRun {
                     "hami-device-plugin,\nhami-monitor on simulated GPUs:\n")
          << "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
             "  v100-node  4 x V100-SXM2-32GB  NUMA 0: GPU 0-1, NUMA 1: GPU 2-3, NVLink pairs\n"
-            "  t4-node    2 x T4 15360 MiB    NUMA 0, PCIe\n\n"
+            "  t4-node    2 x T4 15360 MiB    NUMA 0, PCIe\n"
+            "  mig-a100   1 x A100-SXM4-80GB  operating mode mig; joins after the seed's scenarios\n\n"
             "Starting:"
          << std::flush;
     WorldOptions wo;
@@ -275,6 +175,8 @@ class DemoRun {
     // As seed example 5 describes the cluster: pods spread over nodes by default, and packed
     // onto GPUs (example 1's two pods share one card, on a node where they both fit).
     wo.scheduler_args = {"--node-scheduler-policy=spread", "--gpu-scheduler-policy=binpack"};
+    // The MIG node joins later (scenario 09); its entry is read when its plugin starts.
+    wo.node_config_json = DemoNodeConfigJson();
     wo.on_start = [this](const std::string& process) { out_ << " " << process << std::flush; };
     HAMI_ASSIGN_OR_RETURN(world_, World::Start(wo));
     changes_ = std::make_unique<NamespaceChanges>(world_->client(), "default");
@@ -297,6 +199,9 @@ class DemoRun {
       report_.monitor_urls[n.name] = world_->MonitorMetricsUrl(n.name);
     report_.scheduler_metrics_url = world_->SchedulerMetricsUrl();
     CollectPods();
+    out_ << "  [09] Dynamic MIG: a node of one A100-SXM4-80GB in MIG mode joins ..." << std::flush;
+    HAMI_RETURN_IF_ERROR(RunMigScenario());
+    out_ << " settled\n" << std::flush;
     report_.checks = EvaluateSeedExpectations(report_);
     report_.total_seconds = Seconds(t0);
     out_ << RenderDemoReport(report_) << std::flush;
@@ -422,6 +327,134 @@ spec:
       HAMI_RETURN_IF_ERROR(Settle(s.id));
     }
     return OkStatus();
+  }
+
+  // A pod asking one GPU of `mem_mib` in MIG mode; the webhook hands it to hami-scheduler.
+  static Result<k8s::Object> MigPod(const std::string& name, int mem_mib) {
+    return YamlToJson("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                      "\n  annotations:\n    nvidia.com/vgpu-mode: mig\nspec:\n  containers:\n"
+                      "  - name: main\n    image: nvcr.io/nvidia/pytorch:23.04-py3\n"
+                      "    resources:\n      limits:\n        nvidia.com/gpu: 1\n"
+                      "        nvidia.com/gpumem: " + std::to_string(mem_mib) + "\n");
+  }
+
+  Status ApplyMigPod(const std::string& name, int mem_mib) {
+    HAMI_ASSIGN_OR_RETURN(k8s::Object pod, MigPod(name, mem_mib));
+    HAMI_RETURN_IF_ERROR(Create(kMigScenario, pod));
+    return Settle(kMigScenario);
+  }
+
+  // The MIG devices `hami-simctl mig` lists on the MIG node (every "MIG-..." word).
+  Result<std::vector<std::string>> DriverMigDevices() {
+    HAMI_ASSIGN_OR_RETURN(std::string listing, world_->SimCtl(report_.mig.node, {"mig"}));
+    std::vector<std::string> uuids;
+    for (size_t at = listing.find("MIG-"); at != std::string::npos;
+         at = listing.find("MIG-", at + 4)) {
+      if (at > 0 && !std::isspace(static_cast<unsigned char>(listing[at - 1]))) continue;
+      size_t end = listing.find_first_of(" \n", at);
+      uuids.push_back(listing.substr(at, end == std::string::npos ? end : end - at));
+    }
+    std::sort(uuids.begin(), uuids.end());
+    return uuids;
+  }
+
+  // What the API server and the container say about one MIG pod.
+  DemoMigPod CollectMigPod(const std::string& name) {
+    DemoMigPod p;
+    p.name = name;
+    Result<k8s::Object> pod = k8s::GetPod(world_->client(), "default", name);
+    if (!pod.ok()) {
+      p.phase = "Unknown";
+      return p;
+    }
+    p.phase = PodPhase(*pod);
+    p.node = k8s::GetString(*pod, "/spec/nodeName");
+    p.why = LatestEvent(name, p.node.empty() ? "FilteringFailed" : "FilteringSucceed");
+    Result<std::vector<device::MigAllocation>> mig = device::DecodeMigAllocations(
+        k8s::GetString(*pod, "/metadata/annotations/hami.io~1vgpu-mig-allocations"));
+    if (mig.ok() && !mig->empty()) {
+      p.profile = mig->front().profile;
+      p.placement = static_cast<int>(mig->front().placement.start);
+      if (mig->front().runtime) p.mig_uuid = mig->front().runtime->mig_uuid;
+    }
+    if (p.phase == "Running") {
+      // The workload prints what it sees first thing; its log file is followed, not polled.
+      Result<std::string> log = world_->WaitForLog("default", name, "main", "memory total=",
+                                                   std::chrono::seconds(30));
+      if (log.ok()) p.sees_mib = NumberAfter(*log, "memory total=");
+    }
+    return p;
+  }
+
+  // Scenario 09 (DemoMig). Pods go one at a time, each once the previous one has settled, so
+  // that the placements (and so the overflow) do not depend on the order the scheduler sees
+  // them in.
+  Status RunMigScenario() {
+    DemoMig& mig = report_.mig;
+    WorldNode node = DemoMigNode();
+    mig.node = node.name;
+    HAMI_RETURN_IF_ERROR(world_->AddNode(node));
+    report_.monitor_urls[mig.node] = world_->MonitorMetricsUrl(mig.node);
+    HAMI_ASSIGN_OR_RETURN(k8s::Object joined, k8s::GetNode(world_->client(), mig.node));
+    HAMI_ASSIGN_OR_RETURN(std::vector<device::DeviceInfo> devs,
+                          device::DecodeNodeDevices(k8s::GetString(
+                              joined, "/metadata/annotations/hami.io~1node-nvidia-register")));
+    for (const device::DeviceInfo& d : devs) {
+      report_.gpus.push_back(
+          {mig.node, d.id, d.type, static_cast<int>(d.index), d.numa, d.devmem});
+      if (mig.gpu_uuid.empty()) mig.gpu_uuid = d.id;
+    }
+    // 1g.10gb, 1g.10gb, 3g.40gb: the smallest profiles that hold 9000 and 30000 MiB. Then a
+    // 2g.20gb request finds no free placement of two slices.
+    for (auto [name, mem] : {std::pair{"mig-small-1", 9000}, std::pair{"mig-small-2", 9000},
+                             std::pair{"mig-medium", 30000}, std::pair{"mig-overflow", 15000}}) {
+      HAMI_RETURN_IF_ERROR(ApplyMigPod(name, mem));
+    }
+    for (const char* name : {"mig-small-1", "mig-small-2", "mig-medium", "mig-overflow"}) {
+      mig.pods.push_back(CollectMigPod(name));
+    }
+    // The first small pod goes: its plugin destroys the instance once the container has exited,
+    // and the next small pod is given the same placement.
+    mig.deleted = "mig-small-1";
+    mig.deleted_mig_uuid = mig.pods.front().mig_uuid;
+    if (!mig.deleted_mig_uuid.empty()) {
+      HAMI_RETURN_IF_ERROR(world_->client().Delete(k8s::kPods, "default", mig.deleted));
+      Result<std::string> said =
+          WaitForFileText(world_->LogFile(mig.node + "-plugin"),
+                          "destroyed MIG device " + mig.deleted_mig_uuid,
+                          SteadyClock::now() + o_.scenario_timeout);
+      mig.destroyed = said.ok();
+      std::erase_if(applied_, [&](const auto& a) { return a.second == mig.deleted; });
+    }
+    HAMI_RETURN_IF_ERROR(ApplyMigPod("mig-replacement", 9000));
+    mig.pods.push_back(CollectMigPod("mig-replacement"));
+    if (Result<std::vector<std::string>> d = DriverMigDevices(); d.ok()) {
+      mig.driver_devices = *d;
+    }
+    mig.monitor_devices = WaitForMonitorMigDevices(mig.driver_devices);
+    return OkStatus();
+  }
+
+  // The MIG UUIDs of the MIG node monitor's hami_mig_device_info, once they are `want` (the
+  // monitor reads the pods' reservations on its own timer), or as they are after 10 s. Scraped
+  // every kScrapeInterval, for the reason WaitForUsage gives.
+  std::vector<std::string> WaitForMonitorMigDevices(const std::vector<std::string>& want) {
+    constexpr auto kScrapeInterval = std::chrono::milliseconds(250);
+    const auto end = SteadyClock::now() + std::chrono::seconds(10);
+    for (;;) {
+      std::vector<std::string> seen;
+      // Kept in a variable: a range-for over a member of a temporary map would dangle.
+      std::map<std::string, std::vector<MetricSample>> scraped = ScrapeMonitors();
+      for (const MetricSample& s : scraped[report_.mig.node]) {
+        auto uuid = s.labels.find("mig_uuid");
+        if (s.name == "hami_mig_device_info" && uuid != s.labels.end()) {
+          seen.push_back(uuid->second);
+        }
+      }
+      std::sort(seen.begin(), seen.end());
+      if (seen == want || SteadyClock::now() > end) return seen;
+      std::this_thread::sleep_for(kScrapeInterval);
+    }
   }
 
   std::map<std::string, std::vector<MetricSample>> ScrapeMonitors() {

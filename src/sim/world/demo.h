@@ -1,5 +1,6 @@
 // The README's main job: the whole system on a simulated cluster of three GPU nodes, the user's
-// eight seed scenarios (examples/seed000) applied to it, and a report a person reads at a glance.
+// eight seed scenarios (examples/seed000) applied to it, then a ninth of dynamic MIG on a node
+// that joins afterwards, and a report a person reads at a glance.
 //
 //   DemoOptions o;
 //   o.build_dir = "build";
@@ -17,6 +18,10 @@
 // and, in 06, a pod asking for a model the cluster lacks (it stays Pending and says why).
 // Containers run the stand-in GPU workload (vgpu_probe workload: allocates half of what it
 // sees, launches kernels); their memory and SM use come from the monitors' /metrics.
+//
+// Then (scenario 09) a fourth node joins, one A100-SXM4-80GB in operating mode mig (DemoMigNode):
+// it joins only now so that the seed's pods, which name no mode, keep the cluster the seed
+// describes. Pods annotated `nvidia.com/vgpu-mode: mig` get MIG instances made for them.
 //
 // Everything the checks and the report use is collected into DemoReport (facts), so a test can
 // assert on the facts directly; EvaluateSeedExpectations turns them into the seed's checks.
@@ -38,6 +43,10 @@
 namespace hami::sim {
 
 std::vector<WorldNode> DemoNodes();
+// The node that joins for the MIG scenario (one A100-SXM4-80GB), and the node config
+// (config.json) that puts it in operating mode mig.
+WorldNode DemoMigNode();
+std::string DemoNodeConfigJson();
 // The UUID 07-gpu-uuid.yaml pins; the demo gives it to the A100 node's GPU 7.
 inline constexpr char kDemoPinnedUuid[] = "GPU-e3b5f6a0-1234-5678-abcd-ef1234567890";
 
@@ -68,6 +77,33 @@ struct DemoPod {
   std::vector<DemoContainer> containers;
 };
 
+// Scenario 09, dynamic MIG: a pod asking `nvidia.com/vgpu-mode: mig` and what the node's
+// plugin made for it (hami.io/vgpu-mig-allocations).
+struct DemoMigPod {
+  std::string name;
+  std::string phase, node;
+  std::string why;       // the scheduler's FilteringSucceed / FilteringFailed message
+  std::string profile;   // "1g.10gb"; "" when none was reserved
+  int placement = -1;    // first slice of the reservation
+  std::string mig_uuid;  // the MIG device the plugin made ("" before Allocate)
+  int64_t sees_mib = -1;  // device memory the workload saw (its log)
+};
+
+// The MIG scenario: a node of one A100-SXM4-80GB in operating mode mig joins the cluster after
+// the seed scenarios; two small pods and a medium one get instances, an overflow pod stays
+// Pending, a deleted pod's instance is destroyed and its placement given to the next pod.
+struct DemoMig {
+  std::string node;  // "" when the scenario did not run
+  std::string gpu_uuid;
+  std::vector<DemoMigPod> pods;  // in the order applied
+  std::string deleted;           // the pod deleted
+  std::string deleted_mig_uuid;  // its MIG device
+  bool destroyed = false;        // the plugin logged the device's destruction
+  std::vector<std::string> driver_devices;   // MIG UUIDs the driver lists at the end
+  std::vector<std::string> monitor_devices;  // MIG UUIDs in the monitor's hami_mig_device_info
+  const DemoMigPod* Pod(const std::string& name) const;
+};
+
 struct DemoCheck {
   std::string scenario;
   bool ok = false;
@@ -78,6 +114,7 @@ struct DemoReport {
   std::vector<DemoGpu> gpus;
   std::vector<DemoPod> pods;
   std::vector<DemoCheck> checks;
+  DemoMig mig;
   std::map<std::string, std::string> monitor_urls;  // by node
   std::string scheduler_metrics_url;
   std::string kubeconfig;

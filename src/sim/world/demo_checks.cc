@@ -1,6 +1,7 @@
 // The seed examples' expectations (EvaluateSeedExpectations in demo.h), one check function per
 // scenario, evaluated over the facts a demo run collected.
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -223,6 +224,66 @@ void CheckNumaAware(SeedChecks& k) {
           "two GPUs on one NUMA node, 32768 MiB each");
 }
 
+// The MIG scenario (DemoMig): profiles chosen by size, each container bounded by its instance,
+// the overflow explained, a deleted pod's instance destroyed and its placement reused, and the
+// driver and the monitor agreeing on what is left.
+void CheckDynamicMig(SeedChecks& k) {
+  const DemoMig& m = k.report().mig;
+  const std::string id = demo_internal::kMigScenario;
+  if (m.node.empty()) {
+    k.Check(id, false, "the MIG node joined");
+    return;
+  }
+  // Device memory of the A100-80GB profiles the pods get (the driver's profile table).
+  const std::map<std::string, int64_t> kProfileMib = {{"1g.10gb", 9728}, {"3g.40gb", 40192}};
+  auto placed = [&](const char* name, const char* profile) {
+    const DemoMigPod* p = m.Pod(name);
+    auto mib = kProfileMib.find(profile);
+    bool ok = p != nullptr && p->phase == "Running" && p->node == m.node &&
+              p->profile == profile && p->mig_uuid.rfind("MIG-", 0) == 0 &&
+              mib != kProfileMib.end() && p->sees_mib == mib->second;
+    k.Check(id, ok,
+            std::string(name) + " runs on its own " + profile + " instance and its CUDA sees " +
+                (mib == kProfileMib.end() ? "?" : std::to_string(mib->second)) + " MiB" +
+                (p != nullptr && p->sees_mib >= 0 && ok == false
+                     ? " (saw " + std::to_string(p->sees_mib) + ")"
+                     : ""));
+    return p;
+  };
+  const DemoMigPod* s1 = placed("mig-small-1", "1g.10gb");
+  const DemoMigPod* s2 = placed("mig-small-2", "1g.10gb");
+  const DemoMigPod* med = placed("mig-medium", "3g.40gb");
+  std::set<std::string> uuids;
+  for (const DemoMigPod* p : {s1, s2, med}) {
+    if (p != nullptr && !p->mig_uuid.empty()) uuids.insert(p->mig_uuid);
+  }
+  k.Check(id, uuids.size() == 3, "the three pods hold three different MIG devices");
+  const DemoMigPod* over = m.Pod("mig-overflow");
+  k.Check(id,
+          over != nullptr && over->phase == "Pending" && over->node.empty() &&
+              over->why.find("CardMigTopologyInfeasible") != std::string::npos,
+          "mig-overflow (2g.20gb) stays Pending: no free placement of two slices is left "
+          "(CardMigTopologyInfeasible)");
+  k.Check(id, m.destroyed && !m.deleted_mig_uuid.empty(),
+          "deleting " + m.deleted + " destroys its MIG device once its container has exited");
+  const DemoMigPod* again = m.Pod("mig-replacement");
+  k.Check(id,
+          again != nullptr && s1 != nullptr && again->phase == "Running" &&
+              again->profile == "1g.10gb" && again->placement == s1->placement &&
+              again->sees_mib == 9728,
+          "mig-replacement gets a new 1g.10gb instance at the placement it freed");
+  std::vector<std::string> live;
+  for (const DemoMigPod* p : {s2, med, again}) {
+    if (p != nullptr && !p->mig_uuid.empty()) live.push_back(p->mig_uuid);
+  }
+  std::sort(live.begin(), live.end());
+  k.Check(id, live.size() == 3 && m.driver_devices == live,
+          "the driver holds exactly the running pods' MIG devices (" +
+              std::to_string(m.driver_devices.size()) + ")");
+  k.Check(id, live.size() == 3 && m.monitor_devices == live,
+          "hami-monitor exports hami_mig_device_info for each of them");
+}
+
 }  // namespace
 
 std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
@@ -235,6 +296,7 @@ std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
   CheckGpuTypeSelection(k);
   CheckUuidPinning(k);
   CheckNumaAware(k);
+  CheckDynamicMig(k);
   return k.Take();
 }
 

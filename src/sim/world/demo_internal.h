@@ -17,6 +17,8 @@ struct Scenario {
 
 // The seed scenarios, in the order they are applied and reported.
 const std::vector<Scenario>& Scenarios();
+// The id of the dynamic MIG scenario, applied and reported after the seed's.
+inline constexpr char kMigScenario[] = "09";
 
 // `s` in ASCII lower case.
 std::string Lower(std::string s);

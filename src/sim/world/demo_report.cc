@@ -65,6 +65,37 @@ std::string PodLine(const DemoReport& r, const DemoPod& p) {
   return out;
 }
 
+// Scenario 09: each MIG pod with its profile, placement, device and what its CUDA saw.
+std::string RenderMig(const DemoReport& r) {
+  const DemoMig& m = r.mig;
+  std::string out = "\n[" + std::string(demo_internal::kMigScenario) +
+                    "] Dynamic MIG on a node that joins in operating mode mig  (" +
+                    (m.node.empty() ? std::string("did not run") : m.node + ", one A100-SXM4-80GB") +
+                    ")\n";
+  char buf[512];
+  for (const DemoMigPod& p : m.pods) {
+    if (p.phase != "Running") {
+      std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", p.name.c_str(), p.phase.c_str(),
+                    p.why.empty() ? "(no decision yet)" : p.why.c_str());
+    } else {
+      std::string where = p.profile + " at slice " + std::to_string(p.placement);
+      std::snprintf(buf, sizeof(buf), "  %-22s %-9s %-22s %s, CUDA sees %lld MiB\n",
+                    p.name.c_str(), p.node.c_str(), where.c_str(), p.mig_uuid.c_str(),
+                    static_cast<long long>(p.sees_mib));
+    }
+    out += buf;
+    if (p.name == m.deleted) {
+      out += "      deleted afterwards; its MIG device " +
+             std::string(m.destroyed ? "was destroyed" : "was NOT seen destroyed") + "\n";
+    }
+  }
+  for (const DemoCheck& c : r.checks) {
+    if (c.scenario == demo_internal::kMigScenario)
+      out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RenderDemoReport(const DemoReport& r) {
@@ -79,6 +110,7 @@ std::string RenderDemoReport(const DemoReport& r) {
         out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
     }
   }
+  out += RenderMig(r);
   size_t failed = static_cast<size_t>(
       std::count_if(r.checks.begin(), r.checks.end(), [](const DemoCheck& c) { return !c.ok; }));
   char buf[256];
@@ -122,6 +154,25 @@ std::string DemoReportJson(const DemoReport& r) {
                          {"why", p.why},
                          {"containers", cs}});
   }
+  Json mig_pods = Json::array();
+  for (const DemoMigPod& p : r.mig.pods) {
+    mig_pods.push_back({{"name", p.name},
+                        {"phase", p.phase},
+                        {"node", p.node},
+                        {"why", p.why},
+                        {"profile", p.profile},
+                        {"placement", p.placement},
+                        {"mig_uuid", p.mig_uuid},
+                        {"sees_mib", p.sees_mib}});
+  }
+  j["mig"] = {{"node", r.mig.node},
+              {"gpu_uuid", r.mig.gpu_uuid},
+              {"pods", mig_pods},
+              {"deleted", r.mig.deleted},
+              {"deleted_mig_uuid", r.mig.deleted_mig_uuid},
+              {"destroyed", r.mig.destroyed},
+              {"driver_devices", r.mig.driver_devices},
+              {"monitor_devices", r.mig.monitor_devices}};
   j["checks"] = Json::array();
   for (const DemoCheck& c : r.checks) {
     j["checks"].push_back({{"scenario", c.scenario}, {"ok", c.ok}, {"text", c.text}});

@@ -319,18 +319,32 @@ Status World::Boot() {
   if (!options_.node_config_json.empty()) {
     HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/config.json", options_.node_config_json));
   }
-  for (const WorldNode& n : options_.nodes) {
-    std::error_code ec;  // a missing node directory shows in the gpu.conf write below
-    std::filesystem::create_directories(dir_ + "/" + n.name, ec);
-    HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
-    HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
-    HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
-    if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));
-  }
+  for (const WorldNode& n : options_.nodes) HAMI_RETURN_IF_ERROR(StartNode(n));
   for (const WorldNode& n : options_.nodes) {
     HAMI_RETURN_IF_ERROR(WaitForNodeGpus(*client_, n.name, options_.start_timeout));
   }
   return OkStatus();
+}
+
+Status World::StartNode(const WorldNode& n) {
+  std::error_code ec;  // a missing node directory shows in the gpu.conf write below
+  std::filesystem::create_directories(dir_ + "/" + n.name, ec);
+  HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
+  HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
+  HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
+  if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));
+  return OkStatus();
+}
+
+Status World::AddNode(WorldNode node) {
+  if (node.name.empty()) return InvalidArgumentError("a node needs a name");
+  if (Node(node.name) != nullptr) {
+    return Status(StatusCode::kAlreadyExists, "the world already has a node " + node.name);
+  }
+  const std::string name = node.name;
+  options_.nodes.push_back(std::move(node));
+  HAMI_RETURN_IF_ERROR(StartNode(options_.nodes.back()));
+  return WaitForNodeGpus(*client_, name, options_.start_timeout);
 }
 
 Result<ControlPlaneKind> ParseControlPlaneKind(const std::string& text) {

@@ -137,6 +137,12 @@ class World {
   Result<std::string> Logs(const std::string& ns, const std::string& pod,
                            const std::string& container);
 
+  // A node joins the running world: its directory and driver config, then its kubelet, device
+  // plugin and (with WorldOptions::monitors) monitor, as Start does for the first nodes; returns
+  // once the node's GPUs are registered. AlreadyExists for a name in use. A node config entry for
+  // it (WorldOptions::node_config_json) must have been given at Start.
+  Status AddNode(WorldNode node);
+
   // Fault injection: one node's processes.
   Status StopPlugin(const std::string& node);
   Status StartPlugin(const std::string& node);
@@ -175,6 +181,8 @@ class World {
   Status StartControlPlane();
   Status StartKubeScheduler(const std::string& config_yaml);
   Status SetUpRbac();
+  // The node's directory, driver config and processes (its GPUs are not awaited).
+  Status StartNode(const WorldNode& node);
   Status WriteTokenKubeconfig(const std::string& path, const std::string& token);
   // Starts `name`; with `ready` non-null, waits for the ready file the process was told to
   // write (ReadyArg(name) among its arguments) and returns its fields there.
