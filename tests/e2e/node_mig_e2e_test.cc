@@ -6,112 +6,18 @@
 // instance is destroyed and its placement used again.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <string>
-#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "device/mig_allocation.h"
 #include "device/node_registration.h"
 #include "k8s/typed.h"
 #include "sim/world/world.h"
+#include "tests/e2e/mig_e2e_util.h"
 
 namespace hami::e2e {
 namespace {
-
-using Json = nlohmann::json;
-using sim::PodPhase;
-using sim::World;
-using sim::WorldOptions;
-
-constexpr const char* kNode = "node-m";
-constexpr uint64_t kMiB = 1 << 20;
-
-WorldOptions MigNode() {
-  WorldOptions o;
-  o.build_dir = HAMI_BUILD_DIR;
-  o.nodes.resize(1);
-  o.nodes[0].name = kNode;
-  for (int i = 0; i < 2; ++i) {
-    o.nodes[0].gpu_config += "[device]\nname = NVIDIA A100-SXM4-80GB\n"
-                             "uuid = GPU-0000000e-0000-4000-8000-00000000000" +
-                             std::to_string(i) + "\nmemory = 80Gi\nsm_count = 98\n";
-  }
-  o.kubelet_relative_paths = true;
-  return o;
-}
-
-std::string Annotation(const k8s::Object& o, const std::string& key) {
-  if (!o.contains("metadata") || !o["metadata"].contains("annotations")) return "";
-  const Json& a = o["metadata"]["annotations"];
-  return a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : "";
-}
-
-bool Terminal(const k8s::Object& p) {
-  return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
-}
-bool Running(const k8s::Object& p) { return PodPhase(p) == "Running"; }
-
-// Waits (up to 30 s) for an event about pod `name` whose message mentions `text` (the
-// scheduler's reason a pod stays Pending); that message, or "" when none came.
-std::string EventSaying(World& w, const std::string& name, const std::string& text) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  k8s::ListOptions opts;
-  opts.field_selector = "involvedObject.name=" + name;
-  while (std::chrono::steady_clock::now() < end) {
-    Result<k8s::Object> list = w.client().List(k8s::kEvents, "default", opts);
-    if (list.ok() && list->contains("items")) {
-      for (const Json& e : (*list)["items"]) {
-        std::string m = e.value("message", "");
-        if (m.find(text) != std::string::npos) return m;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polls the API server
-  }
-  return "";
-}
-
-// A pod of `limits` (YAML lines under limits:) running `command` (a JSON array), scheduled by
-// hami-scheduler (a pod asking only for nvidia.com/mig-* is not mutated by the webhook, and the
-// world runs no default scheduler).
-std::string PodYaml(const std::string& name, const std::string& limits,
-                    const std::string& command) {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  schedulerName: hami-scheduler\n  restartPolicy: Never\n  containers:\n"
-         "  - name: main\n    image: nvidia/cuda\n    command: " + command +
-         "\n    resources:\n      limits:\n" + limits;
-}
-const std::string kInfo = "[\"" HAMI_BUILD_DIR "/bin/vgpu_probe\", \"info\"]";
-const std::string kHold = "[\"" HAMI_BUILD_DIR
-                          "/bin/vgpu_probe\", \"workload\", \"--mem-fraction\", \"0.1\", "
-                          "\"--duration-ms\", \"0\"]";
-
-// The total memory the container's CUDA saw on its one device, from `vgpu_probe info`.
-uint64_t SeenTotal(World& w, const std::string& pod) {
-  std::string log = w.Logs("default", pod, "main").value_or("");
-  size_t at = log.find(" total=");
-  if (at == std::string::npos || log.find("device=1") != std::string::npos) return 0;
-  return std::stoull(log.substr(at + 7));
-}
-
-// The MIG device the plugin recorded for the pod's first container.
-device::MigAllocation Realised(const k8s::Object& pod) {
-  Result<std::vector<device::MigAllocation>> m =
-      device::DecodeMigAllocations(Annotation(pod, "hami.io/vgpu-mig-allocations"));
-  EXPECT_TRUE(m.ok() && m->size() == 1) << Annotation(pod, "hami.io/vgpu-mig-allocations");
-  return m.ok() && !m->empty() ? m->front() : device::MigAllocation{};
-}
-
-// Waits (up to 30 s) until `hami-simctl mig` no longer lists `mig_uuid`.
-bool Destroyed(World& w, const std::string& mig_uuid) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < end) {
-    Result<std::string> out = w.SimCtl(kNode, {"mig"});
-    if (out.ok() && out->find(mig_uuid) == std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polls the driver's state
-  }
-  return false;
-}
 
 TEST(NodeE2EMig, StaticMixedOffersTheInstancesAnOperatorMade) {
   WorldOptions o = MigNode();
