@@ -52,17 +52,23 @@ std::string_view GpuCorePolicyName(GpuCorePolicy p) {
   return "default";
 }
 
+// HAMi's model strings, and besides them the names NVML really reports for the same cards
+// (`NVIDIA H100 80GB HBM3` for the H100 SXM, `NVIDIA A100 80GB PCIe`, `NVIDIA H100 PCIe`,
+// `NVIDIA H100 NVL`, `NVIDIA H200`), which HAMi's strings miss: with those alone such a GPU is
+// never registered for dynamic MIG. The most specific (longest) model a GPU's name contains wins.
 std::vector<MigAllowlistEntry> DefaultMigProfileAllowlist() {
   return {
       {{"A30"}, {"1g.6gb", "2g.12gb", "4g.24gb"}},
       {{"A100-SXM4-40GB", "A100-40GB-PCIe", "A100-PCIE-40GB"},
        {"1g.5gb", "2g.10gb", "3g.20gb", "7g.40gb"}},
-      {{"A100-SXM4-80GB", "A100-80GB-PCIe", "A100-PCIE-80GB"},
+      {{"A100-SXM4-80GB", "A100-80GB-PCIe", "A100-PCIE-80GB", "A100 80GB PCIe"},
        {"1g.10gb", "2g.20gb", "3g.40gb", "7g.79gb"}},
-      {{"H100-PCIE-80GB", "H100-SXM5-80GB"}, {"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"}},
-      {{"H100-PCIE-94GB", "H100-SXM5-94GB"}, {"1g.12gb", "2g.24gb", "3g.47gb", "7g.94gb"}},
+      {{"H100-PCIE-80GB", "H100-SXM5-80GB", "H100 80GB HBM3", "H100 PCIe"},
+       {"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"}},
+      {{"H100-PCIE-94GB", "H100-SXM5-94GB", "H100 NVL"},
+       {"1g.12gb", "2g.24gb", "3g.47gb", "7g.94gb"}},
       {{"H20", "H100 on GH200"}, {"1g.12gb", "2g.24gb", "3g.48gb", "7g.96gb"}},
-      {{"H200 NVL", "H200-SXM5"}, {"1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb"}},
+      {{"H200 NVL", "H200-SXM5", "H200"}, {"1g.18gb", "2g.35gb", "3g.71gb", "7g.141gb"}},
       {{"B200"}, {"1g.23gb", "2g.45gb", "3g.90gb", "7g.180gb"}},
       {{"RTX PRO 6000 Blackwell Server Edition"}, {"1g.24gb", "2g.48gb", "4g.96gb"}},
   };

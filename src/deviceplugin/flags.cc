@@ -250,6 +250,18 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
                          "there");
     o.mig_strategy = MigStrategy::kNone;
   }
+  if (o.settings.operating_mode == device::OperatingMode::kMig &&
+      o.allocation.device_list.AnyCdi()) {
+    // Upstream's B8: the MIG devices are made at Allocate, after any CDI spec was generated.
+    c.warnings.push_back(
+        "node " + f.node_name +
+        " is in operating mode mig with a CDI device list strategy: its MIG devices are made at "
+        "Allocate and no CDI spec names them (hami-device-plugin writes none), so a runtime "
+        "that resolves CDI names cannot find them" +
+        (o.allocation.device_list.OnlyCdi()
+             ? std::string("; add envvar to --device-list-strategy (DEVICE_LIST_STRATEGY)")
+             : std::string("; the envvar / volume-mounts names it also gets still work")));
+  }
   o.mig_allowlist = nvidia.mig_profile_allowlist;
   o.mig_state_file = f.hook_path + "/vgpu/mig-instances.json";
   if (o.mig_strategy == MigStrategy::kSingle &&

@@ -119,6 +119,27 @@ TEST_F(PluginFlagsTest, DynamicMigNodesGetTheAllowlistAndNoStrategy) {
   EXPECT_EQ(c->options.mig_state_file, "/opt/hami/vgpu/mig-instances.json");
 }
 
+// Upstream's B8: CDI names of MIG devices made at Allocate resolve to nothing; said at start.
+TEST_F(PluginFlagsTest, DynamicMigWithOnlyCdiNamesSaysTheyCannotResolve) {
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","operatingmode":"mig"}]})");
+  flags_.device_list_strategy = "cdi-annotations";
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("no CDI spec names them"), std::string::npos) << c->warnings[0];
+  EXPECT_NE(c->warnings[0].find("add envvar"), std::string::npos) << c->warnings[0];
+  flags_.device_list_strategy = "envvar,cdi-cri";
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("still work"), std::string::npos) << c->warnings[0];
+  flags_.device_list_strategy = "envvar";
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->warnings.empty());
+}
+
 TEST_F(PluginFlagsTest, MigStrategyMistakesAreNamed) {
   flags_.mig_strategy = "some";
   EXPECT_NE(ErrorOf().find("--mig-strategy: mig strategy \"some\""), std::string::npos);

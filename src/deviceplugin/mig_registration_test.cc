@@ -36,6 +36,22 @@ TEST(MigAllowlist, TheMostSpecificModelWins) {
   EXPECT_EQ(MatchMigAllowlist(list, "Tesla T4"), nullptr);
 }
 
+// The names NVML reports for these cards find their entries, not only HAMi's spellings.
+TEST(MigAllowlist, TheDriversOwnModelNamesAreKnown) {
+  std::vector<device::MigAllowlistEntry> list = device::DefaultMigProfileAllowlist();
+  auto last = [&](const char* gpu) {
+    const device::MigAllowlistEntry* e = MatchMigAllowlist(list, gpu);
+    return e == nullptr ? std::string("(none)") : e->profiles.back();
+  };
+  EXPECT_EQ(last("NVIDIA H100 80GB HBM3"), "7g.80gb");
+  EXPECT_EQ(last("NVIDIA H100 PCIe"), "7g.80gb");
+  EXPECT_EQ(last("NVIDIA H100 NVL"), "7g.94gb");
+  EXPECT_EQ(last("NVIDIA A100 80GB PCIe"), "7g.79gb");
+  EXPECT_EQ(last("NVIDIA H200"), "7g.141gb");
+  EXPECT_EQ(last("NVIDIA H20"), "7g.96gb");  // not H200's: "H200" is not in its name
+  EXPECT_EQ(last("NVIDIA A100-PCIE-40GB"), "7g.40gb");
+}
+
 TEST(MigProfiles, ResolvedByTheDriversNames) {
   std::vector<MigProfileSpec> p = A100Profiles();
   EXPECT_EQ(ResolveMigProfile("1g.20gb", p)->profile_id, 9u);  // a variant, not "the 1g"

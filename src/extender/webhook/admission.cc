@@ -239,6 +239,32 @@ std::optional<Denial> AdmitDevicePod(const std::vector<Container>& containers, J
   return std::nullopt;
 }
 
+// Upstream's B11: with nvidia.com/vgpu-mode mig, a container asking for several devices gets
+// several MIG devices, but a CUDA process enumerates only one MIG device, so one process uses
+// only the first. The pod is admitted (several processes, each given one device, do work) with
+// a warning per such container.
+std::vector<std::string> MigWarnings(const Json& pod, const std::vector<Container>& containers,
+                                     const device::PodRequests& requests) {
+  std::vector<std::string> out;
+  const Json* annotations = nullptr;
+  if (auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
+    if (auto a = m->find("annotations"); a != m->end() && a->is_object()) annotations = &*a;
+  }
+  if (annotations == nullptr) return out;
+  std::string_view mode = StringMember(*annotations, "nvidia.com/vgpu-mode");
+  if (mode.find("mig") == std::string_view::npos) return out;
+  for (size_t i = 0; i < containers.size() && i < requests.containers.size(); ++i) {
+    for (const device::ContainerRequest& r : requests.containers[i]) {
+      if (r.vendor != "NVIDIA" || r.count <= 1) continue;
+      out.push_back(containers[i].path + " asks for " + std::to_string(r.count) +
+                    " MIG devices, but a CUDA process sees only one MIG device: run one process "
+                    "per device (CUDA_VISIBLE_DEVICES set to one MIG UUID each) or ask for one "
+                    "larger instance");
+    }
+  }
+  return out;
+}
+
 // Admits the pod with the patch from `pod` to `mutated` (none when they are equal), logged.
 AdmissionDecision Admit(const Json& pod, const Json& mutated, const std::string& who,
                         bool has_devices, const WebhookOptions& options) {
@@ -298,7 +324,10 @@ AdmissionDecision Review(const Json& pod, std::string_view request_ns,
       return RefuseLogged(who, std::move(*d));
     }
   }
-  return Admit(pod, mutated, who, has_devices, options);
+  AdmissionDecision decision = Admit(pod, mutated, who, has_devices, options);
+  decision.warnings = MigWarnings(pod, containers, *requests);
+  for (const std::string& w : decision.warnings) HAMI_LOG(Info) << who << "warned: " << w;
+  return decision;
 }
 
 Result<std::string> HandleReview(std::string_view body, const device::VendorRegistry& vendors,
@@ -347,6 +376,7 @@ Result<std::string> HandleReview(std::string_view body, const device::VendorRegi
                           {"reason", decision.code == kForbidden ? "Forbidden" : "BadRequest"},
                           {"message", decision.message}};
   }
+  if (!decision.warnings.empty()) response["warnings"] = decision.warnings;
   if (!decision.patch.empty()) {
     response["patchType"] = "JSONPatch";
     response["patch"] = Base64Encode(decision.patch);

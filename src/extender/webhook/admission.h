@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "device/config.h"
@@ -66,6 +67,10 @@ struct AdmissionDecision {
   int32_t code = 200;
   std::string message;  // why it was refused; empty when allowed
   std::string patch;    // RFC 6902 JSON Patch (JSON array text); empty when nothing changes
+  // Said back to the client (AdmissionReview response.warnings; kubectl prints them) about an
+  // admitted pod that will not work as its author likely expects. Today: a container asking for
+  // several MIG devices (nvidia.com/vgpu-mode: mig), of which a CUDA process sees only one.
+  std::vector<std::string> warnings;
 };
 
 // Applies the rules above to one pod (`pod_json`: the Pod object as JSON) in namespace `ns`

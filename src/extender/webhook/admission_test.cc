@@ -164,6 +164,27 @@ TEST_F(WebhookTest, V1RoundTripProducesTheIntendedPod) {
     {"op":"add","path":"/spec/schedulerName","value":"hami-scheduler"}])"));
 }
 
+// Upstream's B11: several MIG devices for one container are admitted with a warning kubectl
+// prints, since a CUDA process sees one MIG device; without the mig mode, or with one device, no
+// warning.
+TEST_F(WebhookTest, SeveralMigDevicesInOneContainerAreAdmittedWithAWarning) {
+  Json pod = PodOf({Container("main", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "9000"}}),
+                    Container("side", {{"nvidia.com/gpu", "1"}})});
+  Outcome plain = Admit(pod);
+  ASSERT_TRUE(plain.allowed);
+  EXPECT_FALSE(plain.response.contains("warnings"));
+  pod["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
+  Outcome o = Admit(pod);
+  ASSERT_TRUE(o.allowed);
+  ASSERT_TRUE(o.response.contains("warnings")) << o.response;
+  ASSERT_EQ(o.response["warnings"].size(), 1u);
+  std::string w = o.response["warnings"][0];
+  EXPECT_NE(w.find("spec.containers[0] asks for 2 MIG devices"), std::string::npos) << w;
+  EXPECT_EQ(o.mutated["spec"]["schedulerName"], "hami-scheduler");
+  Outcome beta = Admit(pod, "admission.k8s.io/v1beta1");
+  EXPECT_EQ(beta.response["warnings"].size(), 1u);
+}
+
 TEST_F(WebhookTest, V1beta1IsAnsweredInV1beta1) {
   Json pod = GpuPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
   Outcome o = Admit(pod, "admission.k8s.io/v1beta1");
