@@ -50,6 +50,9 @@ struct GpuInfo {
   bool mig_enabled = false;
   // The MIG devices that exist when mig_enabled, in the driver's MIG device index order.
   std::vector<MigDeviceInfo> mig_devices;
+  // Where GPU instances sit that hold no MIG device (no compute instance in them: made by hand
+  // and left half done). Nothing can run there, but the place is taken all the same.
+  std::vector<device::MigPlacement> empty_gpu_instances;
   // Set when the driver failed to list them (mig_devices then holds none): a MIG read error
   // must not fail discovery of the GPUs that are shared as vGPUs.
   std::string mig_error;

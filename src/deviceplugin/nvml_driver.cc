@@ -4,6 +4,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "nvml/library.h"
 
@@ -161,6 +162,35 @@ Result<std::vector<MigDeviceInfo>> MigDevices(const nvml::Api& a, nvmlDevice_t d
   return out;
 }
 
+// The placements of the GPU instances on `dev` that none of `migs` lives in (GPU instances
+// without a compute instance), found by listing the instances of every GPU instance profile the
+// driver knows. Best effort: a driver without the calls, or a profile it cannot list, adds
+// nothing (the instance then stays unseen, as it was before this was read).
+std::vector<device::MigPlacement> EmptyGpuInstances(const nvml::Api& a, nvmlDevice_t dev,
+                                                    const std::vector<MigDeviceInfo>& migs) {
+  std::vector<device::MigPlacement> out;
+  if (a.gi_list == nullptr || a.gi_profile_info == nullptr || a.gi_info == nullptr) return out;
+  std::set<unsigned> seen;  // GPU instance ids already accounted for
+  for (const MigDeviceInfo& m : migs) seen.insert(m.gi_id);
+  std::set<unsigned> profiles_listed;
+  for (unsigned e = 0; e < NVML_GPU_INSTANCE_PROFILE_COUNT; ++e) {
+    nvmlGpuInstanceProfileInfo_t p{};
+    if (a.gi_profile_info(dev, e, &p) != NVML_SUCCESS || p.instanceCount == 0 ||
+        !profiles_listed.insert(p.id).second) {
+      continue;
+    }
+    std::vector<nvmlGpuInstance_t> gis(p.instanceCount);
+    unsigned count = p.instanceCount;
+    if (a.gi_list(dev, p.id, gis.data(), &count) != NVML_SUCCESS) continue;
+    for (unsigned i = 0; i < count && i < gis.size(); ++i) {
+      nvmlGpuInstanceInfo_t info{};
+      if (a.gi_info(gis[i], &info) != NVML_SUCCESS || !seen.insert(info.id).second) continue;
+      out.push_back({info.placement.start, info.placement.size});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string NvmlDriver::MigUuidOf(const nvml::Api& a, nvmlDevice_st* dev, unsigned gi_id,
@@ -266,6 +296,7 @@ Result<Inventory> NvmlDriver::Discover() {
       Result<std::vector<MigDeviceInfo>> migs = MigDevices(a, dev, g.uuid);
       if (migs.ok()) {
         g.mig_devices = std::move(*migs);
+        g.empty_gpu_instances = EmptyGpuInstances(a, dev, g.mig_devices);
       } else {
         g.mig_error = migs.status().message();
       }

@@ -153,6 +153,15 @@ struct SimMig {
     if (ci != nullptr) cis.push_back(ci);
     return r;
   }
+  // Creates only a GPU instance of profile enum `gi_enum` (an operator who stopped half way).
+  nvmlReturn_t CreateGpuInstanceOnly(nvmlDevice_t dev, unsigned gi_enum) {
+    nvmlGpuInstanceProfileInfo_t info{};
+    nvmlGpuInstance_t gi = nullptr;
+    nvmlReturn_t r = profile(dev, gi_enum, &info);
+    if (r == NVML_SUCCESS) r = create_gi(dev, info.id, &gi);
+    if (gi != nullptr) gis.push_back(gi);
+    return r;
+  }
   void DestroyAll() {
     for (nvmlComputeInstance_t ci : cis) destroy_ci(ci);
     for (nvmlGpuInstance_t gi : gis) destroy_gi(gi);
@@ -172,6 +181,38 @@ struct SimMig {
   std::vector<nvmlGpuInstance_t> gis;
   std::vector<nvmlComputeInstance_t> cis;
 };
+
+// Upstream's B5: a GPU instance without a compute instance is no MIG device, but discovery
+// reports where it sits, so that its place is not offered.
+TEST_F(NvmlDriverTest, ReportsGpuInstancesWithoutAComputeInstance) {
+  Result<std::unique_ptr<NvmlDriver>> d = NvmlDriver::Open({});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  SimMig sim;
+  ASSERT_TRUE(sim.ok()) << dlerror();
+  ASSERT_EQ(sim.init(), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  ASSERT_EQ(sim.by_index(1, &dev), NVML_SUCCESS);
+  nvmlReturn_t activation = NVML_SUCCESS;
+  ASSERT_EQ(sim.set_mode(dev, NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  ASSERT_EQ(sim.Create(dev, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 0), NVML_SUCCESS);
+  ASSERT_EQ(sim.CreateGpuInstanceOnly(dev, NVML_GPU_INSTANCE_PROFILE_2_SLICE), NVML_SUCCESS);
+
+  Result<Inventory> inv = (*d)->Discover();
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  const GpuInfo& g = inv->gpus[1];
+  ASSERT_EQ(g.mig_devices.size(), 1u);
+  ASSERT_EQ(g.empty_gpu_instances.size(), 1u);
+  EXPECT_EQ(g.empty_gpu_instances[0].size, 2u);
+  EXPECT_FALSE(g.empty_gpu_instances[0].Overlaps(g.mig_devices[0].gi_placement));
+  EXPECT_TRUE(inv->gpus[0].empty_gpu_instances.empty());
+
+  sim.DestroyAll();
+  inv = (*d)->Discover();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->gpus[1].mig_devices.empty());
+  EXPECT_TRUE(inv->gpus[1].empty_gpu_instances.empty());
+  ASSERT_EQ(sim.set_mode(dev, NVML_DEVICE_MIG_DISABLE, &activation), NVML_SUCCESS);
+}
 
 TEST_F(NvmlDriverTest, ReportsExistingMigDevicesForTheMixedStrategy) {
   Result<std::unique_ptr<NvmlDriver>> d = NvmlDriver::Open({});

@@ -211,6 +211,25 @@ void Registrar::RefreshMigFacts(bool first) {
                     "of the registration (destroy it to free it)";
     if (mig_warned_.insert(w).second) HAMI_LOG(Warning) << w;
   }
+  // Upstream's B5: a GPU instance without a compute instance is no MIG device, but its place is
+  // taken; a pod reserved there would fail its own Allocate. After the first pass one must be
+  // seen empty twice in a row: the plugin's own Allocate makes a GPU instance, then its compute
+  // instance, and a pass in between must not take the place a pod holds out of the registration.
+  std::set<std::string> empty_now;
+  for (const GpuInfo& g : inventory_.gpus) {
+    for (const device::MigPlacement& p : g.empty_gpu_instances) {
+      std::string key = g.uuid + "/" + std::to_string(p.start) + "+" + std::to_string(p.size);
+      empty_now.insert(key);
+      if (!first && empty_seen_.count(key) == 0) continue;
+      blocked[g.uuid].push_back(p);
+      std::string w = "GPU " + g.uuid + ": a GPU instance at memory slices " +
+                       std::to_string(p.start) + "-" + std::to_string(p.start + p.size - 1) +
+                       " holds no compute instance (not made by this plugin): its place is left "
+                       "out of the registration (destroy it to free it)";
+      if (mig_warned_.insert(w).second) HAMI_LOG(Warning) << w;
+    }
+  }
+  empty_seen_ = std::move(empty_now);
   for (const GpuInfo& g : inventory_.gpus) {
     if (FilteredOut(g, options_.settings.filter_devices)) continue;
     MigGpuFacts& f = mig_facts_[g.uuid];

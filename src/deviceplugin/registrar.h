@@ -167,6 +167,9 @@ class Registrar {
   std::vector<std::string> mig_resources_ GUARDED_BY(mu_);  // mixed: offered, fixed at Start
   std::map<std::string, std::vector<PluginDevice>> mig_devices_ GUARDED_BY(mu_);
   std::set<std::string> mig_warned_ GUARDED_BY(mu_);  // plan warnings already logged
+  // Operating mode mig: "<gpu>/<start>+<size>" of the GPU instances without a compute instance
+  // the last pass saw (RefreshMigFacts).
+  std::set<std::string> empty_seen_ GUARDED_BY(mu_);
   std::map<std::string, MigGpuFacts> mig_facts_ GUARDED_BY(mu_);  // dynamic MIG, by GPU
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::string published_register_ GUARDED_BY(mu_);  // last text the node accepted

@@ -458,5 +458,43 @@ TEST_F(DynamicMigRegistrarTest, LeavesForeignInstancesAloneAndChargesXidsToTheir
   EXPECT_FALSE(Written(Patches()[1])[0].health);
 }
 
+// Upstream's B5, the half-made case: a GPU instance holding no compute instance is no MIG device,
+// but its place is taken; the registration leaves it out, so no pod is reserved there.
+TEST_F(DynamicMigRegistrarTest, AnEmptyGpuInstancesPlaceIsLeftOut) {
+  mig_.AddGpu(kGpu0, A100MigProfiles());
+  options_.mig_driver = &mig_;
+  Inventory inv = FromMigDriver();
+  inv.gpus[0].empty_gpu_instances = {{4, 4}};  // a 3g.40gb's GPU instance, no compute instance
+  driver_.SetInventory(inv);
+  Start();
+  std::vector<device::DeviceInfo> devs = Written(Patches().at(0));
+  ASSERT_EQ(devs.size(), 1u);
+  const device::MigProfile* one = Profile(devs[0], "1g.10gb");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->placements,
+            (std::vector<device::MigPlacement>{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
+  const device::MigProfile* three = Profile(devs[0], "3g.40gb");
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(three->placements, (std::vector<device::MigPlacement>{{0, 4}}));
+  EXPECT_TRUE(mig_.Instances(kGpu0).empty());  // nothing made, nothing destroyed
+
+  // One that appears later is left out only when the next pass still finds it empty (a pass
+  // between this plugin's own GPU instance and its compute instance must not block the place).
+  inv.gpus[0].empty_gpu_instances.push_back({0, 1});
+  driver_.SetInventory(inv);
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(registrar_->Step());
+  EXPECT_EQ(Patches().size(), 1u);
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(registrar_->Step());
+  ASSERT_EQ(Patches().size(), 2u);
+  devs = Written(Patches()[1]);
+  ASSERT_EQ(devs.size(), 1u);
+  one = Profile(devs[0], "1g.10gb");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->placements, (std::vector<device::MigPlacement>{{1, 1}, {2, 1}, {3, 1}}));
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

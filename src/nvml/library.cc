@@ -60,6 +60,7 @@ Library::Library(std::string path, void* handle) : path_(std::move(path)) {
   resolve("nvmlDeviceGetGpuInstanceId", &a.mig_gi_id);
   resolve("nvmlDeviceGetComputeInstanceId", &a.mig_ci_id);
   resolve("nvmlDeviceGetGpuInstanceById", &a.gi_by_id);
+  resolve("nvmlDeviceGetGpuInstances", &a.gi_list);
   resolve("nvmlGpuInstanceGetInfo", &a.gi_info);
   resolve("nvmlDeviceGetGpuInstanceProfileInfo", &a.gi_profile_info);
   resolve("nvmlDeviceSetMigMode", &a.set_mig_mode);

@@ -66,6 +66,7 @@ struct Api {
   decltype(&nvmlDeviceGetComputeInstanceId) mig_ci_id = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceById) gi_by_id = nullptr;
   decltype(&nvmlGpuInstanceGetInfo) gi_info = nullptr;
+  decltype(&nvmlDeviceGetGpuInstances) gi_list = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceProfileInfo) gi_profile_info = nullptr;
   // MIG: changing the mode, making and destroying instances (dynamic MIG).
   decltype(&nvmlDeviceSetMigMode) set_mig_mode = nullptr;
