@@ -297,9 +297,9 @@ Status Registrar::Refresh(bool rediscover) {
   std::string reg, score;
   {
     MutexLock l(mu_);
+    if (held_) return OkStatus();  // Publish() queues the first publication
     reg = device::EncodeNodeDevicesJson(registration_.devices);
     if (options_.topology_score) score = device::EncodePairScores(scores_);
-    if (held_) return OkStatus();  // Publish() queues the first publication
     if (reg == published_register_ && score == published_score_) return OkStatus();
   }
   k8s::AnnotationChanges changes{{std::string(kRegisterAnnotation), reg}};

@@ -8,6 +8,7 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "device/nvidia/nvidia_vendor.h"
 #include "device/text_util.h"
 #include "extender/webhook/admission_internal.h"
 
@@ -251,11 +252,12 @@ std::vector<std::string> MigWarnings(const Json& pod, const std::vector<Containe
     if (auto a = m->find("annotations"); a != m->end() && a->is_object()) annotations = &*a;
   }
   if (annotations == nullptr) return out;
-  std::string_view mode = StringMember(*annotations, "nvidia.com/vgpu-mode");
-  if (mode.find("mig") == std::string_view::npos) return out;
+  // The same test as the scheduler's mode selection: the device mode is a substring of it.
+  std::string_view mode = StringMember(*annotations, device::kNvidiaVgpuMode);
+  if (mode.find(device::kModeMig) == std::string_view::npos) return out;
   for (size_t i = 0; i < containers.size() && i < requests.containers.size(); ++i) {
     for (const device::ContainerRequest& r : requests.containers[i]) {
-      if (r.vendor != "NVIDIA" || r.count <= 1) continue;
+      if (r.vendor != device::kNvidiaVendorKey || r.count <= 1) continue;
       out.push_back(containers[i].path + " asks for " + std::to_string(r.count) +
                     " MIG devices, but a CUDA process sees only one MIG device: run one process "
                     "per device (CUDA_VISIBLE_DEVICES set to one MIG UUID each) or ask for one "

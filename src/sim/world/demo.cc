@@ -156,7 +156,7 @@ class DemoRun {
          << "  dgx-a100   8 x A100-SXM4-80GB  NUMA 0: GPU 0-3, NUMA 1: GPU 4-7, NVLink all-to-all\n"
             "  v100-node  4 x V100-SXM2-32GB  NUMA 0: GPU 0-1, NUMA 1: GPU 2-3, NVLink pairs\n"
             "  t4-node    2 x T4 15360 MiB    NUMA 0, PCIe\n"
-            "  mig-a100   1 x A100-SXM4-80GB  operating mode mig; joins after the seed's scenarios\n\n"
+            "  mig-a100   1 x A100-SXM4-80GB  operating mode mig, joins after the seed\n\n"
             "Starting:"
          << std::flush;
     WorldOptions wo;

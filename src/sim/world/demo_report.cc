@@ -24,13 +24,29 @@ std::string Mib(double bytes) {
   return std::to_string(static_cast<int64_t>(std::llround(bytes / 1048576.0)));
 }
 
-std::string PodLine(const DemoReport& r, const DemoPod& p) {
+// A pod that does not run: its phase and the scheduler's reason.
+std::string WaitingLine(const std::string& name, const std::string& phase,
+                        const std::string& why) {
   char buf[512];
-  if (p.phase != "Running") {
-    std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", p.name.c_str(), p.phase.c_str(),
-                  p.why.empty() ? "(no decision yet)" : p.why.c_str());
-    return buf;
+  std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", name.c_str(), phase.c_str(),
+                why.empty() ? "(no decision yet)" : why.c_str());
+  return buf;
+}
+
+// The check lines of one scenario.
+std::string CheckLines(const DemoReport& r, const std::string& scenario) {
+  std::string out;
+  for (const DemoCheck& c : r.checks) {
+    if (c.scenario == scenario) {
+      out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
+    }
   }
+  return out;
+}
+
+std::string PodLine(const DemoReport& r, const DemoPod& p) {
+  if (p.phase != "Running") return WaitingLine(p.name, p.phase, p.why);
+  char buf[512];
   std::string out;
   for (const DemoContainer& c : p.containers) {
     std::string gpus, quota;
@@ -68,32 +84,27 @@ std::string PodLine(const DemoReport& r, const DemoPod& p) {
 // Scenario 09: each MIG pod with its profile, placement, device and what its CUDA saw.
 std::string RenderMig(const DemoReport& r) {
   const DemoMig& m = r.mig;
+  const std::string node =
+      m.node.empty() ? std::string("did not run") : m.node + ", one A100-SXM4-80GB";
   std::string out = "\n[" + std::string(demo_internal::kMigScenario) +
-                    "] Dynamic MIG on a node that joins in operating mode mig  (" +
-                    (m.node.empty() ? std::string("did not run") : m.node + ", one A100-SXM4-80GB") +
-                    ")\n";
+                    "] Dynamic MIG on a node that joins in operating mode mig  (" + node + ")\n";
   char buf[512];
   for (const DemoMigPod& p : m.pods) {
     if (p.phase != "Running") {
-      std::snprintf(buf, sizeof(buf), "  %-22s %-8s %s\n", p.name.c_str(), p.phase.c_str(),
-                    p.why.empty() ? "(no decision yet)" : p.why.c_str());
+      out += WaitingLine(p.name, p.phase, p.why);
     } else {
       std::string where = p.profile + " at slice " + std::to_string(p.placement);
       std::snprintf(buf, sizeof(buf), "  %-22s %-9s %-22s %s, CUDA sees %lld MiB\n",
                     p.name.c_str(), p.node.c_str(), where.c_str(), p.mig_uuid.c_str(),
                     static_cast<long long>(p.sees_mib));
+      out += buf;
     }
-    out += buf;
     if (p.name == m.deleted) {
       out += "      deleted afterwards; its MIG device " +
              std::string(m.destroyed ? "was destroyed" : "was NOT seen destroyed") + "\n";
     }
   }
-  for (const DemoCheck& c : r.checks) {
-    if (c.scenario == demo_internal::kMigScenario)
-      out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
-  }
-  return out;
+  return out + CheckLines(r, demo_internal::kMigScenario);
 }
 
 }  // namespace
@@ -105,10 +116,7 @@ std::string RenderDemoReport(const DemoReport& r) {
     for (const DemoPod& p : r.pods) {
       if (p.scenario == s.id) out += PodLine(r, p);
     }
-    for (const DemoCheck& c : r.checks) {
-      if (c.scenario == s.id)
-        out += std::string("    ") + (c.ok ? "ok   " : "FAIL ") + c.text + "\n";
-    }
+    out += CheckLines(r, s.id);
   }
   out += RenderMig(r);
   size_t failed = static_cast<size_t>(
