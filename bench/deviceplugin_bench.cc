@@ -3,12 +3,15 @@
 // socket, the simulated kubelet's device manager calling it over gRPC, and NVML of the simulated
 // driver (8 GPUs) loaded at run time.
 //
-//   build/bin/deviceplugin_bench [--allocations N]
+//   build/bin/deviceplugin_bench [--allocations N] [--volcano]
 //
 // Prints the Allocate latency as kubelet measures it (pod lookup through the node lock, the
 // consumed annotation and bind phase written, the lock released: five API round trips), and the
 // time from an XID posted on the simulated driver to the GPU's replicas turning Unhealthy in
-// ListAndWatch.
+// ListAndWatch. With --volcano the plugin serves Volcano's vGPU protocol instead
+// (volcano.sh/vgpu-number, gpuMemoryFactor 64) and the pods carry Volcano's annotations and its
+// `hamivgpu` node lock: the pod list of the node, the consumed annotation with bind phase, the
+// node read and the lock released (four round trips).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +33,7 @@
 #include "deviceplugin/nvml_driver.h"
 #include "deviceplugin/plugin_service.h"
 #include "deviceplugin/runner.h"
+#include "deviceplugin/volcano_devices.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "sim/apiserver/api_server.h"
@@ -54,12 +58,14 @@ void Report(const char* what, std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int allocations = 300;
+  bool volcano = false;
   CLI::App app{
       "deviceplugin_bench: Allocate latency of the device plugin under a simulated kubelet"};
   app.name("deviceplugin_bench");
   app.add_option("--allocations", allocations, "Allocate calls to time")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--volcano", volcano, "serve Volcano's vGPU protocol");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
   log::SetSink([](log::Level l, std::string_view line) {
     if (l != log::Level::kInfo) std::fprintf(stderr, "%.*s\n", int(line.size()), line.data());
@@ -88,6 +94,13 @@ int main(int argc, char** argv) {
   o.node_name = "node-a";
   o.allocation.hook_path = dir + "/hook";
   o.health_wait_slice = std::chrono::milliseconds(500);
+  if (volcano) {
+    deviceplugin::VolcanoSettings v;
+    v.memory_factor = 64;  // 8 x 80 GiB in 10,240 memory IDs
+    o.resource_name = v.count_resource;
+    o.volcano = v;
+  }
+  const std::string resource = o.resource_name;
   deviceplugin::PluginService service(*client, *driver, o);
   if (Status s = service.Start(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
@@ -98,8 +111,8 @@ int main(int argc, char** argv) {
   deviceplugin::PluginRunner runner(plugin);
   (void)runner.Start();
   kubelet->WaitFor(
-      [](const auto& r) {
-        return r.count("nvidia.com/gpu") && r.at("nvidia.com/gpu").devices.size() == 80;
+      [&](const auto& r) {
+        return r.count(resource) && r.at(resource).devices.size() == 80;
       },
       std::chrono::seconds(10));
   auto inventory = driver->Discover().value();
@@ -114,25 +127,43 @@ int main(int argc, char** argv) {
     pod["kind"] = "Pod";
     pod["metadata"]["name"] = name;
     Json& a = pod["metadata"]["annotations"];
-    a["hami.io/vgpu-node"] = "node-a";
-    a["hami.io/vgpu-devices-to-allocate"] = uuid + ",NVIDIA,1024,10:;";
-    a["hami.io/vgpu-devices-allocated"] = uuid + ",NVIDIA,1024,10:;";
-    a["hami.io/bind-phase"] = "allocating";
-    a["hami.io/bind-time"] = "1700000000";
     pod["spec"]["nodeName"] = "node-a";
     pod["spec"]["containers"] = Json::array({{{"name", "main"}}});
+    if (volcano) {  // as Volcano's deviceshare plugin leaves it at bind
+      a["volcano.sh/vgpu-node"] = "node-a";
+      a["volcano.sh/vgpu-time"] = std::to_string(1700000000 + i);
+      a["volcano.sh/vgpu-ids-new"] = uuid + ",NVIDIA,16,10:";
+      a["volcano.sh/devices-to-allocate"] = uuid + ",NVIDIA,16,10:";
+      a["volcano.sh/bind-phase"] = "allocating";
+      pod["spec"]["containers"][0]["resources"]["limits"] = {{"volcano.sh/vgpu-number", "1"},
+                                                             {"volcano.sh/vgpu-memory", "16"}};
+      pod["status"]["phase"] = "Pending";
+    } else {
+      a["hami.io/vgpu-node"] = "node-a";
+      a["hami.io/vgpu-devices-to-allocate"] = uuid + ",NVIDIA,1024,10:;";
+      a["hami.io/vgpu-devices-allocated"] = uuid + ",NVIDIA,1024,10:;";
+      a["hami.io/bind-phase"] = "allocating";
+      a["hami.io/bind-time"] = "1700000000";
+    }
     std::string uid = k8s::Uid(client->Create(k8s::kPods, "default", pod).value());
-    (void)k8s::PatchNodeAnnotations(
-        *client, "node-a", {{"hami.io/mutex.lock", "2026-11-24T10:00:00Z,default," + name}})
-        .value();
+    const std::string lock_key = volcano ? "hamivgpu" : "hami.io/mutex.lock";
+    const std::string lock = volcano ? "2026-11-24T10:00:00Z"
+                                     : "2026-11-24T10:00:00Z,default," + name;
+    (void)k8s::PatchNodeAnnotations(*client, "node-a", {{lock_key, lock}}).value();
     auto t0 = SteadyClock::now();
-    auto r = kubelet->AllocatePod(uid, "nvidia.com/gpu", {{"main", false, 1}});
+    auto r = kubelet->AllocatePod(uid, resource, {{"main", false, 1}});
     lat.push_back(Ms(SteadyClock::now() - t0));
     if (!r.ok()) {
       std::fprintf(stderr, "allocation %d: %s\n", i, r.status().ToString().c_str());
       return 1;
     }
     kubelet->FreePod(uid);  // the pod "finished": its slot is free for the next one
+    // Volcano's agent lists the node's pods at every Allocate: keep the list at one node's size.
+    if (volcano) {
+      k8s::DeleteOptions now;
+      now.grace_period_seconds = 0;  // no kubelet here confirms a graceful deletion
+      (void)client->Delete(k8s::kPods, "default", name, now);
+    }
   }
   Report("Allocate (kubelet -> plugin -> API)", lat);
 
@@ -151,7 +182,7 @@ int main(int argc, char** argv) {
     }
     bool seen = kubelet->WaitFor(
         [&](const auto& res) {
-          for (const sim::KubeletDevice& d : res.at("nvidia.com/gpu").devices) {
+          for (const sim::KubeletDevice& d : res.at(resource).devices) {
             if (d.id.rfind(prefix, 0) == 0 && !d.healthy) return true;
           }
           return false;

@@ -29,12 +29,14 @@
 #include "common/stop_signals.h"
 #include "device/node_registration.h"
 #include "device/topology_score.h"
+#include "device/volcano_vgpu.h"
 #include "deviceplugin/discovery.h"
 #include "deviceplugin/flags.h"
 #include "deviceplugin/hook_install.h"
 #include "deviceplugin/kubelet_plugins.h"
 #include "deviceplugin/nvml_driver.h"
 #include "deviceplugin/plugin_service.h"
+#include "deviceplugin/volcano_devices.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
 
@@ -65,6 +67,14 @@ int PrintRegistration(dp::NvmlDriver& driver, const dp::PluginConfig& c) {
   if (!inv.ok()) return Die("GPU discovery: " + inv.status().message());
   dp::Registration reg = dp::BuildRegistration(*inv, c.options.settings, {});
   for (const std::string& w : reg.warnings) HAMI_LOG(Warning) << w;
+  if (c.options.volcano) {  // Volcano's register value instead of HAMi's annotations
+    std::vector<hami::device::DeviceInfo> records =
+        dp::VolcanoRegisterDevices(reg.devices, *c.options.volcano);
+    Result<std::string> text = hami::device::EncodeVolcanoNodeDevices(records);
+    if (!text.ok()) return Die(text.status().message());
+    std::printf("%s\n", text->c_str());
+    return 0;
+  }
   std::vector<std::string> warnings;
   std::printf(
       "%s\n%s\n", hami::device::EncodeNodeDevicesJson(reg.devices).c_str(),

@@ -183,6 +183,8 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
                                      &c->preconfigured_device_memory_mib));
     } else if (key == "memoryFactor") {
       HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 0, kI32, &c->memory_factor));
+    } else if (key == "gpuMemoryFactor") {
+      HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 1, kI32, &c->gpu_memory_factor));
     } else if (key == "deviceSplitCount") {
       HAMI_RETURN_IF_ERROR(ReadIntAs(v, p, 1, kI32, &c->device_split_count));
     } else if (key == "deviceMemoryScaling") {

@@ -57,6 +57,9 @@ struct NvidiaConfig {
   int32_t default_gpu_num = 1;     // defaultGPUNum: devices when only mem/cores are given
   int64_t preconfigured_device_memory_mib = 0;  // preConfiguredDeviceMemory
   int32_t memory_factor = 1;          // memoryFactor: gpumem is multiplied by it (< 1 acts as 1)
+  // gpuMemoryFactor (Volcano's device config): MiB per unit of Volcano's memory resource, in the
+  // node registration and the kubelet device list (hami-device-plugin --volcano).
+  int32_t gpu_memory_factor = 1;
   uint32_t device_split_count = 10;   // deviceSplitCount: slots per device
   double device_memory_scaling = 1;   // deviceMemoryScaling
   double device_core_scaling = 1;     // deviceCoreScaling

@@ -112,7 +112,12 @@ Result<VolcanoPick> NextContainer(const VolcanoPod& pod, size_t request_count,
   }
   pick.last = true;
   for (size_t k = 0; k < pick.to_allocate.size(); ++k) {
-    if (k != pick.entry && !pick.to_allocate[k].empty()) pick.last = false;
+    if (k == pick.entry || pick.to_allocate[k].empty()) continue;
+    if (requesting[k].count > 0) {
+      pick.last = false;
+    } else {
+      pick.memory_only.push_back(requesting[k].container);
+    }
   }
   return pick;
 }
@@ -200,7 +205,8 @@ Result<VolcanoPick> NextVolcanoContainer(const VolcanoPod& pod, size_t request_c
 }
 
 Result<VolcanoPick> SelectVolcanoPod(std::span<const VolcanoPod> pods, std::string_view node,
-                                     size_t request_count, const VolcanoResourceNames& names) {
+                                     size_t request_count, const VolcanoResourceNames& names,
+                                     size_t* defective) {
   const std::string wanted = "a " + names.count + " allocation of " +
                              Plural(request_count, "device") + " on node " + text::Quote(node);
   if (request_count == 0) {
@@ -253,6 +259,7 @@ Result<VolcanoPick> SelectVolcanoPod(std::span<const VolcanoPod> pods, std::stri
   }
   const Candidate& winner = *winners.front();
   if (!winner.pick.ok()) {
+    if (defective != nullptr) *defective = winner.index;
     return winner.pick.status().WithContext("pod " + pods[winner.index].Key());
   }
   VolcanoPick pick = *winner.pick;

@@ -33,7 +33,8 @@
 //
 // Kubelet sends one container per Allocate call; a call with several is the caller's to split.
 // Containers with only a memory limit get an entry from Volcano but are never served here: the
-// count plugin is not called for them.
+// count plugin is not called for them. They do not hold the pod back (VolcanoPick::last) and
+// are named in VolcanoPick::memory_only.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -43,6 +44,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "device/device.h"
@@ -77,8 +79,13 @@ struct VolcanoPick {
   size_t entry = 0;      // index into to_allocate
   ContainerDevices devices;      // to_allocate[entry]: what the scheduler reserved
   PodSingleDevice to_allocate;   // the pod's decoded devices-to-allocate, as read
-  // No entry other than `entry` still lists devices: once this one is served the pod is done.
+  // No entry of another container with a count limit still lists devices: once this one is
+  // served the pod is done.
   bool last = false;
+  // App containers (indices into resources.containers) with a memory limit but no count limit
+  // whose entries still list devices. Kubelet never calls the count plugin for them, so their
+  // reservation is never handed over: worth a warning to the pod's owner.
+  std::vector<size_t> memory_only;
 };
 
 // Steps 2 and 3 for one pod, without the node and phase checks of step 1: the container the
@@ -89,10 +96,13 @@ struct VolcanoPick {
 Result<VolcanoPick> NextVolcanoContainer(const VolcanoPod& pod, size_t request_count,
                                          const VolcanoResourceNames& names = {});
 
-// The whole rule for one Allocate call on node `node` asking for `request_count` devices.
+// The whole rule for one Allocate call on node `node` asking for `request_count` devices. When
+// the error is the oldest candidate's defect (InvalidArgument), `defective` (may be null) is set
+// to its index.
 Result<VolcanoPick> SelectVolcanoPod(std::span<const VolcanoPod> pods, std::string_view node,
                                      size_t request_count,
-                                     const VolcanoResourceNames& names = {});
+                                     const VolcanoResourceNames& names = {},
+                                     size_t* defective = nullptr);
 
 // The devices-to-allocate value to write back once `pick` is served: its entry emptied, the
 // other entries unchanged.

@@ -208,7 +208,10 @@ TEST(VolcanoPodSelect, MemoryOnlyContainerHasAnEntryButIsNotServedByCount) {
   ExpectPicked(r, 0, 1);
   EXPECT_EQ(r->entry, 1u);
   EXPECT_EQ(r->devices[0].uuid, "GPU-b");
-  EXPECT_FALSE(r->last);  // the memory-only entry still lists a device
+  // The memory-only entry still lists a device, but kubelet never asks the count plugin for it:
+  // it does not hold the pod back, and it is named for a warning.
+  EXPECT_TRUE(r->last);
+  EXPECT_EQ(r->memory_only, std::vector<size_t>{0});
 }
 
 TEST(VolcanoPodSelect, TieIsAnError) {
@@ -229,6 +232,9 @@ TEST(VolcanoPodSelect, DefectiveOldestPodFailsClosed) {
   std::vector<VolcanoPod> pods = {broken, OneGpuPod("fine", "20", "GPU-f")};
   ExpectStatus(SelectVolcanoPod(pods, kNode, 1), StatusCode::kInvalidArgument,
                {"pod default/broken: volcano.sh/devices-to-allocate: entry 0: device 0"});
+  size_t defective = 99;
+  EXPECT_FALSE(SelectVolcanoPod(pods, kNode, 1, {}, &defective).ok());
+  EXPECT_EQ(defective, 0u);  // the caller can mark it failed
   // Younger than a good pod, it does not matter.
   pods[0].annotations["volcano.sh/vgpu-time"] = "30";
   ExpectPicked(SelectVolcanoPod(pods, kNode, 1), 1, 0);

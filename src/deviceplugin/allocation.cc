@@ -123,9 +123,8 @@ Result<device::PodSingleDevice> PendingDevices(const PodView& pod,
   return pending;
 }
 
-// What container `index` of the pod gets for kubelet's request of `request_size` device IDs,
-// given the devices the scheduler reserved for it. FailedPrecondition when the two disagree in
-// number or a reserved GPU is not on this node.
+}  // namespace
+
 Result<ContainerAllocation> AllocateContainer(const PodView& pod, size_t index,
                                               const device::ContainerDevices& reserved,
                                               size_t request_size,
@@ -166,6 +165,8 @@ Result<ContainerAllocation> AllocateContainer(const PodView& pod, size_t index,
   }
   return a;
 }
+
+namespace {
 
 // Whether no container of the pod waits for devices any more: none left in `pending`, nor in
 // any other vendor's to-allocate annotation (one that cannot be read counts as waiting).

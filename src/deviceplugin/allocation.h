@@ -139,6 +139,18 @@ Result<AllocationPlan> PlanAllocation(const PodView& pod,
                                       const AllocationSettings& settings,
                                       const std::function<std::string()>& cache_name);
 
+// What container `index` of the pod (an index into PodView::containers) gets for kubelet's
+// request of `request_size` device IDs, given the devices the scheduler reserved for it (memory
+// in MiB): the contract above for one container. FailedPrecondition when the two disagree in
+// number or a reserved GPU is not in `node_gpus`. PlanAllocation's step per container; other
+// schedulers' protocols (Volcano) call it directly.
+Result<ContainerAllocation> AllocateContainer(const PodView& pod, size_t index,
+                                              const device::ContainerDevices& reserved,
+                                              size_t request_size,
+                                              const std::set<std::string>& node_gpus,
+                                              const AllocationSettings& settings,
+                                              const std::function<std::string()>& cache_name);
+
 // GetPreferredAllocation for one container request: replicas of the GPUs the pod's next pending
 // entries name (`request_index` selects the entry among the non-empty ones), taken from
 // `available` after `must_include`. Empty when the pod's annotation does not say (kubelet then

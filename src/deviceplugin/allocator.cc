@@ -1,9 +1,6 @@
 #include "deviceplugin/allocator.h"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -11,6 +8,7 @@
 #include "common/uuid.h"
 #include "device/mig_allocation.h"
 #include "device/node_lock.h"
+#include "deviceplugin/hook_install.h"
 #include "deviceplugin/mig_allocate.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
@@ -22,39 +20,8 @@ namespace {
 
 constexpr std::string_view kVgpuNodeAnnotation = "hami.io/vgpu-node";
 
-std::string Annotation(const k8s::Object& obj, std::string_view key) {
-  const k8s::Object* anns = nullptr;
-  if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) {
-    if (auto a = m->find("annotations"); a != m->end() && a->is_object()) anns = &*a;
-  }
-  if (anns == nullptr) return "";
-  auto it = anns->find(std::string(key));
-  return it != anns->end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-bool HasAnnotation(const k8s::Object& obj, std::string_view key) {
-  const k8s::Object* anns = nullptr;
-  if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) {
-    if (auto a = m->find("annotations"); a != m->end() && a->is_object()) anns = &*a;
-  }
-  return anns != nullptr && anns->contains(std::string(key));
-}
-
 // Region file names: random version-4 UUIDs, as upstream names them.
 std::string RandomCacheName() { return NewRandomUuid() + ".cache"; }
-
-// A fresh, empty directory every process of the container may write (mode 0777).
-Status RecreateDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  if (ec) return Status(StatusCode::kInternal, "cannot clear " + dir + ": " + ec.message());
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir + ": " + ec.message());
-  if (chmod(dir.c_str(), 0777) != 0) {
-    return Status(StatusCode::kInternal, "cannot chmod " + dir);
-  }
-  return OkStatus();
-}
 
 std::string Describe(const ContainerAllocation& a) {
   std::ostringstream os;
@@ -136,9 +103,9 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   const std::string& node = options_.node_name;
   auto eligible = [&](const k8s::Object& pod) {
     return k8s::GetString(pod, "/spec/nodeName") == node &&
-           Annotation(pod, kVgpuNodeAnnotation) == node &&
-           Annotation(pod, device::kBindPhaseAnnotation) == device::kBindPhaseAllocating &&
-           HasAnnotation(pod, options_.allocation.to_allocate_key);
+           k8s::GetAnnotation(pod, kVgpuNodeAnnotation) == node &&
+           k8s::GetAnnotation(pod, device::kBindPhaseAnnotation) == device::kBindPhaseAllocating &&
+           k8s::HasAnnotation(pod, options_.allocation.to_allocate_key);
   };
   Result<k8s::Object> n = k8s::GetNode(client_, node);
   auto pending = [&](k8s::Object pod) {
@@ -177,7 +144,7 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   if (auto items = list->find("items"); items != list->end() && items->is_array()) {
     for (const k8s::Object& pod : *items) {
       if (k8s::GetString(pod, "/status/phase") != "Pending" || !eligible(pod)) continue;
-      std::string t = Annotation(pod, device::kBindTimeAnnotation);
+      std::string t = k8s::GetAnnotation(pod, device::kBindTimeAnnotation);
       if (t.empty()) continue;
       int64_t when = std::strtoll(t.c_str(), nullptr, 10);
       if (best == nullptr || when < best_time) {
@@ -288,7 +255,7 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
   }
   for (const ContainerAllocation& a : plan->containers) {
     if (a.host_dir.empty()) continue;
-    if (Status s = RecreateDir(a.host_dir); !s.ok()) {
+    if (Status s = RecreateContainerDir(a.host_dir); !s.ok()) {
       (void)MarkFailed(p, s.message());
       return s;
     }

@@ -51,6 +51,7 @@ PluginFlags DefaultPluginFlags() {
   f.gdrcopy = EnvOr("GDRCOPY_ENABLED", f.gdrcopy);
   f.gds = EnvOr("GDS_ENABLED", f.gds);
   f.mofed = EnvOr("MOFED_ENABLED", f.mofed);
+  f.volcano = EnvOr("VOLCANO_MODE");
   f.topology_score = EnvOr("ENABLE_TOPOLOGY_SCORE");
   f.disable_healthchecks = EnvIfSet("DP_DISABLE_HEALTHCHECKS");
   f.enable_healthchecks = EnvIfSet("DP_ENABLE_HEALTHCHECKS");
@@ -84,6 +85,9 @@ void AddPluginFlags(CLI::App& app, PluginFlags* f) {
   app.add_option("--kube-qps", f->kube_qps, "API requests per second (<= 0: unlimited)")
       ->capture_default_str();
   app.add_option("--kube-burst", f->kube_burst, "API request burst")->capture_default_str();
+  app.add_option("--volcano", f->volcano,
+                 "serve Volcano's deviceshare plugin instead of hami-scheduler: vgpu "
+                 "(volcano.sh/vgpu-number, -memory, -cores; default $VOLCANO_MODE)");
   app.add_option("--disable-core-limit", f->disable_core_limit,
                  "turn SM limits off (also disableCoreLimit in device-config.yaml)")
       ->capture_default_str();
@@ -217,6 +221,38 @@ Result<MigStrategy> ResolveMigStrategy(const PluginFlags& f, const device::NodeC
   return flag;
 }
 
+// --volcano: Volcano's resource names come from the device config's, unless those are still
+// HAMi's defaults (a HAMi config file, or none), which Volcano's defaults then replace.
+Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
+                    PluginOptions* o) {
+  if (f.volcano.empty()) return OkStatus();
+  if (f.volcano != "vgpu") {
+    return InvalidArgumentError("--volcano (VOLCANO_MODE) \"" + f.volcano +
+                                "\": the supported mode is vgpu");
+  }
+  if (o->settings.operating_mode == device::OperatingMode::kMig ||
+      o->mig_strategy != MigStrategy::kNone) {
+    return InvalidArgumentError(
+        "--volcano=vgpu on node " + f.node_name +
+        ": MIG under Volcano (operating mode mig or a MIG strategy) is not supported yet; "
+        "use operating mode hami-core or mps on this node");
+  }
+  const device::NvidiaConfig hami;
+  VolcanoSettings v;
+  auto pick = [](const std::string& configured, const std::string& hami_default,
+                 std::string* out) {
+    if (configured != hami_default) *out = configured;
+  };
+  pick(nvidia.resource_count_name, hami.resource_count_name, &v.count_resource);
+  pick(nvidia.resource_memory_name, hami.resource_memory_name, &v.memory_resource);
+  pick(nvidia.resource_core_name, hami.resource_core_name, &v.cores_resource);
+  v.memory_factor = nvidia.gpu_memory_factor;
+  v.core_scaling = o->settings.device_core_scaling;
+  o->resource_name = v.count_resource;
+  o->volcano = std::move(v);
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
@@ -270,6 +306,7 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
         "mig strategy single with operating mode mps: MIG devices cannot be shared through "
         "MPS here; use mixed, or operating mode hami-core");
   }
+  HAMI_RETURN_IF_ERROR(ApplyVolcano(f, nvidia, &o));
   o.register_interval = *interval;
   o.topology_score = f.topology_score == "true";
   o.xid_policy = ParseXidPolicy(f.disable_healthchecks ? f.disable_healthchecks->c_str() : nullptr,

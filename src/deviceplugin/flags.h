@@ -40,6 +40,8 @@ struct PluginFlags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s";
+  // "" (HAMi's scheduler) or "vgpu": Volcano's deviceshare plugin in vGPU mode ($VOLCANO_MODE).
+  std::string volcano;
   std::string gdrcopy = "false";  // $GDRCOPY_ENABLED
   std::string gds = "false";      // $GDS_ENABLED
   std::string mofed = "false";    // $MOFED_ENABLED

@@ -187,3 +187,43 @@ TEST_F(PluginFlagsTest, EachMistakeIsNamed) {
 
 }  // namespace
 }  // namespace hami::deviceplugin
+
+namespace hami::deviceplugin {
+namespace {
+
+// --volcano=vgpu with Volcano's own device config (volcano-vgpu-device-config).
+TEST_F(PluginFlagsTest, VolcanoReadsVolcanosDeviceConfig) {
+  flags_.volcano = "vgpu";
+  flags_.config_file = Write("device-config.yaml",
+                             "nvidia:\n  resourceCountName: volcano.sh/vgpu-number\n"
+                             "  resourceMemoryName: volcano.sh/vgpu-memory\n"
+                             "  resourceCoreName: volcano.sh/vgpu-cores\n"
+                             "  deviceSplitCount: 10\n  gpuMemoryFactor: 16\n"
+                             "  deviceCoreScaling: 1.5\n");
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->options.volcano.has_value());
+  EXPECT_EQ(c->options.resource_name, "volcano.sh/vgpu-number");
+  EXPECT_EQ(c->options.volcano->memory_resource, "volcano.sh/vgpu-memory");
+  EXPECT_EQ(c->options.volcano->memory_factor, 16);
+  EXPECT_DOUBLE_EQ(c->options.volcano->core_scaling, 1.5);
+  EXPECT_TRUE(c->warnings.empty()) << c->warnings[0];
+}
+
+TEST_F(PluginFlagsTest, VolcanoReplacesHamisDefaultNamesAndRefusesWhatItCannotServe) {
+  flags_.volcano = "vgpu";  // the chart's HAMi config: Volcano's names, factor 1
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.resource_name, "volcano.sh/vgpu-number");
+  EXPECT_EQ(c->options.volcano->cores_resource, "volcano.sh/vgpu-cores");
+  EXPECT_EQ(c->options.volcano->memory_factor, 1);
+
+  flags_.volcano = "gpu-share";
+  EXPECT_EQ(ErrorOf(), "--volcano (VOLCANO_MODE) \"gpu-share\": the supported mode is vgpu");
+  flags_.volcano = "vgpu";
+  flags_.mig_strategy = "mixed";
+  EXPECT_NE(ErrorOf().find("MIG under Volcano"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin

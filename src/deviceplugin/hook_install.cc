@@ -8,6 +8,18 @@
 
 namespace hami::deviceplugin {
 
+Status RecreateContainerDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot clear " + dir + ": " + ec.message());
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir + ": " + ec.message());
+  if (chmod(dir.c_str(), 0777) != 0) {
+    return Status(StatusCode::kInternal, "cannot chmod " + dir);
+  }
+  return OkStatus();
+}
+
 Status PrepareHookDirectory(const std::string& hook_path) {
   const std::string containers = hook_path + "/vgpu/containers";
   std::error_code ec;

@@ -31,4 +31,9 @@ Result<InstalledHook> InstallHook(const std::string& hook_path, const std::strin
 // libvgpu.so (operating modes mig and mps) still needs, since hami-monitor reads that folder and
 // the plugin keeps its MIG state beside it.
 Status PrepareHookDirectory(const std::string& hook_path);
+
+// Makes `dir` (a container's directory under <hook>/vgpu/containers) anew: empty, and writable
+// by every process of the container (mode 0777), whatever an earlier container left there.
+Status RecreateContainerDir(const std::string& dir);
+
 }  // namespace hami::deviceplugin

@@ -1,8 +1,15 @@
 #include "deviceplugin/kubelet_plugins.h"
 
 #include "deviceplugin/mig_resources.h"
+#include "deviceplugin/volcano_backend.h"
 
 namespace hami::deviceplugin {
+
+std::string VolcanoSocketName(const std::string& resource) {
+  const size_t slash = resource.rfind('/');
+  return "nvidia-" + (slash == std::string::npos ? resource : resource.substr(slash + 1)) +
+         ".sock";
+}
 
 KubeletPlugins::KubeletPlugins(PluginService& service, KubeletPluginsOptions options)
     : service_(service), options_(std::move(options)) {}
@@ -10,9 +17,9 @@ KubeletPlugins::KubeletPlugins(PluginService& service, KubeletPluginsOptions opt
 KubeletPlugins::~KubeletPlugins() { Stop(); }
 
 void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket, bool preferred,
-                         std::unique_ptr<MigBackend> mig) {
+                         std::unique_ptr<DevicePluginBackend> owned) {
   auto s = std::make_unique<Served>();
-  s->mig = std::move(mig);
+  s->owned = std::move(owned);
   s->plugin = std::make_unique<GrpcPlugin>(backend, GrpcPluginOptions{
                                                         .plugin_dir = options_.plugin_dir,
                                                         .socket_name = socket,
@@ -25,13 +32,28 @@ void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket
 
 Status KubeletPlugins::Start() {
   const PluginOptions& o = service_.options();
+  if (o.volcano) {
+    // Volcano's three resources, on the sockets Volcano's own agent uses.
+    Add(service_, VolcanoSocketName(o.volcano->count_resource), false, nullptr);
+    for (const std::string& resource : {o.volcano->memory_resource, o.volcano->cores_resource}) {
+      auto units = std::make_unique<VolcanoUnitsBackend>(
+          resource, [this, resource](uint64_t known, std::chrono::milliseconds timeout,
+                                     std::vector<PluginDevice>* out) {
+            return service_.ResourceDevices(resource, known, timeout, out);
+          });
+      DevicePluginBackend& backend = *units;
+      Add(backend, VolcanoSocketName(resource), false, std::move(units));
+    }
+    for (const std::unique_ptr<Served>& s : served_) HAMI_RETURN_IF_ERROR(s->runner->Start());
+    return OkStatus();
+  }
   Add(service_, "nvidia-gpu.sock", o.settings.enable_get_preferred_allocation, nullptr);
   for (const std::string& resource : service_.MigResourceNames()) {
     auto mig = std::make_unique<MigBackend>(
         resource, o.allocation,
         [this, resource](uint64_t known, std::chrono::milliseconds timeout,
                          std::vector<PluginDevice>* out) {
-          return service_.MigDevices(resource, known, timeout, out);
+          return service_.ResourceDevices(resource, known, timeout, out);
         });
     MigBackend& backend = *mig;
     Add(backend, MigSocketName(resource), true, std::move(mig));

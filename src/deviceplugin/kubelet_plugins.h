@@ -3,7 +3,9 @@
 // nvidia-gpu.sock, from the PluginService) and, with the mixed MIG strategy, one socket per MIG
 // profile ("nvidia.com/mig-1g.10gb" on nvidia-mig-1g.10gb.sock, a MigBackend each). The vGPU
 // socket is served even when every GPU is a MIG GPU, so kubelet reports the resource at 0
-// rather than dropping it.
+// rather than dropping it. Under Volcano's vGPU protocol (PluginOptions::volcano) the sockets
+// are Volcano's three resources instead, named as Volcano's agent names them
+// (nvidia-vgpu-number.sock, nvidia-vgpu-memory.sock, nvidia-vgpu-cores.sock).
 //
 //   KubeletPlugins plugins(service, {.plugin_dir = dir, .on_ready = [](auto& sockets) {...}});
 //   plugins.Start();           // after service.Start(): the MIG resources are known then
@@ -27,6 +29,9 @@
 #include "deviceplugin/runner.h"
 
 namespace hami::deviceplugin {
+
+// "nvidia-<resource name after its '/'>.sock".
+std::string VolcanoSocketName(const std::string& resource);
 
 struct KubeletPluginsOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
@@ -53,13 +58,13 @@ class KubeletPlugins {
 
  private:
   struct Served {
-    std::unique_ptr<MigBackend> mig;  // null for the vGPU socket
+    std::unique_ptr<DevicePluginBackend> owned;  // null for the service's own socket
     std::unique_ptr<GrpcPlugin> plugin;
     std::unique_ptr<PluginRunner> runner;
     std::atomic<bool> registered{false};
   };
   void Add(DevicePluginBackend& backend, const std::string& socket, bool preferred,
-           std::unique_ptr<MigBackend> mig);
+           std::unique_ptr<DevicePluginBackend> owned);
   void Registered(Served& s);
 
   PluginService& service_;

@@ -25,7 +25,7 @@ namespace hami::deviceplugin {
 
 class MigBackend final : public DevicePluginBackend {
  public:
-  // Registrar::MigDevices for this resource.
+  // Registrar::ResourceDevices for this resource.
   using DeviceSource = std::function<uint64_t(uint64_t known, std::chrono::milliseconds timeout,
                                               std::vector<PluginDevice>* out)>;
 

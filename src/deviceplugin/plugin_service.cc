@@ -22,7 +22,19 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
           .register_interval = o.register_interval,
           .retry_interval = o.retry_interval,
           .health_wait_slice = o.health_wait_slice,
-          .publish_at_start = !o.publish_after_kubelet};
+          .publish_at_start = !o.publish_after_kubelet,
+          .volcano = o.volcano};
+}
+
+std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
+                                                       k8s::RestClient& client,
+                                                       std::function<ReplicaMap()> replicas) {
+  if (!o.volcano) return nullptr;
+  return std::make_unique<VolcanoAllocator>(
+      client,
+      VolcanoAllocatorOptions{
+          .node_name = o.node_name, .allocation = o.allocation, .volcano = *o.volcano},
+      std::move(replicas));
 }
 
 AllocatorOptions AllocatorOptionsOf(const PluginOptions& o, MigInstances* mig_instances) {
@@ -53,6 +65,8 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
                                 clock_)),
       allocator_(client, AllocatorOptionsOf(options_, mig_instances_.get()),
                  [this] { return registrar_.Replicas(); }, clock_),
+      volcano_allocator_(
+          MakeVolcanoAllocator(options_, client, [this] { return registrar_.Replicas(); })),
       registrar_(client, driver,
                  RegistrarOptionsOf(options_, mig_driver, mig_instances_.get()), clock_,
                  [this] { StatsChanged(); }) {}
@@ -60,6 +74,12 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
 PluginService::~PluginService() { Stop(); }
 
 Status PluginService::Start() {
+  if (options_.volcano && (DynamicMig(options_) || options_.mig_strategy != MigStrategy::kNone)) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "node " + options_.node_name +
+                      ": Volcano's vGPU protocol is served in operating modes hami-core and mps; "
+                      "MIG under Volcano is not supported yet");
+  }
   if (mig_controller_) HAMI_RETURN_IF_ERROR(mig_controller_->Prepare());
   HAMI_RETURN_IF_ERROR(registrar_.Start());
   if (mig_controller_) mig_controller_->Start();
@@ -73,7 +93,9 @@ void PluginService::Stop() {
 
 Result<std::vector<ContainerAllocation>> PluginService::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
-  Result<std::vector<ContainerAllocation>> r = allocator_.Allocate(requests);
+  Result<std::vector<ContainerAllocation>> r = volcano_allocator_
+                                                   ? volcano_allocator_->Allocate(requests)
+                                                   : allocator_.Allocate(requests);
   StatsChanged();  // the allocator counts inside Allocate only
   return r;
 }
@@ -81,6 +103,11 @@ Result<std::vector<ContainerAllocation>> PluginService::Allocate(
 PluginService::Stats PluginService::stats() const {
   Registrar::Stats r = registrar_.stats();
   Allocator::Stats a = allocator_.stats();
+  if (volcano_allocator_) {
+    VolcanoAllocator::Stats v = volcano_allocator_->stats();
+    a.allocations += v.allocations;
+    a.allocation_failures += v.allocation_failures;
+  }
   return {.refreshes = r.refreshes,
           .registrations_published = r.registrations_published,
           .allocations = a.allocations,

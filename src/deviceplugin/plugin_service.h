@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@
 #include "deviceplugin/mig_instances.h"
 #include "deviceplugin/plugin_backend.h"
 #include "deviceplugin/registrar.h"
+#include "deviceplugin/volcano_allocator.h"
+#include "deviceplugin/volcano_devices.h"
 #include "k8s/rest_client.h"
 
 namespace hami::deviceplugin {
@@ -53,6 +56,10 @@ struct PluginOptions {
   // The node registration is published only once PublishRegistration() is called (the plugin
   // calls it when the kubelet has registered all its sockets; see RegistrarOptions).
   bool publish_after_kubelet = false;
+  // Volcano's vGPU protocol (volcano_devices.h, volcano_allocator.h) instead of HAMi's:
+  // `resource_name` is then the count resource, the registration is Volcano's and Allocate
+  // follows Volcano's pod annotations. Not with operating mode mig or a MIG strategy.
+  std::optional<VolcanoSettings> volcano;
 };
 
 class PluginService final : public DevicePluginBackend {
@@ -81,18 +88,21 @@ class PluginService final : public DevicePluginBackend {
                    std::vector<PluginDevice>* out) override {
     return registrar_.Devices(known, timeout, out);
   }
+  // Volcano: no preference (the pod's GPUs do not depend on kubelet's IDs).
   std::vector<std::vector<std::string>> PreferredAllocation(
       const std::vector<PreferredRequest>& requests) override {
+    if (volcano_allocator_) return std::vector<std::vector<std::string>>(requests.size());
     return allocator_.PreferredAllocation(requests);
   }
   Result<std::vector<ContainerAllocation>> Allocate(
       const std::vector<std::vector<std::string>>& requests) override;
-  // The mixed MIG strategy's resources and device lists (Registrar::MigResourceNames and
-  // MigDevices), for one MigBackend each.
+  // The mixed MIG strategy's resources (Registrar::MigResourceNames), and the device lists of
+  // the resources besides the main one (Registrar::ResourceDevices): one MigBackend or
+  // VolcanoUnitsBackend each.
   std::vector<std::string> MigResourceNames() const { return registrar_.MigResourceNames(); }
-  uint64_t MigDevices(const std::string& resource, uint64_t known,
-                      std::chrono::milliseconds timeout, std::vector<PluginDevice>* out) {
-    return registrar_.MigDevices(resource, known, timeout, out);
+  uint64_t ResourceDevices(const std::string& resource, uint64_t known,
+                           std::chrono::milliseconds timeout, std::vector<PluginDevice>* out) {
+    return registrar_.ResourceDevices(resource, known, timeout, out);
   }
   // Marks GPUs unhealthy (the health monitor's callback; public for tests).
   void MarkUnhealthy(const std::vector<std::string>& uuids, const std::string& reason) {
@@ -126,8 +136,9 @@ class PluginService final : public DevicePluginBackend {
   // Dynamic MIG (null otherwise), declared before the halves that use them.
   std::unique_ptr<MigInstances> mig_instances_;
   std::unique_ptr<MigController> mig_controller_;
-  // Declared before the registrar, whose replica map it reads only during calls.
+  // Declared before the registrar, whose replica map they read only during calls.
   Allocator allocator_;
+  std::unique_ptr<VolcanoAllocator> volcano_allocator_;  // with options_.volcano
   Registrar registrar_;  // stopped first on destruction (declared last)
 };
 

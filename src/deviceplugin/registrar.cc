@@ -5,6 +5,9 @@
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "device/node_registration.h"
+#include "device/volcano_vgpu.h"
+#include "device/wire_time.h"
+#include "k8s/object.h"
 #include "k8s/typed.h"
 
 namespace hami::deviceplugin {
@@ -48,6 +51,11 @@ Status Registrar::Start(Drive drive) {
     Rebuild();
     for (const std::string& w : registration_.warnings) HAMI_LOG(Warning) << w;
     HAMI_RETURN_IF_ERROR(DescribeServed());
+    if (options_.volcano) {
+      if (Status v = CheckVolcanoSettings(registration_.devices, *options_.volcano); !v.ok()) {
+        return Status(v.code(), "node " + options_.node_name + ": " + v.message());
+      }
+    }
     watched = WatchedGpus();
   }
   StartHealth(watched);
@@ -279,6 +287,17 @@ void Registrar::Rebuild() {
     // A layout that no longer plans (single's checks) keeps the last lists; mixed always plans.
     if (Result<MigPlan> plan = PlanMig(); plan.ok() && RebuildMig(*plan)) changed = true;
   }
+  if (options_.volcano) {
+    const bool numa = options_.settings.enable_numa_topology;
+    const VolcanoSettings& v = *options_.volcano;
+    std::map<std::string, std::vector<PluginDevice>> lists;
+    lists[v.memory_resource] = VolcanoMemoryDevices(registration_.devices, v, numa);
+    lists[v.cores_resource] = VolcanoCoreDevices(registration_.devices, v, numa);
+    if (lists != volcano_devices_) {
+      volcano_devices_ = std::move(lists);
+      changed = true;
+    }
+  }
   if (changed) {
     ++generation_;
     changed_.notify_all();
@@ -294,6 +313,7 @@ Status Registrar::Refresh(bool rediscover) {
     if (DynamicMig()) RefreshMigFacts(false);
     Rebuild();
   }
+  if (options_.volcano) return PublishVolcano(rediscover);
   std::string reg, score;
   {
     MutexLock l(mu_);
@@ -321,6 +341,72 @@ Status Registrar::Refresh(bool rediscover) {
   HAMI_LOG(Info) << "node " << options_.node_name << ": " << (first ? "registered " : "updated ")
                  << registration_.devices.size() << " GPU(s) (" << healthy << " healthy) in "
                  << kRegisterAnnotation;
+  return OkStatus();
+}
+
+Status Registrar::PublishVolcano(bool full_pass) {
+  const VolcanoSettings& v = *options_.volcano;
+  std::string reg;
+  size_t listed = 0, served = 0;
+  bool handshake = false;
+  {
+    MutexLock l(mu_);
+    if (held_) return OkStatus();
+    std::vector<device::DeviceInfo> records = VolcanoRegisterDevices(registration_.devices, v);
+    listed = records.size();
+    served = registration_.devices.size();
+    // With no healthy GPU the value still needs a ':' for the scheduler: it reads no device.
+    Result<std::string> text = records.empty() ? Result<std::string>(std::string(":"))
+                                               : device::EncodeVolcanoNodeDevices(records);
+    if (!text.ok()) {
+      return Status(text.status().code(), "node " + options_.node_name + ": " +
+                                               text.status().message());
+    }
+    reg = std::move(*text);
+    handshake = v.handshake && !handshake_written_;
+  }
+  if (v.handshake && !handshake && full_pass) {
+    // Only schedulers up to v1.15.0 stamp the handshake; it is read once per full pass so a
+    // newer scheduler costs one GET and no write.
+    Result<k8s::Object> node = k8s::GetNode(client_, options_.node_name);
+    if (!node.ok()) {
+      return Status(node.status().code(), "reading node " + options_.node_name +
+                                              " for its Volcano handshake: " +
+                                              node.status().message());
+    }
+    std::string value = k8s::GetAnnotation(*node, device::kVolcanoNodeHandshakeAnnotation);
+    handshake = value.empty() || device::VolcanoHandshakeAwaitsReport(value);
+  }
+  {
+    MutexLock l(mu_);
+    if (reg == published_register_ && !handshake) return OkStatus();
+  }
+  k8s::AnnotationChanges changes{{std::string(device::kVolcanoNodeRegisterAnnotation), reg}};
+  if (handshake) {
+    changes[std::string(device::kVolcanoNodeHandshakeAnnotation)] =
+        device::EncodeVolcanoHandshakeReported(device::UnixToCivil(clock_.NowUnixSeconds(), 0));
+  }
+  Result<k8s::WriteAck> ack = k8s::PatchNodeAnnotations(client_, options_.node_name, changes);
+  if (!ack.ok()) {
+    return Status(ack.status().code(), "publishing the Volcano registration on node " +
+                                           options_.node_name + ": " + ack.status().message());
+  }
+  MutexLock l(mu_);
+  const bool first = published_register_.empty();
+  const bool changed = reg != published_register_;
+  published_register_ = reg;
+  if (handshake) handshake_written_ = true;
+  ++stats_.registrations_published;
+  if (changed) {
+    HAMI_LOG(Info) << "node " << options_.node_name << ": " << (first ? "registered " : "updated ")
+                   << listed << " GPU(s) in " << device::kVolcanoNodeRegisterAnnotation
+                   << (listed < served ? " (" + std::to_string(served - listed) +
+                                             " unhealthy left out)"
+                                       : "");
+  }
+  if (handshake && !first) {
+    HAMI_VLOG(1) << "node " << options_.node_name << ": reported to Volcano's handshake again";
+  }
   return OkStatus();
 }
 
@@ -366,15 +452,16 @@ std::vector<std::string> Registrar::MigResourceNames() const {
   return mig_resources_;
 }
 
-uint64_t Registrar::MigDevices(const std::string& resource, uint64_t known,
-                               std::chrono::milliseconds timeout,
-                               std::vector<PluginDevice>* out) {
+uint64_t Registrar::ResourceDevices(const std::string& resource, uint64_t known,
+                                    std::chrono::milliseconds timeout,
+                                    std::vector<PluginDevice>* out) {
   UniqueLock l(mu_);
   changed_.wait_for(l.native(), timeout,
                     [&]() REQUIRES(mu_) { return stopping_ || generation_ != known; });
-  auto it = mig_devices_.find(resource);
   out->clear();
-  if (it != mig_devices_.end()) *out = it->second;
+  for (const auto* lists : {&mig_devices_, &volcano_devices_}) {
+    if (auto it = lists->find(resource); it != lists->end()) *out = it->second;
+  }
   return generation_;
 }
 

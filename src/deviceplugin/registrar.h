@@ -17,6 +17,13 @@
 //    turned on if it is off (a change that stays pending registers the GPU unhealthy, naming
 //    why) and its profiles read once; every pass re-reads the MIG mode and leaves out of the
 //    published placements those of MIG devices no owner holds (MigInstances::Foreign).
+//  - Volcano's vGPU protocol (`volcano` set, volcano_devices.h): the registration goes into
+//    `volcano.sh/node-vgpu-register` instead of HAMi's annotations (healthy GPUs only, memory in
+//    gpuMemoryFactor units), the memory and cores resources get device lists of their own
+//    (ResourceDevices), and `volcano.sh/node-vgpu-handshake` is written for schedulers up to
+//    Volcano v1.15.0: once, and again on a full pass that finds it stamped by such a scheduler
+//    ("Requesting_..."/"Deleted_..."), so an old scheduler sees a live node while a new one
+//    never causes a write.
 //  - Periodic work runs as keys on a WorkQueue: "refresh" rediscovers and publishes every
 //    `register_interval` (after `retry_interval` when a pass failed); "publish" publishes at once
 //    (a GPU turned unhealthy). A publication patches the node only when the text changed.
@@ -35,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -53,6 +61,7 @@
 #include "deviceplugin/mig_instances.h"
 #include "deviceplugin/mig_registration.h"
 #include "deviceplugin/mig_resources.h"
+#include "deviceplugin/volcano_devices.h"
 #include "k8s/rest_client.h"
 #include "k8s/work_queue.h"
 
@@ -78,6 +87,8 @@ struct RegistrarOptions {
   // kubelet cannot yet allocate it (a restarted plugin, or one switched to another operating
   // mode, would otherwise see such a pod rejected with UnexpectedAdmissionError).
   bool publish_at_start = true;
+  // Volcano's vGPU protocol instead of HAMi's registration (see above).
+  std::optional<VolcanoSettings> volcano;
 };
 
 class Registrar {
@@ -106,11 +117,13 @@ class Registrar {
                    std::vector<PluginDevice>* out);
   // Which GPU each replica ID stands for, now.
   ReplicaMap Replicas() const;
-  // Mixed MIG strategy: the resources offered (fixed at Start, sorted), and one resource's
-  // device list (IDs are MIG UUIDs), waited for as Devices() does; an unknown resource has none.
+  // Mixed MIG strategy: the resources offered (fixed at Start, sorted).
   std::vector<std::string> MigResourceNames() const;
-  uint64_t MigDevices(const std::string& resource, uint64_t known,
-                      std::chrono::milliseconds timeout, std::vector<PluginDevice>* out);
+  // The device list of one resource besides the main one (a mixed MIG profile, whose IDs are
+  // MIG UUIDs, or Volcano's memory and cores resources), waited for as Devices() does; an
+  // unknown resource has none.
+  uint64_t ResourceDevices(const std::string& resource, uint64_t known,
+                           std::chrono::milliseconds timeout, std::vector<PluginDevice>* out);
   // With publish_at_start false: ends the hold and queues the first publication (any thread;
   // later calls do nothing).
   void Publish();
@@ -129,6 +142,8 @@ class Registrar {
   void Run(const std::string& key);
   // Rediscovers (when `rediscover`), rebuilds and publishes when the text changed.
   Status Refresh(bool rediscover);
+  // Refresh's publication in Volcano's format.
+  Status PublishVolcano(bool full_pass);
   void Rebuild() REQUIRES(mu_);  // registration and device list from inventory_ and unhealthy_
   // The MIG plan of the served (unfiltered) GPUs and the mixed strategy's device lists.
   Result<MigPlan> PlanMig() const REQUIRES(mu_);
@@ -166,6 +181,8 @@ class Registrar {
   ReplicaMap replicas_ GUARDED_BY(mu_);
   std::vector<std::string> mig_resources_ GUARDED_BY(mu_);  // mixed: offered, fixed at Start
   std::map<std::string, std::vector<PluginDevice>> mig_devices_ GUARDED_BY(mu_);
+  // Volcano: the memory and cores resources' lists.
+  std::map<std::string, std::vector<PluginDevice>> volcano_devices_ GUARDED_BY(mu_);
   std::set<std::string> mig_warned_ GUARDED_BY(mu_);  // plan warnings already logged
   // Operating mode mig: "<gpu>/<start>+<size>" of the GPU instances without a compute instance
   // the last pass saw (RefreshMigFacts).
@@ -174,6 +191,7 @@ class Registrar {
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::string published_register_ GUARDED_BY(mu_);  // last text the node accepted
   std::string published_score_ GUARDED_BY(mu_);
+  bool handshake_written_ GUARDED_BY(mu_) = false;  // Volcano: by this process
   Stats stats_ GUARDED_BY(mu_);
 };
 

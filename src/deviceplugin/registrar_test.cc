@@ -221,20 +221,21 @@ TEST_F(RegistrarTest, MixedStrategyListsEachProfileAndFollowsHealth) {
   EXPECT_EQ(r.MigResourceNames(),
             (std::vector<std::string>{"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"}));
   std::vector<PluginDevice> list;
-  uint64_t gen = r.MigDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  uint64_t gen =
+      r.ResourceDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
   EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-b"}));
   EXPECT_EQ(list[0].gpu, kGpu1);
   EXPECT_EQ(list[0].numa_node, -1);  // topology only with enableNumaTopology
-  r.MigDevices("nvidia.com/mig-7g.80gb", 0, std::chrono::milliseconds(0), &list);
+  r.ResourceDevices("nvidia.com/mig-7g.80gb", 0, std::chrono::milliseconds(0), &list);
   EXPECT_TRUE(list.empty());
 
   // An XID in one instance: that instance only. One on the GPU: every instance on it.
   r.MarkUnhealthy({"MIG-b"}, "XID 79");  // GPU 0's registration is unchanged: no patch
-  EXPECT_NE(r.MigDevices("nvidia.com/mig-1g.10gb", gen, std::chrono::milliseconds(0), &list),
+  EXPECT_NE(r.ResourceDevices("nvidia.com/mig-1g.10gb", gen, std::chrono::milliseconds(0), &list),
             gen);
   EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-b!"}));
   r.MarkUnhealthy({kGpu1}, "XID 48");
-  r.MigDevices("nvidia.com/mig-3g.40gb", 0, std::chrono::milliseconds(0), &list);
+  r.ResourceDevices("nvidia.com/mig-3g.40gb", 0, std::chrono::milliseconds(0), &list);
   EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-c!"}));
 }
 
@@ -250,12 +251,12 @@ TEST_F(RegistrarTest, MixedStrategyFollowsInstancesWithinTheProfilesItStartedWit
   fc_.clock.Advance(std::chrono::seconds(30));
   ASSERT_TRUE(r.Step());
   std::vector<PluginDevice> list;
-  r.MigDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  r.ResourceDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
   EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-b"}));
   // 2g.20gb was not there at Start: no socket serves it, so it is not listed (a warning says
   // to restart the plugin).
   EXPECT_EQ(r.MigResourceNames().size(), 2u);
-  r.MigDevices("nvidia.com/mig-2g.20gb", 0, std::chrono::milliseconds(0), &list);
+  r.ResourceDevices("nvidia.com/mig-2g.20gb", 0, std::chrono::milliseconds(0), &list);
   EXPECT_TRUE(list.empty());
 }
 
@@ -494,6 +495,77 @@ TEST_F(DynamicMigRegistrarTest, AnEmptyGpuInstancesPlaceIsLeftOut) {
   one = Profile(devs[0], "1g.10gb");
   ASSERT_NE(one, nullptr);
   EXPECT_EQ(one->placements, (std::vector<device::MigPlacement>{{1, 1}, {2, 1}, {3, 1}}));
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
+
+namespace hami::deviceplugin {
+namespace {
+
+// Volcano's vGPU protocol: the register in Volcano's format with the handshake, the memory and
+// cores lists; the handshake written again only when an old scheduler has stamped it.
+TEST_F(RegistrarTest, VolcanoPublishesItsRegisterAndAnswersOldSchedulersHandshake) {
+  VolcanoSettings v;
+  v.memory_factor = 1024;
+  options_.volcano = v;
+  Registrar& r = Start();
+  ASSERT_EQ(Patches().size(), 1u);
+  k8s::Object anns = (*k8s::ParseObject(Patches()[0].body))["metadata"]["annotations"];
+  EXPECT_FALSE(anns.contains("hami.io/node-nvidia-register"));
+  EXPECT_EQ(anns["volcano.sh/node-vgpu-register"],
+            std::string(kGpu0) + ",4,80,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:" + kGpu1 +
+                ",4,80,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:");
+  EXPECT_EQ(anns["volcano.sh/node-vgpu-handshake"], "Reported 2024-01-01 00:00:00 +0000 UTC");
+  std::vector<PluginDevice> list;
+  r.ResourceDevices("volcano.sh/vgpu-memory", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(list.size(), 160u);  // 80 GiB in 1 GiB units, twice
+  EXPECT_EQ(list[0].id, std::string(kGpu0) + "-memory-0");
+  r.ResourceDevices("volcano.sh/vgpu-cores", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(list.size(), 200u);
+
+  // A full pass that finds the agent's own report (a new scheduler): one GET, no write.
+  k8s::Object node = {{"metadata", {{"name", "node-a"}}}};
+  node["metadata"]["annotations"]["volcano.sh/node-vgpu-handshake"] =
+      "Reported 2024-01-01 00:00:00 +0000 UTC";
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, node.dump()));
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  EXPECT_EQ(Patches().size(), 1u);
+
+  // An old scheduler stamped it: the next pass reports again, and only the handshake changes.
+  node["metadata"]["annotations"]["volcano.sh/node-vgpu-handshake"] =
+      "Requesting_2024.01.01 00:00:31";
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, node.dump()));
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  ASSERT_EQ(Patches().size(), 2u);
+  anns = (*k8s::ParseObject(Patches()[1].body))["metadata"]["annotations"];
+  EXPECT_EQ(anns["volcano.sh/node-vgpu-handshake"], "Reported 2024-01-01 00:01:00 +0000 UTC");
+
+  // An unhealthy GPU leaves the register (Volcano's scheduler ignores the health field); no
+  // handshake read on a publication that is not a full pass.
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  r.MarkUnhealthy({kGpu0}, "test");
+  ASSERT_TRUE(r.Step());
+  ASSERT_EQ(Patches().size(), 3u);
+  anns = (*k8s::ParseObject(Patches()[2].body))["metadata"]["annotations"];
+  EXPECT_EQ(anns["volcano.sh/node-vgpu-register"],
+            std::string(kGpu1) + ",4,80,NVIDIA-NVIDIA A100-SXM4-80GB,true,hami-core:");
+  EXPECT_FALSE(anns.contains("volcano.sh/node-vgpu-handshake"));
+  r.ResourceDevices("volcano.sh/vgpu-memory", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_FALSE(list[0].healthy);
+}
+
+TEST_F(RegistrarTest, VolcanoRefusesAMemoryListKubeletWouldDrop) {
+  options_.volcano = VolcanoSettings{};  // factor 1: 2 x 81920 IDs
+  registrar_ = std::make_unique<Registrar>(*fc_.client, driver_, options_, fc_.clock);
+  Status s = registrar_->Start(Registrar::Drive::kSteps);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("set gpuMemoryFactor to 3 or more"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(Patches().empty());
 }
 
 }  // namespace

@@ -130,6 +130,25 @@ int64_t GetInt(const Object& obj, std::string_view pointer, int64_t fallback) {
   return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : fallback;
 }
 
+namespace {
+const Object* Annotations(const Object& obj) {
+  const Object* a = Find(obj, "/metadata/annotations");
+  return a != nullptr && a->is_object() ? a : nullptr;
+}
+}  // namespace
+
+std::string GetAnnotation(const Object& obj, std::string_view key) {
+  const Object* a = Annotations(obj);
+  if (a == nullptr) return "";
+  auto it = a->find(std::string(key));
+  return it != a->end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool HasAnnotation(const Object& obj, std::string_view key) {
+  const Object* a = Annotations(obj);
+  return a != nullptr && a->contains(std::string(key));
+}
+
 std::string ObjectKey(const Object& obj) {
   std::string ns = Namespace(obj);
   return ns.empty() ? Name(obj) : ns + "/" + Name(obj);

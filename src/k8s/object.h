@@ -34,6 +34,11 @@ std::string GetString(const Object& obj, std::string_view pointer);
 // The integer at a JSON pointer; `fallback` when missing or not an integer.
 int64_t GetInt(const Object& obj, std::string_view pointer, int64_t fallback = 0);
 
+// metadata.annotations[key]; "" when missing or not a string.
+std::string GetAnnotation(const Object& obj, std::string_view key);
+// Whether metadata.annotations has `key` (with any value).
+bool HasAnnotation(const Object& obj, std::string_view key);
+
 inline std::string Name(const Object& obj) { return GetString(obj, "/metadata/name"); }
 inline std::string Namespace(const Object& obj) { return GetString(obj, "/metadata/namespace"); }
 inline std::string ResourceVersion(const Object& obj) {
