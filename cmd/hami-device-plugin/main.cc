@@ -67,6 +67,16 @@ int PrintRegistration(dp::NvmlDriver& driver, const dp::PluginConfig& c) {
   if (!inv.ok()) return Die("GPU discovery: " + inv.status().message());
   dp::Registration reg = dp::BuildRegistration(*inv, c.options.settings, {});
   for (const std::string& w : reg.warnings) HAMI_LOG(Warning) << w;
+  if (c.options.volcano && c.options.volcano->share) {  // what Volcano's scheduler reads
+    const dp::VolcanoSettings& v = *c.options.volcano;
+    std::vector<dp::PluginDevice> devices = dp::VolcanoShareDevices(reg.devices, v, false);
+    auto [resource, quantity] = dp::VolcanoShareCapacity(reg.devices, v);
+    std::printf("%s: %zu\n%s: %s\n%s: \"%s\"\n", c.options.resource_name.c_str(),
+                devices.size(), resource.c_str(), quantity.c_str(),
+                std::string(hami::device::kVolcanoGpuUnhealthyIdsAnnotation).c_str(),
+                dp::VolcanoUnhealthyIndices(reg.devices).c_str());
+    return 0;
+  }
   if (c.options.volcano) {  // Volcano's register value instead of HAMi's annotations
     std::vector<hami::device::DeviceInfo> records =
         dp::VolcanoRegisterDevices(reg.devices, *c.options.volcano);

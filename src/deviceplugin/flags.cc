@@ -52,6 +52,7 @@ PluginFlags DefaultPluginFlags() {
   f.gds = EnvOr("GDS_ENABLED", f.gds);
   f.mofed = EnvOr("MOFED_ENABLED", f.mofed);
   f.volcano = EnvOr("VOLCANO_MODE");
+  f.volcano_enforce_memory = EnvOr("VOLCANO_ENFORCE_MEMORY", f.volcano_enforce_memory);
   f.topology_score = EnvOr("ENABLE_TOPOLOGY_SCORE");
   f.disable_healthchecks = EnvIfSet("DP_DISABLE_HEALTHCHECKS");
   f.enable_healthchecks = EnvIfSet("DP_ENABLE_HEALTHCHECKS");
@@ -87,7 +88,12 @@ void AddPluginFlags(CLI::App& app, PluginFlags* f) {
   app.add_option("--kube-burst", f->kube_burst, "API request burst")->capture_default_str();
   app.add_option("--volcano", f->volcano,
                  "serve Volcano's deviceshare plugin instead of hami-scheduler: vgpu "
-                 "(volcano.sh/vgpu-number, -memory, -cores; default $VOLCANO_MODE)");
+                 "(volcano.sh/vgpu-number, -memory, -cores), share (volcano.sh/gpu-memory) or "
+                 "number (volcano.sh/gpu-number); default $VOLCANO_MODE");
+  app.add_option("--volcano-enforce-memory", f->volcano_enforce_memory,
+                 "with --volcano=share: hold each container to its volcano.sh/gpu-memory with "
+                 "libvgpu.so (default $VOLCANO_ENFORCE_MEMORY)")
+      ->capture_default_str();
   app.add_option("--disable-core-limit", f->disable_core_limit,
                  "turn SM limits off (also disableCoreLimit in device-config.yaml)")
       ->capture_default_str();
@@ -226,14 +232,26 @@ Result<MigStrategy> ResolveMigStrategy(const PluginFlags& f, const device::NodeC
 Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
                     PluginOptions* o) {
   if (f.volcano.empty()) return OkStatus();
-  if (f.volcano != "vgpu") {
+  if (f.volcano != "vgpu" && f.volcano != "share" && f.volcano != "number") {
     return InvalidArgumentError("--volcano (VOLCANO_MODE) \"" + f.volcano +
-                                "\": the supported mode is vgpu");
+                                "\": want vgpu, share or number");
+  }
+  const bool enforce = f.volcano_enforce_memory == "true";
+  if (!enforce && f.volcano_enforce_memory != "false") {
+    return InvalidArgumentError("--volcano-enforce-memory (VOLCANO_ENFORCE_MEMORY) \"" +
+                                f.volcano_enforce_memory + "\": want true or false");
+  }
+  if (enforce && f.volcano != "share") {
+    return InvalidArgumentError(
+        "--volcano-enforce-memory applies to --volcano=share only (" +
+        std::string(f.volcano == "vgpu" ? "vgpu memory is always enforced"
+                                        : "GPU number hands out whole GPUs") +
+        ")");
   }
   if (o->settings.operating_mode == device::OperatingMode::kMig ||
       o->mig_strategy != MigStrategy::kNone) {
     return InvalidArgumentError(
-        "--volcano=vgpu on node " + f.node_name +
+        "--volcano=" + f.volcano + " on node " + f.node_name +
         ": MIG under Volcano (operating mode mig or a MIG strategy) is not supported yet; "
         "use operating mode hami-core or mps on this node");
   }
@@ -249,6 +267,13 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
   v.memory_factor = nvidia.gpu_memory_factor;
   v.core_scaling = o->settings.device_core_scaling;
   o->resource_name = v.count_resource;
+  if (f.volcano != "vgpu") {
+    v.share = f.volcano == "share" ? device::VolcanoShareMode::kMemory
+                                   : device::VolcanoShareMode::kNumber;
+    v.enforce_memory = enforce;
+    v.handshake = false;
+    o->resource_name = std::string(device::VolcanoShareResource(*v.share));
+  }
   o->volcano = std::move(v);
   return OkStatus();
 }

@@ -40,8 +40,11 @@ struct PluginFlags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string mps_pipe = "/tmp/nvidia-mps";
   std::string register_interval = "30s";
-  // "" (HAMi's scheduler) or "vgpu": Volcano's deviceshare plugin in vGPU mode ($VOLCANO_MODE).
+  // "" (HAMi's scheduler), or Volcano's deviceshare plugin in one of its NVIDIA modes: "vgpu",
+  // "share" (GPU sharing) or "number" (GPU number) ($VOLCANO_MODE).
   std::string volcano;
+  // GPU sharing: hold containers to their volcano.sh/gpu-memory ($VOLCANO_ENFORCE_MEMORY).
+  std::string volcano_enforce_memory = "false";
   std::string gdrcopy = "false";  // $GDRCOPY_ENABLED
   std::string gds = "false";      // $GDS_ENABLED
   std::string mofed = "false";    // $MOFED_ENABLED

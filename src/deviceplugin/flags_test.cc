@@ -219,10 +219,38 @@ TEST_F(PluginFlagsTest, VolcanoReplacesHamisDefaultNamesAndRefusesWhatItCannotSe
   EXPECT_EQ(c->options.volcano->memory_factor, 1);
 
   flags_.volcano = "gpu-share";
-  EXPECT_EQ(ErrorOf(), "--volcano (VOLCANO_MODE) \"gpu-share\": the supported mode is vgpu");
+  EXPECT_EQ(ErrorOf(), "--volcano (VOLCANO_MODE) \"gpu-share\": want vgpu, share or number");
   flags_.volcano = "vgpu";
+  flags_.volcano_enforce_memory = "true";
+  EXPECT_EQ(ErrorOf(), "--volcano-enforce-memory applies to --volcano=share only (vgpu memory "
+                       "is always enforced)");
+  flags_.volcano_enforce_memory = "yes";
+  EXPECT_EQ(ErrorOf(), "--volcano-enforce-memory (VOLCANO_ENFORCE_MEMORY) \"yes\": want true or "
+                       "false");
+  flags_.volcano_enforce_memory = "false";
   flags_.mig_strategy = "mixed";
   EXPECT_NE(ErrorOf().find("MIG under Volcano"), std::string::npos);
+}
+
+// --volcano=share / number: Volcano's GPU sharing and GPU number resources.
+TEST_F(PluginFlagsTest, VolcanoShareAndNumberServeOneResource) {
+  flags_.volcano = "share";
+  flags_.volcano_enforce_memory = "true";
+  flags_.config_file = Write("device-config.yaml", "nvidia:\n  gpuMemoryFactor: 4\n");
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->options.volcano && c->options.volcano->share);
+  EXPECT_EQ(*c->options.volcano->share, device::VolcanoShareMode::kMemory);
+  EXPECT_EQ(c->options.resource_name, "volcano.sh/gpu-memory");
+  EXPECT_EQ(c->options.volcano->memory_factor, 4);
+  EXPECT_TRUE(c->options.volcano->enforce_memory);
+  EXPECT_FALSE(c->options.volcano->handshake);
+  flags_.volcano = "number";
+  flags_.volcano_enforce_memory = "false";
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(*c->options.volcano->share, device::VolcanoShareMode::kNumber);
+  EXPECT_EQ(c->options.resource_name, "volcano.sh/gpu-number");
 }
 
 }  // namespace

@@ -32,6 +32,11 @@ void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket
 
 Status KubeletPlugins::Start() {
   const PluginOptions& o = service_.options();
+  if (o.volcano && o.volcano->share) {
+    // Volcano's GPU sharing or GPU number resource, on the socket Volcano's own agent uses.
+    Add(service_, "volcano.sock", false, nullptr);
+    return served_.front()->runner->Start();
+  }
   if (o.volcano) {
     // Volcano's three resources, on the sockets Volcano's own agent uses.
     Add(service_, VolcanoSocketName(o.volcano->count_resource), false, nullptr);

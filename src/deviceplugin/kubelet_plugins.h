@@ -5,7 +5,8 @@
 // socket is served even when every GPU is a MIG GPU, so kubelet reports the resource at 0
 // rather than dropping it. Under Volcano's vGPU protocol (PluginOptions::volcano) the sockets
 // are Volcano's three resources instead, named as Volcano's agent names them
-// (nvidia-vgpu-number.sock, nvidia-vgpu-memory.sock, nvidia-vgpu-cores.sock).
+// (nvidia-vgpu-number.sock, nvidia-vgpu-memory.sock, nvidia-vgpu-cores.sock); under its GPU
+// sharing or GPU number mode, the one resource on volcano.sock.
 //
 //   KubeletPlugins plugins(service, {.plugin_dir = dir, .on_ready = [](auto& sockets) {...}});
 //   plugins.Start();           // after service.Start(): the MIG resources are known then

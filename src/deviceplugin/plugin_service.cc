@@ -29,12 +29,31 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
 std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
                                                        k8s::RestClient& client,
                                                        std::function<ReplicaMap()> replicas) {
-  if (!o.volcano) return nullptr;
+  if (!o.volcano || o.volcano->share) return nullptr;
   return std::make_unique<VolcanoAllocator>(
       client,
       VolcanoAllocatorOptions{
           .node_name = o.node_name, .allocation = o.allocation, .volcano = *o.volcano},
       std::move(replicas));
+}
+
+std::unique_ptr<VolcanoShareBackend> MakeVolcanoShare(const PluginOptions& o,
+                                                      k8s::RestClient& client,
+                                                      Registrar& registrar) {
+  if (!o.volcano || !o.volcano->share) return nullptr;
+  const std::string resource(device::VolcanoShareResource(*o.volcano->share));
+  return std::make_unique<VolcanoShareBackend>(
+      client,
+      VolcanoShareOptions{.node_name = o.node_name,
+                          .allocation = o.allocation,
+                          .mode = *o.volcano->share,
+                          .memory_factor = o.volcano->memory_factor,
+                          .enforce_memory = o.volcano->enforce_memory},
+      [&registrar, resource](uint64_t known, std::chrono::milliseconds timeout,
+                             std::vector<PluginDevice>* out) {
+        return registrar.ResourceDevices(resource, known, timeout, out);
+      },
+      [&registrar] { return registrar.RegisteredDevices(); });
 }
 
 AllocatorOptions AllocatorOptionsOf(const PluginOptions& o, MigInstances* mig_instances) {
@@ -67,6 +86,7 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
                  [this] { return registrar_.Replicas(); }, clock_),
       volcano_allocator_(
           MakeVolcanoAllocator(options_, client, [this] { return registrar_.Replicas(); })),
+      volcano_share_(MakeVolcanoShare(options_, client, registrar_)),
       registrar_(client, driver,
                  RegistrarOptionsOf(options_, mig_driver, mig_instances_.get()), clock_,
                  [this] { StatsChanged(); }) {}
@@ -77,7 +97,7 @@ Status PluginService::Start() {
   if (options_.volcano && (DynamicMig(options_) || options_.mig_strategy != MigStrategy::kNone)) {
     return Status(StatusCode::kFailedPrecondition,
                   "node " + options_.node_name +
-                      ": Volcano's vGPU protocol is served in operating modes hami-core and mps; "
+                      ": Volcano's protocols are served in operating modes hami-core and mps; "
                       "MIG under Volcano is not supported yet");
   }
   if (mig_controller_) HAMI_RETURN_IF_ERROR(mig_controller_->Prepare());
@@ -93,9 +113,10 @@ void PluginService::Stop() {
 
 Result<std::vector<ContainerAllocation>> PluginService::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
-  Result<std::vector<ContainerAllocation>> r = volcano_allocator_
-                                                   ? volcano_allocator_->Allocate(requests)
-                                                   : allocator_.Allocate(requests);
+  Result<std::vector<ContainerAllocation>> r =
+      volcano_share_       ? volcano_share_->Allocate(requests)
+      : volcano_allocator_ ? volcano_allocator_->Allocate(requests)
+                           : allocator_.Allocate(requests);
   StatsChanged();  // the allocator counts inside Allocate only
   return r;
 }
@@ -105,6 +126,11 @@ PluginService::Stats PluginService::stats() const {
   Allocator::Stats a = allocator_.stats();
   if (volcano_allocator_) {
     VolcanoAllocator::Stats v = volcano_allocator_->stats();
+    a.allocations += v.allocations;
+    a.allocation_failures += v.allocation_failures;
+  }
+  if (volcano_share_) {
+    VolcanoShareBackend::Stats v = volcano_share_->stats();
     a.allocations += v.allocations;
     a.allocation_failures += v.allocation_failures;
   }

@@ -31,6 +31,7 @@
 #include "deviceplugin/registrar.h"
 #include "deviceplugin/volcano_allocator.h"
 #include "deviceplugin/volcano_devices.h"
+#include "deviceplugin/volcano_share_backend.h"
 #include "k8s/rest_client.h"
 
 namespace hami::deviceplugin {
@@ -58,7 +59,9 @@ struct PluginOptions {
   bool publish_after_kubelet = false;
   // Volcano's vGPU protocol (volcano_devices.h, volcano_allocator.h) instead of HAMi's:
   // `resource_name` is then the count resource, the registration is Volcano's and Allocate
-  // follows Volcano's pod annotations. Not with operating mode mig or a MIG strategy.
+  // follows Volcano's pod annotations. Not with operating mode mig or a MIG strategy. With
+  // `volcano->share` the service serves Volcano's GPU sharing or GPU number resource instead
+  // (volcano_share_backend.h; `resource_name` is that resource).
   std::optional<VolcanoSettings> volcano;
 };
 
@@ -86,12 +89,15 @@ class PluginService final : public DevicePluginBackend {
   // See Registrar::Devices.
   uint64_t Devices(uint64_t known, std::chrono::milliseconds timeout,
                    std::vector<PluginDevice>* out) override {
+    if (volcano_share_) return volcano_share_->Devices(known, timeout, out);
     return registrar_.Devices(known, timeout, out);
   }
   // Volcano: no preference (the pod's GPUs do not depend on kubelet's IDs).
   std::vector<std::vector<std::string>> PreferredAllocation(
       const std::vector<PreferredRequest>& requests) override {
-    if (volcano_allocator_) return std::vector<std::vector<std::string>>(requests.size());
+    if (volcano_allocator_ || volcano_share_) {
+      return std::vector<std::vector<std::string>>(requests.size());
+    }
     return allocator_.PreferredAllocation(requests);
   }
   Result<std::vector<ContainerAllocation>> Allocate(
@@ -138,7 +144,8 @@ class PluginService final : public DevicePluginBackend {
   std::unique_ptr<MigController> mig_controller_;
   // Declared before the registrar, whose replica map they read only during calls.
   Allocator allocator_;
-  std::unique_ptr<VolcanoAllocator> volcano_allocator_;  // with options_.volcano
+  std::unique_ptr<VolcanoAllocator> volcano_allocator_;  // with options_.volcano, vGPU
+  std::unique_ptr<VolcanoShareBackend> volcano_share_;   // with options_.volcano->share
   Registrar registrar_;  // stopped first on destruction (declared last)
 };
 

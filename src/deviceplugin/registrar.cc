@@ -291,8 +291,13 @@ void Registrar::Rebuild() {
     const bool numa = options_.settings.enable_numa_topology;
     const VolcanoSettings& v = *options_.volcano;
     std::map<std::string, std::vector<PluginDevice>> lists;
-    lists[v.memory_resource] = VolcanoMemoryDevices(registration_.devices, v, numa);
-    lists[v.cores_resource] = VolcanoCoreDevices(registration_.devices, v, numa);
+    if (v.share) {
+      lists[std::string(device::VolcanoShareResource(*v.share))] =
+          VolcanoShareDevices(registration_.devices, v, numa);
+    } else {
+      lists[v.memory_resource] = VolcanoMemoryDevices(registration_.devices, v, numa);
+      lists[v.cores_resource] = VolcanoCoreDevices(registration_.devices, v, numa);
+    }
     if (lists != volcano_devices_) {
       volcano_devices_ = std::move(lists);
       changed = true;
@@ -313,7 +318,9 @@ Status Registrar::Refresh(bool rediscover) {
     if (DynamicMig()) RefreshMigFacts(false);
     Rebuild();
   }
-  if (options_.volcano) return PublishVolcano(rediscover);
+  if (options_.volcano) {
+    return options_.volcano->share ? PublishVolcanoShare(rediscover) : PublishVolcano(rediscover);
+  }
   std::string reg, score;
   {
     MutexLock l(mu_);
@@ -410,6 +417,65 @@ Status Registrar::PublishVolcano(bool full_pass) {
   return OkStatus();
 }
 
+Status Registrar::PublishVolcanoShare(bool full_pass) {
+  const std::string& name = options_.node_name;
+  std::string unhealthy;
+  std::pair<std::string, std::string> capacity;
+  {
+    MutexLock l(mu_);
+    if (held_) return OkStatus();
+    unhealthy = VolcanoUnhealthyIndices(registration_.devices);
+    capacity = VolcanoShareCapacity(registration_.devices, *options_.volcano);
+    if (published_unhealthy_ && !full_pass && *published_unhealthy_ == unhealthy) {
+      return OkStatus();
+    }
+  }
+  const std::string key(device::kVolcanoGpuUnhealthyIdsAnnotation);
+  bool write_annotation = true, write_status = false;
+  if (full_pass || !published_unhealthy_) {
+    Result<k8s::Object> node = k8s::GetNode(client_, name);
+    if (!node.ok()) {
+      return Status(node.status().code(), "reading node " + name + " for Volcano: " +
+                                              node.status().message());
+    }
+    write_annotation = k8s::GetAnnotation(*node, key) != unhealthy ||
+                       (unhealthy.empty() && k8s::HasAnnotation(*node, key));
+    std::string res = capacity.first;  // as a JSON Pointer token: its '/' escaped
+    res.replace(res.find('/'), 1, "~1");
+    write_status = k8s::GetString(*node, "/status/capacity/" + res) != capacity.second ||
+                   k8s::GetString(*node, "/status/allocatable/" + res) != capacity.second;
+  }
+  if (write_annotation) {
+    k8s::AnnotationChanges changes{
+        {key, unhealthy.empty() ? std::nullopt : std::optional<std::string>(unhealthy)}};
+    Result<k8s::WriteAck> ack = k8s::PatchNodeAnnotations(client_, name, changes);
+    if (!ack.ok()) {
+      return Status(ack.status().code(), "writing " + key + " on node " + name + ": " +
+                                             ack.status().message());
+    }
+    HAMI_LOG(Info) << "node " << name << ": " << key << " "
+                   << (unhealthy.empty() ? "removed (every GPU healthy)" : "= " + unhealthy);
+  }
+  if (write_status) {
+    nlohmann::json patch;
+    patch["status"]["capacity"][capacity.first] = capacity.second;
+    patch["status"]["allocatable"][capacity.first] = capacity.second;
+    Result<k8s::WriteAck> ack = client_.PatchAck(k8s::kNodes, "", name, k8s::PatchType::kMerge,
+                                                 patch.dump(), "status");
+    if (!ack.ok()) {
+      return Status(ack.status().code(), "writing " + capacity.first +
+                                             " into the status of node " + name + ": " +
+                                             ack.status().message());
+    }
+    HAMI_LOG(Info) << "node " << name << ": status capacity " << capacity.first << " = "
+                   << capacity.second << " (Volcano's scheduler reads it)";
+  }
+  MutexLock l(mu_);
+  published_unhealthy_ = unhealthy;
+  if (write_annotation || write_status) ++stats_.registrations_published;
+  return OkStatus();
+}
+
 void Registrar::Publish() {
   {
     MutexLock l(mu_);
@@ -463,6 +529,11 @@ uint64_t Registrar::ResourceDevices(const std::string& resource, uint64_t known,
     if (auto it = lists->find(resource); it != lists->end()) *out = it->second;
   }
   return generation_;
+}
+
+std::vector<device::DeviceInfo> Registrar::RegisteredDevices() const {
+  MutexLock l(mu_);
+  return registration_.devices;
 }
 
 ReplicaMap Registrar::Replicas() const {

@@ -24,6 +24,11 @@
 //    Volcano v1.15.0: once, and again on a full pass that finds it stamped by such a scheduler
 //    ("Requesting_..."/"Deleted_..."), so an old scheduler sees a live node while a new one
 //    never causes a write.
+//  - Volcano's GPU sharing and GPU number (`volcano->share` set): no registration annotation;
+//    the one resource's list (ResourceDevices), the node status quantity Volcano's scheduler
+//    needs besides it (VolcanoShareCapacity) and `volcano.sh/gpu-unhealthy-ids`. Both are
+//    checked on every full pass (a kubelet restart can reset the status) and written only when
+//    they differ; a health change writes the annotation at once.
 //  - Periodic work runs as keys on a WorkQueue: "refresh" rediscovers and publishes every
 //    `register_interval` (after `retry_interval` when a pass failed); "publish" publishes at once
 //    (a GPU turned unhealthy). A publication patches the node only when the text changed.
@@ -117,6 +122,8 @@ class Registrar {
                    std::vector<PluginDevice>* out);
   // Which GPU each replica ID stands for, now.
   ReplicaMap Replicas() const;
+  // The registered GPUs, now (health included).
+  std::vector<device::DeviceInfo> RegisteredDevices() const;
   // Mixed MIG strategy: the resources offered (fixed at Start, sorted).
   std::vector<std::string> MigResourceNames() const;
   // The device list of one resource besides the main one (a mixed MIG profile, whose IDs are
@@ -144,6 +151,8 @@ class Registrar {
   Status Refresh(bool rediscover);
   // Refresh's publication in Volcano's format.
   Status PublishVolcano(bool full_pass);
+  // Refresh's publication for Volcano's GPU sharing and GPU number.
+  Status PublishVolcanoShare(bool full_pass);
   void Rebuild() REQUIRES(mu_);  // registration and device list from inventory_ and unhealthy_
   // The MIG plan of the served (unfiltered) GPUs and the mixed strategy's device lists.
   Result<MigPlan> PlanMig() const REQUIRES(mu_);
@@ -192,6 +201,8 @@ class Registrar {
   std::string published_register_ GUARDED_BY(mu_);  // last text the node accepted
   std::string published_score_ GUARDED_BY(mu_);
   bool handshake_written_ GUARDED_BY(mu_) = false;  // Volcano: by this process
+  // Volcano GPU sharing/number: the unhealthy-ids value last written (nullopt: none yet).
+  std::optional<std::string> published_unhealthy_ GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
 };
 

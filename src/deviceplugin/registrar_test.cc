@@ -568,5 +568,51 @@ TEST_F(RegistrarTest, VolcanoRefusesAMemoryListKubeletWouldDrop) {
   EXPECT_TRUE(Patches().empty());
 }
 
+// Volcano's GPU sharing: no register annotation; the status quantity and the unhealthy IDs are
+// written when the node lacks them, checked on full passes, and the IDs follow health at once.
+TEST_F(RegistrarTest, VolcanoSharingWritesTheStatusQuantityAndTheUnhealthyIds) {
+  VolcanoSettings v;
+  v.memory_factor = 1024;
+  v.share = device::VolcanoShareMode::kMemory;
+  v.handshake = false;
+  options_.volcano = v;
+  k8s::Object node = {{"metadata", {{"name", "node-a"}}}};
+  node["metadata"]["annotations"]["volcano.sh/gpu-unhealthy-ids"] = "1";  // a stale value
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, node.dump()));
+  fc_.fake->Push("PATCH", kNodeUrl + std::string("/status"), FakeTransport::Json(200, "{}"));
+  Registrar& r = Start();
+  ASSERT_EQ(Patches().size(), 2u);
+  EXPECT_EQ(Patches()[0].body,
+            R"({"metadata":{"annotations":{"volcano.sh/gpu-unhealthy-ids":null}}})");
+  EXPECT_EQ(Patches()[1].body,
+            R"({"status":{"allocatable":{"volcano.sh/gpu-number":"2"},)"
+            R"("capacity":{"volcano.sh/gpu-number":"2"}}})");
+  std::vector<PluginDevice> list;
+  r.ResourceDevices("volcano.sh/gpu-memory", 0, std::chrono::milliseconds(0), &list);
+  ASSERT_EQ(list.size(), 160u);
+  EXPECT_EQ(list[0].id, "0-0");
+  EXPECT_EQ(list[80].id, "1-0");
+
+  // A full pass that finds both in place writes nothing.
+  node["metadata"]["annotations"].erase("volcano.sh/gpu-unhealthy-ids");
+  node["status"]["capacity"]["volcano.sh/gpu-number"] = "2";
+  node["status"]["allocatable"]["volcano.sh/gpu-number"] = "2";
+  fc_.fake->Push("GET", kNodeUrl, FakeTransport::Json(200, node.dump()));
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  EXPECT_EQ(Patches().size(), 2u);
+
+  // GPU 1 turns unhealthy: the IDs at once, without reading the node.
+  fc_.fake->Push("PATCH", kNodeUrl, FakeTransport::Json(200, "{}"));
+  r.MarkUnhealthy({kGpu1}, "test");
+  ASSERT_TRUE(r.Step());
+  ASSERT_EQ(Patches().size(), 3u);
+  EXPECT_EQ(Patches()[2].body,
+            R"({"metadata":{"annotations":{"volcano.sh/gpu-unhealthy-ids":"1"}}})");
+  r.ResourceDevices("volcano.sh/gpu-memory", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_FALSE(list[80].healthy);
+  EXPECT_TRUE(list[0].healthy);
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

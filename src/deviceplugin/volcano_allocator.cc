@@ -11,6 +11,7 @@
 #include "device/volcano_vgpu.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/hook_install.h"
+#include "deviceplugin/volcano_api.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -20,28 +21,6 @@ namespace hami::deviceplugin {
 namespace {
 
 constexpr int kAttempts = 4;
-
-// Container limits as the quantity text the selection rule parses (numbers as JSON writes them).
-void ReadLimits(const k8s::Object& spec, const char* list,
-                std::vector<device::ContainerResources>* out) {
-  auto cs = spec.find(list);
-  if (cs == spec.end() || !cs->is_array()) return;
-  for (const k8s::Object& c : *cs) {
-    if (!c.is_object()) continue;
-    device::ContainerResources r;
-    r.name = c.value("name", "");
-    const k8s::Object* limits = nullptr;
-    if (auto res = c.find("resources"); res != c.end() && res->is_object()) {
-      if (auto l = res->find("limits"); l != res->end() && l->is_object()) limits = &*l;
-    }
-    if (limits != nullptr) {
-      for (auto it = limits->begin(); it != limits->end(); ++it) {
-        r.limits[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
-      }
-    }
-    out->push_back(std::move(r));
-  }
-}
 
 std::string Describe(const device::ContainerDevices& devices, int32_t factor) {
   std::ostringstream os;
@@ -55,28 +34,6 @@ std::string Describe(const device::ContainerDevices& devices, int32_t factor) {
 std::string RandomCacheName() { return NewRandomUuid() + ".cache"; }
 
 }  // namespace
-
-device::VolcanoPod VolcanoPodOf(const k8s::Object& pod) {
-  device::VolcanoPod v;
-  v.uid = k8s::Uid(pod);
-  v.name = k8s::Name(pod);
-  v.ns = k8s::Namespace(pod);
-  v.node_name = k8s::GetString(pod, "/spec/nodeName");
-  v.phase = k8s::GetString(pod, "/status/phase");
-  v.deleting = !k8s::GetString(pod, "/metadata/deletionTimestamp").empty();
-  if (auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
-    if (auto a = m->find("annotations"); a != m->end() && a->is_object()) {
-      for (auto it = a->begin(); it != a->end(); ++it) {
-        if (it->is_string()) v.annotations[it.key()] = it->get<std::string>();
-      }
-    }
-  }
-  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    ReadLimits(*spec, "initContainers", &v.resources.init_containers);
-    ReadLimits(*spec, "containers", &v.resources.containers);
-  }
-  return v;
-}
 
 struct VolcanoAllocator::Picked {
   k8s::ObjectPtr object;
@@ -123,30 +80,20 @@ Result<ContainerAllocation> VolcanoAllocator::AllocateOne(const std::vector<std:
   device::VolcanoResourceNames names{.count = options_.volcano.count_resource,
                                      .memory = options_.volcano.memory_resource};
   for (int attempt = 1;; ++attempt) {
-    k8s::ListOptions opts;
-    opts.field_selector = "spec.nodeName=" + node;
-    Result<k8s::Object> list = k8s::ListPods(client_, "", opts);
-    if (!list.ok()) {
+    Result<VolcanoNodePods> listed = ListVolcanoNodePods(client_, node);
+    if (!listed.ok()) {
       Count(false, 1);
-      return Status(StatusCode::kUnavailable,
-                    "cannot list the pods of node " + node + ": " + list.status().message());
+      return listed.status();
     }
-    std::vector<const k8s::Object*> objects;
-    std::vector<device::VolcanoPod> pods;
-    if (auto items = list->find("items"); items != list->end() && items->is_array()) {
-      for (const k8s::Object& item : *items) {
-        objects.push_back(&item);
-        pods.push_back(VolcanoPodOf(item));
-      }
-    }
+    const std::vector<device::VolcanoPod>& pods = listed->pods;
     size_t defective = std::numeric_limits<size_t>::max();
     Result<device::VolcanoPick> pick =
         device::SelectVolcanoPod(pods, node, ids.size(), names, &defective);
     auto picked = [&](size_t i) {
       Picked p;
-      p.object = std::make_shared<const k8s::Object>(*objects[i]);
+      p.object = std::make_shared<const k8s::Object>(listed->item(i));
       p.pod = pods[i];
-      p.view = PodViewOf(*objects[i]);
+      p.view = PodViewOf(listed->item(i));
       return p;
     };
     if (!pick.ok()) {
@@ -265,37 +212,11 @@ void VolcanoAllocator::MarkFailed(const Picked& p, const std::string& reason) {
 
 void VolcanoAllocator::Warn(const k8s::ObjectPtr& pod, const std::string& reason,
                             const std::string& message) {
-  k8s::EventSpec ev;
-  ev.involved = pod;
-  ev.type = "Warning";
-  ev.reason = reason;
-  ev.message = "hami-device-plugin on " + options_.node_name + ": " + message;
-  ev.component = "hami-device-plugin";
-  ev.host = options_.node_name;
-  if (Result<k8s::WriteAck> e = k8s::CreateEvent(client_, ev); !e.ok()) {
-    HAMI_LOG(Warning) << "cannot post event " << reason << ": " << e.status().message();
-  }
+  WarnPod(client_, options_.node_name, pod, reason, message);
 }
 
 void VolcanoAllocator::ReleaseLock(const std::string& why) {
-  // One write whether or not the lock is there: a JSON Patch `remove` of a key the node does
-  // not have is refused (422), which here just means there was no lock. The scheduler sets the
-  // lock only when it is absent or expired, so whatever is there now is the lock this
-  // allocation's pod was placed under (or one that has expired).
-  const std::string key(device::kVolcanoNodeLockAnnotation);
-  // The key needs no JSON or JSON Pointer escaping ("hamivgpu").
-  std::string patch = R"([{"op":"remove","path":"/metadata/annotations/)" + key + R"("}])";
-  Result<k8s::WriteAck> ack = client_.PatchAck(k8s::kNodes, "", options_.node_name,
-                                               k8s::PatchType::kJsonPatch, std::move(patch));
-  if (ack.ok()) {
-    HAMI_LOG(Info) << "node " << options_.node_name << ": released Volcano's node lock " << key
-                   << " (" << why << ")";
-  } else if (ack.status().code() == StatusCode::kInvalidArgument) {
-    HAMI_VLOG(2) << "node " << options_.node_name << ": no Volcano node lock to release";
-  } else {
-    HAMI_LOG(Warning) << "cannot release Volcano's node lock on " << options_.node_name << ": "
-                      << ack.status().message() << "; the scheduler takes it over after 5 minutes";
-  }
+  ReleaseVolcanoNodeLock(client_, options_.node_name, device::kVolcanoNodeLockAnnotation, why);
 }
 
 }  // namespace hami::deviceplugin

@@ -37,6 +37,7 @@
 #include "common/thread_annotations.h"
 #include "device/volcano_pod_select.h"
 #include "deviceplugin/allocation.h"
+#include "deviceplugin/volcano_api.h"
 #include "deviceplugin/volcano_devices.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
@@ -48,9 +49,6 @@ struct VolcanoAllocatorOptions {
   AllocationSettings allocation;  // hook path, device list strategies, operating mode, ...
   VolcanoSettings volcano;
 };
-
-// The pod as the selection rule reads it (exposed for tests).
-device::VolcanoPod VolcanoPodOf(const k8s::Object& pod);
 
 class VolcanoAllocator {
  public:

@@ -28,6 +28,27 @@ std::vector<PluginDevice> Units(const std::vector<device::DeviceInfo>& registere
   return out;
 }
 
+// More memory IDs than kubelet accepts (GPU sharing, or vGPU's memory resource)?
+Status CheckMemoryIds(const std::vector<device::DeviceInfo>& registered,
+                      const VolcanoSettings& s) {
+  if (s.share == device::VolcanoShareMode::kNumber) return OkStatus();
+  const std::string memory_resource =
+      s.share ? std::string(device::kVolcanoGpuMemoryResource) : s.memory_resource;
+  int64_t mib = 0;
+  for (const device::DeviceInfo& d : registered) mib += d.devmem;
+  if (mib / s.memory_factor > static_cast<int64_t>(kVolcanoMaxMemoryIds)) {
+    const int64_t fit = (mib + kVolcanoMaxMemoryIds - 1) / kVolcanoMaxMemoryIds;
+    return InvalidArgumentError(
+        "the node's " + std::to_string(mib) + " MiB of GPU memory make " +
+        std::to_string(mib / s.memory_factor) + " " + memory_resource +
+        " devices with gpuMemoryFactor " + std::to_string(s.memory_factor) +
+        "; kubelet refuses lists over " + std::to_string(kVolcanoMaxMemoryIds) +
+        " (the resource would stay at 0): set gpuMemoryFactor to " + std::to_string(fit) +
+        " or more in the device config");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::vector<device::DeviceInfo> VolcanoRegisterDevices(
@@ -57,12 +78,46 @@ std::vector<PluginDevice> VolcanoCoreDevices(const std::vector<device::DeviceInf
                [&](const device::DeviceInfo&) { return CoreUnits(s); });
 }
 
+std::vector<PluginDevice> VolcanoShareDevices(const std::vector<device::DeviceInfo>& registered,
+                                              const VolcanoSettings& s, bool numa_topology) {
+  std::vector<PluginDevice> out;
+  for (const device::DeviceInfo& d : registered) {
+    const int numa = numa_topology ? d.numa : -1;
+    if (s.share == device::VolcanoShareMode::kNumber) {
+      out.push_back({d.id, d.id, d.health, numa});
+      continue;
+    }
+    const std::string prefix = std::to_string(d.index) + "-";
+    for (int64_t j = 0, n = MemoryUnits(d, s); j < n; ++j) {
+      out.push_back({prefix + std::to_string(j), d.id, d.health, numa});
+    }
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> VolcanoShareCapacity(
+    const std::vector<device::DeviceInfo>& registered, const VolcanoSettings& s) {
+  if (s.share == device::VolcanoShareMode::kNumber) {
+    return {std::string(device::kVolcanoGpuMemoryResource), "0"};
+  }
+  return {std::string(device::kVolcanoGpuNumberResource), std::to_string(registered.size())};
+}
+
+std::string VolcanoUnhealthyIndices(const std::vector<device::DeviceInfo>& registered) {
+  std::vector<uint32_t> indices;
+  for (const device::DeviceInfo& d : registered) {
+    if (!d.health) indices.push_back(d.index);
+  }
+  return device::EncodeVolcanoGpuIndices(indices);
+}
+
 Status CheckVolcanoSettings(const std::vector<device::DeviceInfo>& registered,
                             const VolcanoSettings& s) {
   if (s.memory_factor < 1) {
     return InvalidArgumentError("gpuMemoryFactor must be at least 1, not " +
                                 std::to_string(s.memory_factor));
   }
+  if (s.share) return CheckMemoryIds(registered, s);
   if (!(s.core_scaling > 0) || !std::isfinite(s.core_scaling)) {
     return InvalidArgumentError("deviceCoreScaling must be a positive number, not " +
                                 std::to_string(s.core_scaling));
@@ -77,19 +132,7 @@ Status CheckVolcanoSettings(const std::vector<device::DeviceInfo>& registered,
       }
     }
   }
-  int64_t mib = 0;
-  for (const device::DeviceInfo& d : registered) mib += d.devmem;
-  if (mib / s.memory_factor > static_cast<int64_t>(kVolcanoMaxMemoryIds)) {
-    const int64_t fit = (mib + kVolcanoMaxMemoryIds - 1) / kVolcanoMaxMemoryIds;
-    return InvalidArgumentError(
-        "the node's " + std::to_string(mib) + " MiB of GPU memory make " +
-        std::to_string(mib / s.memory_factor) + " " + s.memory_resource +
-        " devices with gpuMemoryFactor " + std::to_string(s.memory_factor) +
-        "; kubelet refuses lists over " + std::to_string(kVolcanoMaxMemoryIds) +
-        " (the resource would stay at 0): set gpuMemoryFactor to " + std::to_string(fit) +
-        " or more in the device config");
-  }
-  return OkStatus();
+  return CheckMemoryIds(registered, s);
 }
 
 }  // namespace hami::deviceplugin

@@ -10,6 +10,15 @@
 // Only the count resource's Allocate does work (volcano_allocator.h); kubelet needs the memory
 // and cores resources in the node's capacity because pods put them in their limits.
 //
+// Volcano's older modes (`share` set; volcano_share_backend.h, device/volcano_gpushare.h) offer
+// one resource instead:
+//
+//   volcano.sh/gpu-memory    "<index>-<j>", j < MiB / gpuMemoryFactor    (GPU sharing)
+//   volcano.sh/gpu-number    "<UUID>", one per GPU                        (GPU number)
+//
+// and the scheduler reads the other one from the node's status (VolcanoShareCapacity) and the
+// unhealthy GPUs from `volcano.sh/gpu-unhealthy-ids` (VolcanoUnhealthyIndices).
+//
 // Unhealthy GPUs are left out of the register altogether: Volcano's scheduler reads the record's
 // health field but never filters on it, so a GPU listed as unhealthy would still get pods. They
 // stay in the kubelet lists, marked unhealthy there.
@@ -19,11 +28,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "device/device.h"
+#include "device/volcano_gpushare.h"
 #include "deviceplugin/discovery.h"
 
 namespace hami::deviceplugin {
@@ -38,6 +50,10 @@ struct VolcanoSettings {
   // Write `volcano.sh/node-vgpu-handshake` for schedulers up to Volcano v1.15.0, which ignore a
   // node without it.
   bool handshake = true;
+  // GPU sharing or GPU number instead of vGPU (the resource names above are then unused).
+  std::optional<device::VolcanoShareMode> share;
+  // GPU sharing: hold each container to its gpu-memory request with libvgpu.so.
+  bool enforce_memory = false;
 };
 
 // Kubelet drops a ListAndWatch answer over 4 MiB; about this many memory IDs fit.
@@ -55,6 +71,20 @@ std::vector<PluginDevice> VolcanoMemoryDevices(const std::vector<device::DeviceI
                                                const VolcanoSettings& s, bool numa_topology);
 std::vector<PluginDevice> VolcanoCoreDevices(const std::vector<device::DeviceInfo>& registered,
                                              const VolcanoSettings& s, bool numa_topology);
+
+// GPU sharing or GPU number: the device list of the one resource, carrying each GPU's health
+// (and NUMA node when `numa_topology`). `s.share` must be set.
+std::vector<PluginDevice> VolcanoShareDevices(const std::vector<device::DeviceInfo>& registered,
+                                              const VolcanoSettings& s, bool numa_topology);
+
+// GPU sharing or GPU number: the resource and quantity the node's status must carry besides the
+// kubelet's (Volcano's scheduler needs both): GPU sharing, volcano.sh/gpu-number = the GPUs;
+// GPU number, volcano.sh/gpu-memory = 0 (no memory is shared on such a node).
+std::pair<std::string, std::string> VolcanoShareCapacity(
+    const std::vector<device::DeviceInfo>& registered, const VolcanoSettings& s);
+
+// `volcano.sh/gpu-unhealthy-ids`: the indices of the unhealthy GPUs, "1,3"; "" when none.
+std::string VolcanoUnhealthyIndices(const std::vector<device::DeviceInfo>& registered);
 
 // InvalidArgument naming the fix when the settings cannot work: a memory factor below 1, a core
 // scaling that is not positive, resource names that are empty or equal, or more memory IDs

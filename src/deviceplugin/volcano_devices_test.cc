@@ -81,5 +81,35 @@ TEST(VolcanoDevices, SettingsThatCannotWorkAreNamed) {
             std::string::npos);
 }
 
+TEST(VolcanoDevices, ShareAndNumberListsCapacityAndUnhealthyIds) {
+  VolcanoSettings s;
+  s.memory_factor = 1024;
+  s.share = device::VolcanoShareMode::kMemory;
+  device::DeviceInfo a = Gpu("GPU-a", 4096, true, 1), b = Gpu("GPU-b", 2048, false);
+  a.index = 0;
+  b.index = 3;
+  std::vector<PluginDevice> list = VolcanoShareDevices({a, b}, s, true);
+  ASSERT_EQ(list.size(), 6u);  // 4 + 2 units of 1 GiB
+  EXPECT_EQ(list[0], (PluginDevice{"0-0", "GPU-a", true, 1}));
+  EXPECT_EQ(list[5], (PluginDevice{"3-1", "GPU-b", false, 0}));
+  EXPECT_EQ(VolcanoShareCapacity({a, b}, s),
+            std::make_pair(std::string("volcano.sh/gpu-number"), std::string("2")));
+  EXPECT_EQ(VolcanoUnhealthyIndices({a, b}), "3");
+  EXPECT_EQ(VolcanoUnhealthyIndices({a}), "");
+  s.share = device::VolcanoShareMode::kNumber;
+  list = VolcanoShareDevices({a, b}, s, false);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1], (PluginDevice{"GPU-b", "GPU-b", false, -1}));
+  EXPECT_EQ(VolcanoShareCapacity({a, b}, s),
+            std::make_pair(std::string("volcano.sh/gpu-memory"), std::string("0")));
+  // GPU number has no memory IDs to count; GPU sharing has.
+  s.memory_factor = 1;
+  EXPECT_TRUE(CheckVolcanoSettings({Gpu("GPU-a", 81920, true)}, s).ok());
+  s.share = device::VolcanoShareMode::kMemory;
+  Status big = CheckVolcanoSettings({Gpu("GPU-a", 81920, true)}, s);
+  EXPECT_NE(big.message().find("81920 volcano.sh/gpu-memory devices"), std::string::npos)
+      << big.message();
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin
