@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   if (volcano) {
     // 8 x 80 GiB in 64 MiB units: 10,240 memory IDs (the kubelet takes fewer than 60,000).
     o.device_config_yaml += "  gpuMemoryFactor: 64\n";
-    o.nodes[0].plugin_env = {"VOLCANO_MODE=vgpu"};
+    o.nodes[0].volcano = "vgpu";
   }
   // hami-scheduler's client budget (default 50 requests/s) would cap the run at about 8 pods/s
   // (6 requests a pod): give it room, as a cluster expecting bursts would.

@@ -3,8 +3,8 @@
 // done the safe way.
 //
 // Per container request (kubelet sends one per call):
-//  1. lists the pods bound to this node and picks the pod and container with SelectVolcanoPod
-//     (device/volcano_pod_select.h: Volcano's assignment to this node, Pending, bind-phase
+//  1. lists the Pending pods bound to this node and picks the pod and container with
+//     SelectVolcanoPod (device/volcano_pod_select.h: Volcano's assignment to this node, bind-phase
 //     allocating, the next requesting container asking for as many devices as kubelet does,
 //     the oldest vgpu-time; ties and defects refuse);
 //  2. answers with the same contract as HAMi's mode (allocation.h: NVIDIA_VISIBLE_DEVICES with

@@ -60,11 +60,12 @@ const k8s::Object& VolcanoNodePods::item(size_t i) const { return list->at("item
 
 Result<VolcanoNodePods> ListVolcanoNodePods(k8s::RestClient& client, const std::string& node) {
   k8s::ListOptions opts;
-  opts.field_selector = "spec.nodeName=" + node;
+  // Only Pending pods can be served: the list stays one node's admissions, not its history.
+  opts.field_selector = "spec.nodeName=" + node + ",status.phase=Pending";
   Result<k8s::Object> list = k8s::ListPods(client, "", opts);
   if (!list.ok()) {
     return Status(StatusCode::kUnavailable,
-                  "cannot list the pods of node " + node + ": " + list.status().message());
+                  "cannot list the pending pods of node " + node + ": " + list.status().message());
   }
   if (auto items = list->find("items"); items == list->end() || !items->is_array()) {
     (*list)["items"] = k8s::Object::array();

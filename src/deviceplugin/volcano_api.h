@@ -21,7 +21,8 @@ namespace hami::deviceplugin {
 // The pod as the selection rules read it.
 device::VolcanoPod VolcanoPodOf(const k8s::Object& pod);
 
-// The pods bound to `node` (one list call, fieldSelector spec.nodeName), as listed and as read.
+// The Pending pods bound to `node` (one list call, fieldSelector spec.nodeName and
+// status.phase), as listed and as read.
 struct VolcanoNodePods {
   k8s::ObjectPtr list;                   // the API server's answer (never null)
   std::vector<device::VolcanoPod> pods;  // pods[i] is list["items"][i]

@@ -8,7 +8,7 @@
 // are marked unhealthy.
 //
 // Per container request (kubelet sends one per call):
-//  1. lists the pods bound to this node and picks the pod and container with
+//  1. lists the Pending pods bound to this node and picks the pod and container with
 //     SelectVolcanoSharePod (Pending, not yet assigned, the next requesting container asking for
 //     as many devices as kubelet does, the oldest predicate-time; ties and defects refuse);
 //  2. answers with the GPUs of `volcano.sh/gpu-index` by UUID, through the device list

@@ -6,15 +6,20 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
 #include "common/base64.h"
 #include "common/file_util.h"
 #include "common/log.h"
+#include "k8s/api_error.h"
 #include "k8s/config.h"
+#include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "net/tls.h"
+#include "sim/world/manifests.h"
+#include "sim/world/waits.h"
 
 namespace hami::sim {
 
@@ -90,6 +95,19 @@ void BlockStyle(YAML::Node node) {
   }
 }
 
+const k8s::Resource kCrds{"apiextensions.k8s.io/v1", "customresourcedefinitions", false};
+const k8s::Resource kVolcanoQueues{"scheduling.volcano.sh/v1beta1", "queues", false};
+
+bool Established(const k8s::Object& crd) {
+  auto status = crd.find("status");
+  if (status == crd.end() || !status->is_object()) return false;
+  auto conditions = status->find("conditions");
+  if (conditions == status->end() || !conditions->is_array()) return false;
+  return std::any_of(conditions->begin(), conditions->end(), [](const k8s::Object& c) {
+    return k8s::GetString(c, "/type") == "Established" && k8s::GetString(c, "/status") == "True";
+  });
+}
+
 bool AddressInUse(const Status& s) {
   return s.message().find("address already in use") != std::string::npos;
 }
@@ -159,13 +177,16 @@ LoggedProcess* KubeControlPlane::Process(const std::string& name) {
   return it == processes_.end() || !it->second->Running() ? nullptr : it->second.get();
 }
 
-Status KubeControlPlane::Launch(const std::string& name, const std::vector<std::string>& argv) {
+Status KubeControlPlane::Launch(const std::string& name, const std::vector<std::string>& argv,
+                                const std::vector<std::string>& extra_env) {
   auto& slot = processes_[name];
   if (slot) slot->Stop();
   slot = std::make_unique<LoggedProcess>(name, options_.dir + "/" + name + ".log");
   if (std::find(order_.begin(), order_.end(), name) == order_.end()) order_.push_back(name);
   HAMI_VLOG(1) << "starting " << name << ": " << argv[0];
-  return slot->Spawn(argv, ChildEnv());
+  std::vector<std::string> env = ChildEnv();
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  return slot->Spawn(argv, env);
 }
 
 Status KubeControlPlane::Boot() {
@@ -390,6 +411,154 @@ Status KubeControlPlane::StartScheduler(const std::string& config_yaml,
 Status KubeControlPlane::StopScheduler() {
   auto it = processes_.find("kube-scheduler");
   if (it != processes_.end()) it->second->Stop();
+  return OkStatus();
+}
+
+Status KubeControlPlane::ApplyCrds(const std::string& crd_dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(crd_dir, ec)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  }
+  if (ec || files.empty()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "no CustomResourceDefinitions (*.yaml) in " + crd_dir);
+  }
+  std::sort(files.begin(), files.end());
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(admin_kubeconfig_));
+  rest.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(rest));
+  std::vector<std::string> names;
+  for (const std::string& file : files) {
+    HAMI_ASSIGN_OR_RETURN(std::string text, hami::ReadFileToString(file));
+    for (const std::string& doc : SplitYamlDocuments(text)) {
+      Result<k8s::Object> crd = YamlToJson(doc);
+      if (!crd.ok()) return Status(crd.status().code(), file + ": " + crd.status().message());
+      if (crd->is_null()) continue;  // a document of comments only
+      std::string name = k8s::GetString(*crd, "/metadata/name");
+      Status s = client->Create(kCrds, "", *crd).status();
+      if (!s.ok() && !k8s::IsAlreadyExists(s)) {
+        return Status(s.code(), "creating the CustomResourceDefinition " + name + " (" + file +
+                                    "): " + s.message());
+      }
+      names.push_back(name);
+    }
+  }
+  // Served once Established (its names accepted, its storage ready): until then a list of its
+  // resources is answered 404, which Volcano's informers would only log and retry.
+  for (const std::string& name : names) {
+    Result<k8s::Object> crd = WaitForObject(*client, kCrds, "", name, Established,
+                                            options_.start_timeout);
+    if (!crd.ok()) {
+      return Status(crd.status().code(), "the CustomResourceDefinition " + name +
+                                             " was not Established: " + crd.status().message());
+    }
+  }
+  return OkStatus();
+}
+
+Status KubeControlPlane::WaitHttpOk(LoggedProcess& p, const std::string& url,
+                                    const std::function<bool()>& ready) {
+  k8s::RestConfig plain;
+  plain.server = url.substr(0, url.find('/', url.find("//") + 2));
+  plain.timeout = std::chrono::milliseconds(1000);
+  plain.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(plain));
+  std::string path = url.substr(plain.server.size());
+  std::string last;
+  Status s = p.WaitUntil(
+      [&] {
+        auto r = client->Send("GET", path);
+        if (!r.ok()) {
+          last = r.status().ToString();
+          return false;
+        }
+        last = std::to_string(r->status) + " " + r->body.substr(0, 300);
+        return r->status == 200 && ready();
+      },
+      options_.start_timeout);
+  if (!s.ok()) return Status(s.code(), s.message() + "\nlast answer of " + url + ": " + last);
+  return OkStatus();
+}
+
+Status KubeControlPlane::StartVolcano(const std::string& volcano_bin_dir,
+                                      const std::string& scheduler_conf_yaml) {
+  const std::string scheduler = volcano_bin_dir + "/vc-scheduler";
+  const std::string controllers = volcano_bin_dir + "/vc-controller-manager";
+  for (const std::string& path : {scheduler, controllers}) {
+    if (access(path.c_str(), X_OK) != 0) {
+      return Status(StatusCode::kFailedPrecondition,
+                    path + " is missing: build Volcano with `bash scripts/volcano-tools.sh` "
+                           "and pass the folder it prints");
+    }
+  }
+  try {
+    if (!YAML::Load(scheduler_conf_yaml).IsMap()) {
+      return Status(StatusCode::kInvalidArgument, "the Volcano scheduler conf is not a mapping");
+    }
+  } catch (const YAML::Exception& e) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("the Volcano scheduler conf: ") + e.what());
+  }
+  // vc-scheduler reloads its conf on every write or creation in the conf's folder (fsnotify):
+  // a folder of its own, away from the logs. Rewriting the file reloads it.
+  std::error_code ec;
+  const std::string dir = std::filesystem::absolute(options_.dir, ec).string();
+  std::filesystem::create_directories(dir + "/volcano", ec);
+  if (ec) return Status(StatusCode::kInternal, "cannot create " + dir + "/volcano");
+  const std::string conf = dir + "/volcano/volcano-scheduler.conf";
+  HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(conf, scheduler_conf_yaml, 0644));
+  HAMI_RETURN_IF_ERROR(StopVolcano());
+  HAMI_RETURN_IF_ERROR(ApplyCrds(volcano_bin_dir + "/crd"));
+
+  // Both take a kubeconfig only (no separate authentication for their plain-HTTP /healthz).
+  // vc-scheduler's vGPU device code (the handshake and pod annotation patches) and its node lock
+  // ignore --kubeconfig: they build their own client at start from $KUBECONFIG (else
+  // $HOME/.kube/config or the in-cluster account), and without one the first vGPU node
+  // dereferences a null client.
+  const std::vector<std::string> env = {"KUBECONFIG=" + admin_kubeconfig_};
+  Status controllers_up =
+      WithFreePorts("vc-controller-manager", 1, [&](const std::vector<int>& ports) -> Status {
+        std::string healthz = "127.0.0.1:" + std::to_string(ports[0]);
+        HAMI_RETURN_IF_ERROR(Launch(
+            "vc-controller-manager",
+            {controllers, "--kubeconfig=" + admin_kubeconfig_, "--leader-elect=false",
+             "--scheduler-name=volcano", "--enable-healthz=true", "--healthz-address=" + healthz},
+            env));
+        return WaitHttpOk(*processes_["vc-controller-manager"], "http://" + healthz + "/healthz",
+                          [] { return true; });
+      });
+  HAMI_RETURN_IF_ERROR(controllers_up);
+
+  HAMI_ASSIGN_OR_RETURN(k8s::RestConfig rest, k8s::LoadKubeconfigFile(admin_kubeconfig_));
+  rest.qps = 0;
+  rest.timeout = std::chrono::milliseconds(2000);
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(rest));
+  return WithFreePorts("vc-scheduler", 2, [&](const std::vector<int>& ports) -> Status {
+    std::string healthz = "127.0.0.1:" + std::to_string(ports[0]);
+    std::string metrics = "127.0.0.1:" + std::to_string(ports[1]);
+    HAMI_RETURN_IF_ERROR(Launch(
+        "vc-scheduler",
+        {scheduler, "--kubeconfig=" + admin_kubeconfig_, "--scheduler-conf=" + conf,
+         "--scheduler-name=volcano", "--leader-elect=false", "--enable-healthz=true",
+         "--healthz-address=" + healthz, "--enable-metrics=true", "--listen-address=" + metrics,
+         // What it dumps of its cache on SIGUSR2 stays with the cluster's files.
+         "--cache-dump-dir=" + dir},
+        env));
+    volcano_metrics_url_ = "http://" + metrics + "/metrics";
+    // It serves /healthz only after creating the default Queue, which it retries for a minute
+    // and panics without; the Queue is asked for as well so that readiness is what a test needs.
+    return WaitHttpOk(*processes_["vc-scheduler"], "http://" + healthz + "/healthz", [&] {
+      return client->Get(kVolcanoQueues, "", "default").ok();
+    });
+  });
+}
+
+Status KubeControlPlane::StopVolcano() {
+  for (const char* name : {"vc-scheduler", "vc-controller-manager"}) {
+    auto it = processes_.find(name);
+    if (it != processes_.end() && it->second) it->second->Stop();
+  }
   return OkStatus();
 }
 

@@ -9,6 +9,7 @@
 //   auto cp = KubeControlPlane::Start(o).value();
 //   cp->admin_kubeconfig();               // system:masters, for kubectl and the tests
 //   cp->StartScheduler(config_yaml);      // a KubeSchedulerConfiguration (extenders, ...)
+//   cp->StartVolcano("$(bash scripts/volcano-tools.sh)", conf);  // Volcano's scheduler beside it
 //
 // What it sets up, as a kubeadm cluster does: one cluster CA that signs the API server's serving
 // certificate and every client certificate (the administrator, the controller manager and the
@@ -78,8 +79,24 @@ class KubeControlPlane {
   // credentials; its certificate is self-signed), "" before StartScheduler.
   const std::string& scheduler_metrics_url() const { return scheduler_metrics_url_; }
 
+  // Starts Volcano beside the control plane, as a test tool: `volcano_bin_dir` is what
+  // scripts/volcano-tools.sh prints (vc-scheduler, vc-controller-manager, crd/*.yaml). Creates
+  // the CustomResourceDefinitions of crd/ (one that exists already is kept) and waits until the
+  // API server serves them; starts vc-controller-manager (all its controllers: the podgroup
+  // controller gives every pod of schedulerName `volcano` a PodGroup) and vc-scheduler with
+  // `scheduler_conf_yaml` (a volcano-scheduler.conf: actions, tiers, plugin arguments) as its
+  // --scheduler-conf (written to <dir>/volcano/volcano-scheduler.conf, which vc-scheduler reloads
+  // whenever the file is written again), both as the administrator (admin_kubeconfig()), with
+  // leader election off and the scheduler name `volcano`. Returns once both answer /healthz and
+  // the `default` Queue (which vc-scheduler creates at start) exists. Replaces running ones.
+  Status StartVolcano(const std::string& volcano_bin_dir, const std::string& scheduler_conf_yaml);
+  // Stops vc-scheduler, then vc-controller-manager; their objects (CRDs, Queues, PodGroups) stay.
+  Status StopVolcano();
+  // http://127.0.0.1:<port>/metrics of the running vc-scheduler, "" before StartVolcano.
+  const std::string& volcano_metrics_url() const { return volcano_metrics_url_; }
+
   // A running process by name ("etcd", "kube-apiserver", "kube-controller-manager",
-  // "kube-scheduler"), or null.
+  // "kube-scheduler", "vc-controller-manager", "vc-scheduler"), or null.
   LoggedProcess* Process(const std::string& name);
 
  private:
@@ -90,7 +107,14 @@ class KubeControlPlane {
   Status StartApiServer();
   Status StartControllerManager();
   Status WaitHealthy(LoggedProcess& p, const std::string& kubeconfig, const std::string& path);
-  Status Launch(const std::string& name, const std::vector<std::string>& argv);
+  // Creates the CustomResourceDefinitions in the YAML files of `crd_dir` and waits until each is
+  // Established.
+  Status ApplyCrds(const std::string& crd_dir);
+  // Waits until `p` answers 200 to GET `url` (plain HTTP, no credentials) and `ready()` holds.
+  Status WaitHttpOk(LoggedProcess& p, const std::string& url, const std::function<bool()>& ready);
+  // Starts `name` with ChildEnv()'s environment plus `extra_env` ("NAME=value" entries).
+  Status Launch(const std::string& name, const std::vector<std::string>& argv,
+                const std::vector<std::string>& extra_env = {});
   // Runs `start` with `count` ports that were free a moment ago; up to three times, with new
   // ports, when the process found one taken. Reports `name` as up on success.
   Status WithFreePorts(const std::string& name, int count,
@@ -102,6 +126,7 @@ class KubeControlPlane {
   std::string server_;
   std::string etcd_url_;
   std::string scheduler_metrics_url_;
+  std::string volcano_metrics_url_;
   std::string admin_kubeconfig_;
   std::string ca_pem_, ca_key_pem_;
   std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;

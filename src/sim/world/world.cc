@@ -136,14 +136,25 @@ std::string DefaultKubeSchedulerConfig(const std::string& extender_url, bool lea
 }
 
 // Ready once the node has its registration (the scheduler places pods on it) and its GPUs as
-// allocatable (its kubelet admits them).
-Status WaitForNodeGpus(k8s::RestClient& client, const std::string& name,
+// allocatable (its kubelet admits them); for a Volcano node, once it offers its mode's resource
+// (and, in vGPU mode, Volcano's registration).
+Status WaitForNodeGpus(k8s::RestClient& client, const WorldNode& n,
                        std::chrono::seconds timeout) {
+  const std::string& name = n.name;
+  const std::string resource = n.volcano == "vgpu"     ? "volcano.sh~1vgpu-number"
+                               : n.volcano == "share"  ? "volcano.sh~1gpu-memory"
+                               : n.volcano == "number" ? "volcano.sh~1gpu-number"
+                                                       : "nvidia.com~1gpu";
+  const std::string registration =
+      n.volcano.empty()    ? "hami.io~1node-nvidia-register"
+      : n.volcano == "vgpu" ? "volcano.sh~1node-vgpu-register"
+                            : "";
   Result<k8s::Object> node = WaitForObject(
       client, k8s::kNodes, "", name,
-      [](const k8s::Object& n) {
-        std::string gpus = k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu");
-        return !k8s::GetString(n, "/metadata/annotations/hami.io~1node-nvidia-register").empty() &&
+      [&](const k8s::Object& o) {
+        std::string gpus = k8s::GetString(o, "/status/allocatable/" + resource);
+        return (registration.empty() ||
+                !k8s::GetString(o, "/metadata/annotations/" + registration).empty()) &&
                !gpus.empty() && gpus != "0";
       },
       timeout);
@@ -321,7 +332,7 @@ Status World::Boot() {
   }
   for (const WorldNode& n : options_.nodes) HAMI_RETURN_IF_ERROR(StartNode(n));
   for (const WorldNode& n : options_.nodes) {
-    HAMI_RETURN_IF_ERROR(WaitForNodeGpus(*client_, n.name, options_.start_timeout));
+    HAMI_RETURN_IF_ERROR(WaitForNodeGpus(*client_, n, options_.start_timeout));
   }
   return OkStatus();
 }
@@ -344,7 +355,7 @@ Status World::AddNode(WorldNode node) {
   const std::string name = node.name;
   options_.nodes.push_back(std::move(node));
   HAMI_RETURN_IF_ERROR(StartNode(options_.nodes.back()));
-  return WaitForNodeGpus(*client_, name, options_.start_timeout);
+  return WaitForNodeGpus(*client_, *Node(name), options_.start_timeout);
 }
 
 Result<ControlPlaneKind> ParseControlPlaneKind(const std::string& text) {

@@ -42,6 +42,9 @@ struct WorldNode {
   std::string gpu_config;  // simulated driver config (HAMI_SIM_CONFIG text)
   std::map<std::string, std::string> labels = {{"gpu", "on"}};
   std::vector<std::string> plugin_env;  // extra KEY=VALUE for its device plugin
+  // "" (HAMi's protocol) or the Volcano mode its device plugin serves (--volcano: vgpu, share or
+  // number); the node is ready once it offers that mode's resource.
+  std::string volcano;
 };
 
 // Who plays the control plane.

@@ -65,6 +65,7 @@ Status World::StartPlugin(const std::string& node) {
   if (!options_.device_config_yaml.empty()) {
     argv.push_back("--config-file=" + dir_ + "/device-config.yaml");
   }
+  if (!n->volcano.empty()) argv.push_back("--volcano=" + n->volcano);
   argv.insert(argv.end(), options_.plugin_args.begin(), options_.plugin_args.end());
   argv.push_back(ReadyArg(node + "-plugin"));
   ReadyFields ready;
