@@ -421,18 +421,18 @@ Status Registrar::PublishVolcanoShare(bool full_pass) {
   const std::string& name = options_.node_name;
   std::string unhealthy;
   std::pair<std::string, std::string> capacity;
+  bool published = false;  // the unhealthy IDs were written once by this process
   {
     MutexLock l(mu_);
     if (held_) return OkStatus();
     unhealthy = VolcanoUnhealthyIndices(registration_.devices);
     capacity = VolcanoShareCapacity(registration_.devices, *options_.volcano);
-    if (published_unhealthy_ && !full_pass && *published_unhealthy_ == unhealthy) {
-      return OkStatus();
-    }
+    published = published_unhealthy_.has_value();
+    if (published && !full_pass && *published_unhealthy_ == unhealthy) return OkStatus();
   }
   const std::string key(device::kVolcanoGpuUnhealthyIdsAnnotation);
   bool write_annotation = true, write_status = false;
-  if (full_pass || !published_unhealthy_) {
+  if (full_pass || !published) {
     Result<k8s::Object> node = k8s::GetNode(client_, name);
     if (!node.ok()) {
       return Status(node.status().code(), "reading node " + name + " for Volcano: " +
