@@ -113,8 +113,8 @@ Result<ContainerAllocation> VolcanoShareBackend::AllocateOne(const std::vector<s
   }
 }
 
-Result<std::vector<device::DeviceInfo>> VolcanoShareBackend::Gpus(const Picked& p) {
-  const std::vector<device::DeviceInfo> node_gpus = gpus_();
+Result<std::vector<device::DeviceInfo>> VolcanoShareBackend::Gpus(
+    const Picked& p, const std::vector<device::DeviceInfo>& node_gpus) {
   std::vector<device::DeviceInfo> out;
   std::string why;
   for (uint32_t index : p.pick.gpus) {
@@ -142,7 +142,8 @@ Result<std::vector<device::DeviceInfo>> VolcanoShareBackend::Gpus(const Picked& 
 }
 
 Result<ContainerAllocation> VolcanoShareBackend::Answer(
-    const Picked& p, const std::vector<device::DeviceInfo>& gpus) {
+    const Picked& p, const std::vector<device::DeviceInfo>& gpus,
+    const std::vector<device::DeviceInfo>& node_gpus) {
   const bool sharing = options_.mode == device::VolcanoShareMode::kMemory;
   const int64_t request_mib = p.pick.request * options_.memory_factor;
   const PodView view = PodViewOf(*p.object);
@@ -151,7 +152,7 @@ Result<ContainerAllocation> VolcanoShareBackend::Answer(
   Result<ContainerAllocation> a = ContainerAllocation{};
   if (sharing && options_.enforce_memory) {
     std::set<std::string> uuids;
-    for (const device::DeviceInfo& d : gpus_()) uuids.insert(d.id);
+    for (const device::DeviceInfo& d : node_gpus) uuids.insert(d.id);
     device::ContainerDevices reserved = {{.uuid = gpus.front().id,
                                           .type = "NVIDIA",
                                           .mem_mib = static_cast<int32_t>(request_mib),
@@ -181,8 +182,9 @@ Result<ContainerAllocation> VolcanoShareBackend::Answer(
 
 Result<ContainerAllocation> VolcanoShareBackend::Serve(const Picked& p, bool last_try) {
   const device::VolcanoSharePick& pick = p.pick;
-  HAMI_ASSIGN_OR_RETURN(std::vector<device::DeviceInfo> gpus, Gpus(p));
-  HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, Answer(p, gpus));
+  const std::vector<device::DeviceInfo> node_gpus = gpus_();
+  HAMI_ASSIGN_OR_RETURN(std::vector<device::DeviceInfo> gpus, Gpus(p, node_gpus));
+  HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, Answer(p, gpus, node_gpus));
   nlohmann::json patch;
   patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*p.object);
   nlohmann::json& anns = patch["metadata"]["annotations"];

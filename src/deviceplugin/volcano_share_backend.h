@@ -93,11 +93,14 @@ class VolcanoShareBackend final : public DevicePluginBackend {
   Result<ContainerAllocation> AllocateOne(const std::vector<std::string>& ids) REQUIRES(mu_);
   // One attempt; kAborted when the pod changed under it.
   Result<ContainerAllocation> Serve(const Picked& p, bool last_try) REQUIRES(mu_);
-  // The pod's GPUs for this container; a failure (not on the node, unhealthy, too small) marks
-  // the pod failed.
-  Result<std::vector<device::DeviceInfo>> Gpus(const Picked& p) REQUIRES(mu_);
+  // The pod's GPUs for this container among the node's; a failure (not on the node, unhealthy,
+  // too small) marks the pod failed.
+  Result<std::vector<device::DeviceInfo>> Gpus(const Picked& p,
+                                               const std::vector<device::DeviceInfo>& node_gpus)
+      REQUIRES(mu_);
   // The answer to kubelet (a failure marks the pod failed).
-  Result<ContainerAllocation> Answer(const Picked& p, const std::vector<device::DeviceInfo>& gpus)
+  Result<ContainerAllocation> Answer(const Picked& p, const std::vector<device::DeviceInfo>& gpus,
+                                     const std::vector<device::DeviceInfo>& node_gpus)
       REQUIRES(mu_);
   void MarkFailed(const Picked& p, const std::string& reason) REQUIRES(mu_);
   void ReleaseLock(const std::string& why) REQUIRES(mu_);

@@ -20,6 +20,7 @@
 #include "sim/world/manifests.h"
 #include "sim/world/waits.h"
 #include "sim/world/world.h"
+#include "tests/e2e/volcano_e2e.h"
 #include "tests/kube_bin.h"
 
 namespace hami::e2e {
@@ -29,8 +30,9 @@ using Json = nlohmann::json;
 using sim::PodPhase;
 using sim::World;
 using sim::WorldOptions;
+using volcano::GpuConfig;
+using volcano::Uuid;
 
-const k8s::Resource kQueues{"scheduling.volcano.sh/v1beta1", "queues", false};
 
 // Document 004's GPU sharing configuration, but for its quoted "true" and "10": Volcano v1.10
 // reads deviceshare's switches only as YAML booleans and integers (a string is ignored with a
@@ -125,24 +127,6 @@ spec:
           volcano.sh/gpu-number: "1"
 )";
 
-std::string GpuConfig(const std::string& model, int count, char tag) {
-  std::string out;
-  for (int i = 0; i < count; ++i) {
-    out += "[device]\nname = " + model + "\nuuid = " + "GPU-0000000" + std::string(1, tag) +
-           "-0000-4000-8000-00000000000" + std::to_string(i) + "\nmemory = 16Gi\n";
-  }
-  return out;
-}
-
-std::string Uuid(char tag, int i) {
-  return "GPU-0000000" + std::string(1, tag) + "-0000-4000-8000-00000000000" + std::to_string(i);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
 }
@@ -150,10 +134,7 @@ bool Terminal(const k8s::Object& p) {
 class VolcanoShareE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string volcano = HAMI_VOLCANO_BIN;
-    if (const char* env = std::getenv("HAMI_VOLCANO_BIN"); env != nullptr && *env != '\0') {
-      volcano = env;
-    }
+    const std::string volcano = volcano::BinDir();
     volcano_bin_ = new std::string(volcano);
     if (volcano.empty() || kube_pin::BinDir().empty()) return;
     WorldOptions o;
@@ -163,11 +144,11 @@ class VolcanoShareE2E : public ::testing::Test {
     o.register_interval = "2s";
     o.nodes.resize(2);
     o.nodes[0].name = "vc-share";
-    o.nodes[0].gpu_config = GpuConfig("Tesla V100-SXM2-16GB", 2, 'c');
+    o.nodes[0].gpu_config = GpuConfig("Tesla V100-SXM2-16GB", "16Gi", 2, 'c');
     o.nodes[0].volcano = "share";
     o.nodes[0].plugin_env = {"VOLCANO_ENFORCE_MEMORY=true"};
     o.nodes[1].name = "vc-number";
-    o.nodes[1].gpu_config = GpuConfig("Tesla T4", 2, 'd');
+    o.nodes[1].gpu_config = GpuConfig("Tesla T4", "16Gi", 2, 'd');
     o.nodes[1].volcano = "number";
     Result<std::unique_ptr<World>> w = World::Start(o);
     if (!w.ok()) {
@@ -194,25 +175,12 @@ class VolcanoShareE2E : public ::testing::Test {
   }
   void TearDown() override {
     if (!HasFailure() || world_ == nullptr) return;
-    for (const char* p : {"vc-share-plugin", "vc-number-plugin", "vc-share-kubelet"}) {
-      std::string log = ReadFile(world_->LogFile(p));
-      std::cerr << "---- " << p << " (last 3000 bytes)\n"
-                << (log.size() > 3000 ? log.substr(log.size() - 3000) : log) << "\n";
-    }
-    if (sim::LoggedProcess* s = world_->real_control_plane()->Process("vc-scheduler")) {
-      std::string log = ReadFile(s->log());
-      std::cerr << "---- vc-scheduler (last 3000 bytes)\n"
-                << (log.size() > 3000 ? log.substr(log.size() - 3000) : log) << "\n";
-    }
+    volcano::DumpLogs(*world_, {"vc-share-plugin", "vc-number-plugin", "vc-share-kubelet"});
   }
 
   static k8s::RestClient& Client() { return world_->client(); }
-  // What `hamictl smi --json` printed in the pod's container.
   static Json Smi(const std::string& pod, const std::string& container) {
-    std::string log = world_->Logs("default", pod, container).value_or("");
-    Json smi = Json::parse(log, nullptr, false);
-    EXPECT_TRUE(smi.is_object() && smi.contains("devices")) << pod << ": " << log;
-    return smi.is_object() ? smi : Json::object();
+    return volcano::Smi(*world_, pod, container);
   }
 
   static World* world_;
@@ -253,11 +221,7 @@ TEST_F(VolcanoShareE2E, NodesOfferWhatVolcanosSchedulerReads) {
 // the opposite order of their predicate-time, and neither a node agent nor its node lock can tell
 // them apart (see the README).
 TEST_F(VolcanoShareE2E, TheDocumentsSharingReplicasShareOneGpuAndAreHeldToIt) {
-  Json queue = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
-                {"kind", "Queue"},
-                {"metadata", {{"name", "training"}}},
-                {"spec", {{"weight", 1}, {"reclaimable", true}}}};
-  ASSERT_TRUE(Client().Create(kQueues, "", queue).ok());
+  ASSERT_TRUE(Client().Create(volcano::kQueues, "", volcano::TrainingQueue()).ok());
   std::set<std::string> gpus;
   for (const char* pod : {"inference-0", "inference-1"}) {
     ASSERT_TRUE(world_->Apply(SharingReplica(pod), "default").ok()) << pod;

@@ -21,6 +21,7 @@
 #include "sim/world/manifests.h"
 #include "sim/world/waits.h"
 #include "sim/world/world.h"
+#include "tests/e2e/volcano_e2e.h"
 #include "tests/kube_bin.h"
 
 namespace hami::e2e {
@@ -30,8 +31,9 @@ using Json = nlohmann::json;
 using sim::PodPhase;
 using sim::World;
 using sim::WorldOptions;
+using volcano::GpuConfig;
+using volcano::Uuid;
 
-const k8s::Resource kQueues{"scheduling.volcano.sh/v1beta1", "queues", false};
 const k8s::Resource kJobs{"batch.volcano.sh/v1alpha1", "jobs", true};
 
 // Document 004's vGPU scheduler configuration (deviceshare.VGPUEnable, binpack) in the tiers of
@@ -88,25 +90,6 @@ spec:
                   volcano.sh/vgpu-memory: "4096"
 )";
 
-std::string GpuConfig(const std::string& model, const std::string& memory, int count,
-                      char tag) {
-  std::string out;
-  for (int i = 0; i < count; ++i) {
-    out += "[device]\nname = " + model + "\nuuid = GPU-0000000" + std::string(1, tag) +
-           "-0000-4000-8000-00000000000" + std::to_string(i) + "\nmemory = " + memory + "\n";
-  }
-  return out;
-}
-
-std::string Uuid(char tag, int i) {
-  return "GPU-0000000" + std::string(1, tag) + "-0000-4000-8000-00000000000" + std::to_string(i);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
 }
@@ -125,10 +108,7 @@ std::string PodYaml(const std::string& name, int memory, const std::string& anno
 class VolcanoVgpuE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string volcano = HAMI_VOLCANO_BIN;
-    if (const char* env = std::getenv("HAMI_VOLCANO_BIN"); env != nullptr && *env != '\0') {
-      volcano = env;
-    }
+    const std::string volcano = volcano::BinDir();
     if (volcano.empty() || kube_pin::BinDir().empty()) return;
     WorldOptions o;
     o.build_dir = HAMI_BUILD_DIR;
@@ -165,16 +145,7 @@ class VolcanoVgpuE2E : public ::testing::Test {
   }
   void TearDown() override {
     if (!HasFailure() || world_ == nullptr) return;
-    for (const char* p : {"vc-t4-plugin", "vc-a100-plugin", "vc-t4-kubelet"}) {
-      std::string log = ReadFile(world_->LogFile(p));
-      std::cerr << "---- " << p << " (last 3000 bytes)\n"
-                << (log.size() > 3000 ? log.substr(log.size() - 3000) : log) << "\n";
-    }
-    if (sim::LoggedProcess* s = world_->real_control_plane()->Process("vc-scheduler")) {
-      std::string log = ReadFile(s->log());
-      std::cerr << "---- vc-scheduler (last 3000 bytes)\n"
-                << (log.size() > 3000 ? log.substr(log.size() - 3000) : log) << "\n";
-    }
+    volcano::DumpLogs(*world_, {"vc-t4-plugin", "vc-a100-plugin", "vc-t4-kubelet"});
   }
 
   static k8s::RestClient& Client() { return world_->client(); }
@@ -189,12 +160,8 @@ class VolcanoVgpuE2E : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return p.ok() ? *p : k8s::Object();
   }
-  // What `hamictl smi --json` printed in the pod's container.
   static Json Smi(const std::string& pod, const std::string& container) {
-    std::string log = world_->Logs("default", pod, container).value_or("");
-    Json smi = Json::parse(log, nullptr, false);
-    EXPECT_TRUE(smi.is_object() && smi.contains("devices")) << pod << ": " << log;
-    return smi.is_object() ? smi : Json::object();
+    return volcano::Smi(*world_, pod, container);
   }
 
   static World* world_;
@@ -228,11 +195,7 @@ TEST_F(VolcanoVgpuE2E, NodesRegisterForVolcano) {
 
 // Document 004's vGPU Job: its trainer gets one vGPU of 4096 MiB, and its CUDA sees exactly that.
 TEST_F(VolcanoVgpuE2E, TheDocumentsVgpuJobGetsItsMemoryAndIsHeldToIt) {
-  Json queue = {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
-                {"kind", "Queue"},
-                {"metadata", {{"name", "training"}}},
-                {"spec", {{"weight", 1}, {"reclaimable", true}}}};
-  ASSERT_TRUE(Client().Create(kQueues, "", queue).ok());
+  ASSERT_TRUE(Client().Create(volcano::kQueues, "", volcano::TrainingQueue()).ok());
   Result<k8s::Object> job = sim::YamlToJson(kVgpuJob);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(Client().Create(kJobs, "default", *job).ok());
