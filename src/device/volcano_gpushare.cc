@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "device/oldest_candidates.h"
 #include "device/resource_quantity.h"
 #include "device/text_util.h"
 #include "device/volcano_vgpu.h"
@@ -266,12 +267,8 @@ Result<VolcanoSharePick> SelectVolcanoSharePod(std::span<const VolcanoPod> pods,
     }
     return NotFoundError("no pod waits for " + wanted + list);
   }
-  uint64_t oldest = UINT64_MAX;
-  for (const Candidate& c : candidates) oldest = std::min(oldest, c.time);
-  std::vector<const Candidate*> winners;
-  for (const Candidate& c : candidates) {
-    if (c.time == oldest) winners.push_back(&c);
-  }
+  const std::vector<const Candidate*> winners = OldestCandidates(candidates);
+  const uint64_t oldest = winners.front()->time;
   if (winners.size() > 1) {
     std::string list;
     for (const Candidate* w : winners) list += (list.empty() ? "" : ", ") + pods[w->index].Key();

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "device/oldest_candidates.h"
 #include "device/resource_quantity.h"
 #include "device/text_util.h"
 
@@ -237,12 +238,8 @@ Result<VolcanoPick> SelectVolcanoPod(std::span<const VolcanoPod> pods, std::stri
   if (candidates.empty()) {
     return NotFoundError("no pod waits for " + wanted + JoinReasons(std::move(reasons)));
   }
-  uint64_t oldest = UINT64_MAX;
-  for (const Candidate& c : candidates) oldest = std::min(oldest, c.time);
-  std::vector<const Candidate*> winners;
-  for (const Candidate& c : candidates) {
-    if (c.time == oldest) winners.push_back(&c);
-  }
+  const std::vector<const Candidate*> winners = OldestCandidates(candidates);
+  const uint64_t oldest = winners.front()->time;
   if (winners.size() > 1) {
     std::string names_list;
     for (size_t k = 0; k < winners.size(); ++k) {
