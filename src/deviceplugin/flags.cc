@@ -44,6 +44,7 @@ PluginFlags DefaultPluginFlags() {
   PluginFlags f;
   f.node_name = EnvOr("NODE_NAME");
   f.device_list_strategy = EnvOr("DEVICE_LIST_STRATEGY", f.device_list_strategy);
+  f.cdi_spec_dir = EnvOr("CDI_SPEC_DIR", f.cdi_spec_dir);
   f.mig_strategy = EnvOr("MIG_STRATEGY", f.mig_strategy);
   f.kubeconfig = EnvOr("KUBECONFIG");
   f.hook_path = EnvOr("HOOK_PATH", f.hook_path);
@@ -89,7 +90,8 @@ void AddPluginFlags(CLI::App& app, PluginFlags* f) {
   app.add_option("--volcano", f->volcano,
                  "serve Volcano's deviceshare plugin instead of hami-scheduler: vgpu "
                  "(volcano.sh/vgpu-number, -memory, -cores), share (volcano.sh/gpu-memory) or "
-                 "number (volcano.sh/gpu-number); default $VOLCANO_MODE");
+                 "number (volcano.sh/gpu-number), or whole (whole GPUs as nvidia.com/gpu for "
+                 "Jobs that ask for them); default $VOLCANO_MODE");
   app.add_option("--volcano-enforce-memory", f->volcano_enforce_memory,
                  "with --volcano=share: hold each container to its volcano.sh/gpu-memory with "
                  "libvgpu.so (default $VOLCANO_ENFORCE_MEMORY)")
@@ -115,6 +117,10 @@ void AddPluginFlags(CLI::App& app, PluginFlags* f) {
   app.add_option("--device-list-strategy", f->device_list_strategy,
                  "how containers learn their GPUs: envvar, volume-mounts, cdi-annotations, "
                  "cdi-cri, comma-separated (default $DEVICE_LIST_STRATEGY, else envvar)")
+      ->capture_default_str();
+  app.add_option("--cdi-spec-dir", f->cdi_spec_dir,
+                 "operating mode mig with a CDI device list strategy: where each MIG device's "
+                 "CDI spec is written (default $CDI_SPEC_DIR, else /var/run/cdi)")
       ->capture_default_str();
   app.add_option("--device-id-strategy", f->device_id_strategy, "only uuid is supported")
       ->capture_default_str();
@@ -232,9 +238,10 @@ Result<MigStrategy> ResolveMigStrategy(const PluginFlags& f, const device::NodeC
 Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
                     PluginOptions* o) {
   if (f.volcano.empty()) return OkStatus();
-  if (f.volcano != "vgpu" && f.volcano != "share" && f.volcano != "number") {
+  if (f.volcano != "vgpu" && f.volcano != "share" && f.volcano != "number" &&
+      f.volcano != "whole") {
     return InvalidArgumentError("--volcano (VOLCANO_MODE) \"" + f.volcano +
-                                "\": want vgpu, share or number");
+                                "\": want vgpu, share, number or whole");
   }
   const bool enforce = f.volcano_enforce_memory == "true";
   if (!enforce && f.volcano_enforce_memory != "false") {
@@ -245,7 +252,7 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
     return InvalidArgumentError(
         "--volcano-enforce-memory applies to --volcano=share only (" +
         std::string(f.volcano == "vgpu" ? "vgpu memory is always enforced"
-                                        : "GPU number hands out whole GPUs") +
+                                        : "the other modes hand out whole GPUs") +
         ")");
   }
   if (o->settings.operating_mode == device::OperatingMode::kMig ||
@@ -267,7 +274,12 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
   v.memory_factor = nvidia.gpu_memory_factor;
   v.core_scaling = o->settings.device_core_scaling;
   o->resource_name = v.count_resource;
-  if (f.volcano != "vgpu") {
+  if (f.volcano == "whole") {
+    v = VolcanoSettings{};
+    v.whole = true;
+    v.handshake = false;
+    o->resource_name = nvidia.resource_count_name;
+  } else if (f.volcano != "vgpu") {
     v.share = f.volcano == "share" ? device::VolcanoShareMode::kMemory
                                    : device::VolcanoShareMode::kNumber;
     v.enforce_memory = enforce;
@@ -313,15 +325,13 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
   }
   if (o.settings.operating_mode == device::OperatingMode::kMig &&
       o.allocation.device_list.AnyCdi()) {
-    // Upstream's B8: the MIG devices are made at Allocate, after any CDI spec was generated.
-    c.warnings.push_back(
-        "node " + f.node_name +
-        " is in operating mode mig with a CDI device list strategy: its MIG devices are made at "
-        "Allocate and no CDI spec names them (hami-device-plugin writes none), so a runtime "
-        "that resolves CDI names cannot find them" +
-        (o.allocation.device_list.OnlyCdi()
-             ? std::string("; add envvar to --device-list-strategy (DEVICE_LIST_STRATEGY)")
-             : std::string("; the envvar / volume-mounts names it also gets still work")));
+    // Upstream's B8: the MIG devices are made at Allocate, after the toolkit generated its spec;
+    // each gets its own spec file there.
+    MigCdiOptions cdi;
+    cdi.spec_dir = f.cdi_spec_dir;
+    cdi.toolkit_specs = {f.cdi_spec_dir + "/nvidia.yaml", f.cdi_spec_dir + "/nvidia.json",
+                         "/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json"};
+    o.mig_cdi = std::move(cdi);
   }
   o.mig_allowlist = nvidia.mig_profile_allowlist;
   o.mig_state_file = f.hook_path + "/vgpu/mig-instances.json";

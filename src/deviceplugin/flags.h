@@ -32,6 +32,8 @@ struct PluginFlags {
   std::string device_id_strategy = "uuid";
   std::string device_list_strategy = "envvar";  // $DEVICE_LIST_STRATEGY
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
+  // Dynamic MIG with a CDI device list strategy: where the MIG devices' specs go ($CDI_SPEC_DIR).
+  std::string cdi_spec_dir = "/var/run/cdi";
   std::string kubeconfig;  // $KUBECONFIG; empty: in-cluster
   std::string context;
   std::string ready_file;

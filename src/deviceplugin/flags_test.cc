@@ -120,24 +120,27 @@ TEST_F(PluginFlagsTest, DynamicMigNodesGetTheAllowlistAndNoStrategy) {
 }
 
 // Upstream's B8: CDI names of MIG devices made at Allocate resolve to nothing; said at start.
-TEST_F(PluginFlagsTest, DynamicMigWithOnlyCdiNamesSaysTheyCannotResolve) {
+TEST_F(PluginFlagsTest, DynamicMigWithCdiNamesWritesASpecPerDevice) {
   flags_.node_config_file =
       Write("config.json", R"({"nodeconfig":[{"name":"node-a","operatingmode":"mig"}]})");
   flags_.device_list_strategy = "cdi-annotations";
+  flags_.cdi_spec_dir = "/run/cdi-here";
   Result<PluginConfig> c = PluginConfigFromFlags(flags_);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_EQ(c->warnings.size(), 1u);
-  EXPECT_NE(c->warnings[0].find("no CDI spec names them"), std::string::npos) << c->warnings[0];
-  EXPECT_NE(c->warnings[0].find("add envvar"), std::string::npos) << c->warnings[0];
-  flags_.device_list_strategy = "envvar,cdi-cri";
-  c = PluginConfigFromFlags(flags_);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_EQ(c->warnings.size(), 1u);
-  EXPECT_NE(c->warnings[0].find("still work"), std::string::npos) << c->warnings[0];
+  EXPECT_TRUE(c->warnings.empty());
+  ASSERT_TRUE(c->options.mig_cdi.has_value());
+  EXPECT_EQ(c->options.mig_cdi->spec_dir, "/run/cdi-here");
+  EXPECT_EQ(c->options.mig_cdi->toolkit_specs.front(), "/run/cdi-here/nvidia.yaml");
   flags_.device_list_strategy = "envvar";
   c = PluginConfigFromFlags(flags_);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_TRUE(c->warnings.empty());
+  EXPECT_FALSE(c->options.mig_cdi.has_value());
+  // Not in operating mode mig: the toolkit's spec already names every device.
+  flags_.node_config_file = Write("plain.json", R"({"nodeconfig":[{"name":"node-a"}]})");
+  flags_.device_list_strategy = "cdi-cri";
+  c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->options.mig_cdi.has_value());
 }
 
 TEST_F(PluginFlagsTest, MigStrategyMistakesAreNamed) {
@@ -219,7 +222,8 @@ TEST_F(PluginFlagsTest, VolcanoReplacesHamisDefaultNamesAndRefusesWhatItCannotSe
   EXPECT_EQ(c->options.volcano->memory_factor, 1);
 
   flags_.volcano = "gpu-share";
-  EXPECT_EQ(ErrorOf(), "--volcano (VOLCANO_MODE) \"gpu-share\": want vgpu, share or number");
+  EXPECT_EQ(ErrorOf(),
+            "--volcano (VOLCANO_MODE) \"gpu-share\": want vgpu, share, number or whole");
   flags_.volcano = "vgpu";
   flags_.volcano_enforce_memory = "true";
   EXPECT_EQ(ErrorOf(), "--volcano-enforce-memory applies to --volcano=share only (vgpu memory "
@@ -251,6 +255,21 @@ TEST_F(PluginFlagsTest, VolcanoShareAndNumberServeOneResource) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(*c->options.volcano->share, device::VolcanoShareMode::kNumber);
   EXPECT_EQ(c->options.resource_name, "volcano.sh/gpu-number");
+}
+
+// --volcano=whole: whole GPUs as nvidia.com/gpu for Volcano's Jobs, no Volcano protocol.
+TEST_F(PluginFlagsTest, VolcanoWholeOffersWholeGpusUnderTheCountName) {
+  flags_.volcano = "whole";
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->options.volcano.has_value());
+  EXPECT_TRUE(c->options.volcano->whole);
+  EXPECT_FALSE(c->options.volcano->share.has_value());
+  EXPECT_FALSE(c->options.volcano->handshake);
+  EXPECT_EQ(c->options.resource_name, "nvidia.com/gpu");
+  flags_.volcano_enforce_memory = "true";
+  EXPECT_EQ(ErrorOf(), "--volcano-enforce-memory applies to --volcano=share only (the other "
+                       "modes hand out whole GPUs)");
 }
 
 }  // namespace

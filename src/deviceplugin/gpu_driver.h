@@ -47,6 +47,7 @@ struct GpuInfo {
   std::optional<uint64_t> memory_bytes;
   std::string pci_bus_id;  // "00000000:07:00.0"; may be empty
   int numa_node = -1;      // -1: unknown
+  std::optional<uint32_t> minor;  // of its device node /dev/nvidia<minor>; nullopt: unknown
   bool mig_enabled = false;
   // The MIG devices that exist when mig_enabled, in the driver's MIG device index order.
   std::vector<MigDeviceInfo> mig_devices;

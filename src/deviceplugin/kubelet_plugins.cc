@@ -32,6 +32,18 @@ void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket
 
 Status KubeletPlugins::Start() {
   const PluginOptions& o = service_.options();
+  if (o.volcano && o.volcano->whole) {
+    // Whole GPUs for Volcano's Jobs, chosen by kubelet, on the socket NVIDIA's plugin uses.
+    auto whole = std::make_unique<WholeDeviceBackend>(
+        o.resource_name, o.allocation,
+        [this, resource = o.resource_name](uint64_t known, std::chrono::milliseconds timeout,
+                                           std::vector<PluginDevice>* out) {
+          return service_.ResourceDevices(resource, known, timeout, out);
+        });
+    DevicePluginBackend& backend = *whole;
+    Add(backend, "nvidia-gpu.sock", true, std::move(whole));
+    return served_.front()->runner->Start();
+  }
   if (o.volcano && o.volcano->share) {
     // Volcano's GPU sharing or GPU number resource, on the socket Volcano's own agent uses.
     Add(service_, "volcano.sock", false, nullptr);
@@ -54,13 +66,13 @@ Status KubeletPlugins::Start() {
   }
   Add(service_, "nvidia-gpu.sock", o.settings.enable_get_preferred_allocation, nullptr);
   for (const std::string& resource : service_.MigResourceNames()) {
-    auto mig = std::make_unique<MigBackend>(
+    auto mig = std::make_unique<WholeDeviceBackend>(
         resource, o.allocation,
         [this, resource](uint64_t known, std::chrono::milliseconds timeout,
                          std::vector<PluginDevice>* out) {
           return service_.ResourceDevices(resource, known, timeout, out);
         });
-    MigBackend& backend = *mig;
+    WholeDeviceBackend& backend = *mig;
     Add(backend, MigSocketName(resource), true, std::move(mig));
   }
   for (const std::unique_ptr<Served>& s : served_) HAMI_RETURN_IF_ERROR(s->runner->Start());

@@ -1,12 +1,13 @@
 // KubeletPlugins: every kubelet plugin socket one hami-device-plugin process serves, each kept
 // registered by its own PluginRunner (runner.h): HAMi's shared vGPUs ("nvidia.com/gpu" on
 // nvidia-gpu.sock, from the PluginService) and, with the mixed MIG strategy, one socket per MIG
-// profile ("nvidia.com/mig-1g.10gb" on nvidia-mig-1g.10gb.sock, a MigBackend each). The vGPU
-// socket is served even when every GPU is a MIG GPU, so kubelet reports the resource at 0
+// profile ("nvidia.com/mig-1g.10gb" on nvidia-mig-1g.10gb.sock, a WholeDeviceBackend each). The
+// vGPU socket is served even when every GPU is a MIG GPU, so kubelet reports the resource at 0
 // rather than dropping it. Under Volcano's vGPU protocol (PluginOptions::volcano) the sockets
 // are Volcano's three resources instead, named as Volcano's agent names them
 // (nvidia-vgpu-number.sock, nvidia-vgpu-memory.sock, nvidia-vgpu-cores.sock); under its GPU
-// sharing or GPU number mode, the one resource on volcano.sock.
+// sharing or GPU number mode, the one resource on volcano.sock; for Volcano's whole-GPU Jobs
+// (`--volcano=whole`), "nvidia.com/gpu" as whole GPUs on nvidia-gpu.sock (a WholeDeviceBackend).
 //
 //   KubeletPlugins plugins(service, {.plugin_dir = dir, .on_ready = [](auto& sockets) {...}});
 //   plugins.Start();           // after service.Start(): the MIG resources are known then
@@ -25,7 +26,7 @@
 
 #include "common/status.h"
 #include "deviceplugin/grpc_plugin.h"
-#include "deviceplugin/mig_backend.h"
+#include "deviceplugin/whole_device_backend.h"
 #include "deviceplugin/plugin_service.h"
 #include "deviceplugin/runner.h"
 

@@ -105,7 +105,10 @@ MigInstances::MigInstances(MigDriver& driver, std::string state_file)
 Status MigInstances::Load(const Inventory& inventory) {
   MutexLock l(mu_);
   table_.clear();
-  if (state_file_.empty() || !std::filesystem::exists(state_file_)) return OkStatus();
+  if (state_file_.empty() || !std::filesystem::exists(state_file_)) {
+    if (on_change_) on_change_({});
+    return OkStatus();
+  }
   Result<std::string> text = ReadFileToString(state_file_);
   if (!text.ok()) return InvalidArgumentError(state_file_ + ": " + text.status().message());
   Result<std::vector<MigInstance>> list = DecodeMigInstances(*text);
@@ -291,10 +294,13 @@ std::vector<ForeignMig> MigInstances::Foreign(const Inventory& inventory) const 
   return out;
 }
 
+void MigInstances::SetChangeListener(ChangeListener listener) { on_change_ = std::move(listener); }
+
 void MigInstances::Save() {
-  if (state_file_.empty()) return;
   std::vector<MigInstance> list;
   for (const auto& [o, inst] : table_) list.push_back(inst);
+  if (on_change_) on_change_(list);
+  if (state_file_.empty()) return;
   if (Status s = WriteFileAtomically(state_file_, EncodeMigInstances(list)); !s.ok()) {
     HAMI_LOG(Error) << "cannot record the MIG devices in " << state_file_ << ": " << s.message()
                     << "; a restarted plugin will not know them";

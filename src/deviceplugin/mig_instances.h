@@ -106,6 +106,12 @@ class MigInstances {
   // Counts the instances made so far.
   uint64_t Generation() const;
 
+  // Called with every instance held after each change to the table, and once by Load() (under
+  // the table's lock, so it sees the changes in order; it must not call back into this object).
+  // Set before any other call.
+  using ChangeListener = std::function<void(const std::vector<MigInstance>&)>;
+  void SetChangeListener(ChangeListener listener);
+
   std::vector<MigInstance> Snapshot() const;
   // MIG devices of `inventory` that no owner holds.
   std::vector<ForeignMig> Foreign(const Inventory& inventory) const;
@@ -118,6 +124,7 @@ class MigInstances {
 
   MigDriver& driver_;
   const std::string state_file_;
+  ChangeListener on_change_;
   mutable Mutex mu_;
   std::map<MigOwner, MigInstance> table_ GUARDED_BY(mu_);
   std::map<MigOwner, uint64_t> made_at_ GUARDED_BY(mu_);  // Generation() when made (0: earlier)

@@ -1,7 +1,8 @@
 // Static MIG: which kubelet resources a node's existing MIG devices are offered under, and what a
 // container allocated some of them is told. Pure functions over the driver's Inventory; the
 // plugin never creates or destroys MIG instances here (that is dynamic MIG, a separate mode).
-// The registrar (registrar.h) keeps the plan current and MigBackend (mig_backend.h) serves it.
+// The registrar (registrar.h) keeps the plan current and WholeDeviceBackend
+// (whole_device_backend.h) serves it.
 //
 // Strategies (flag --mig-strategy, node config `migstrategy`), named as NVIDIA's device plugin
 // names them so that pod specs carry over:
@@ -73,11 +74,11 @@ struct MigPlan {
 // profile; an empty plan when no GPU has MIG enabled.
 Result<MigPlan> PlanMigResources(const Inventory& inv, MigStrategy strategy);
 
-// What a container allocated `ids` of `resource` is given: the MIG UUIDs through the device list
-// strategies of `settings` (RuntimeDeviceList, keyed by the first ID), nothing else (no
-// libvgpu: the instance is a hard partition). InvalidArgument when `ids` is empty, repeats an ID
-// or names a device `resource` does not offer (kubelet passes back only IDs the plugin listed,
-// so that is a stale or foreign request).
+// What a container allocated `ids` of `resource` is given: the MIG UUIDs (or, for whole GPUs,
+// the GPU UUIDs) through the device list strategies of `settings` (RuntimeDeviceList, keyed by
+// the first ID), nothing else (no libvgpu: the device is not shared). InvalidArgument when `ids`
+// is empty, repeats an ID or names a device `resource` does not offer (kubelet passes back only
+// IDs the plugin listed, so that is a stale or foreign request).
 Result<ContainerAllocation> MigAllocation(const MigResource& resource,
                                           const std::vector<std::string>& ids,
                                           const AllocationSettings& settings);

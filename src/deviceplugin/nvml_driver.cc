@@ -288,6 +288,9 @@ Result<Inventory> NvmlDriver::Discover() {
     } else if (unsigned node = 0; a.numa != nullptr && a.numa(dev, &node) == NVML_SUCCESS) {
       g.numa_node = static_cast<int>(node);
     }
+    if (unsigned minor = 0; a.minor != nullptr && a.minor(dev, &minor) == NVML_SUCCESS) {
+      g.minor = minor;
+    }
     unsigned current = 0, pending = 0;
     if (a.mig_mode != nullptr && a.mig_mode(dev, &current, &pending) == NVML_SUCCESS) {
       g.mig_enabled = current == NVML_DEVICE_MIG_ENABLE;

@@ -1,8 +1,9 @@
 // DevicePluginBackend: what one kubelet device plugin socket serves, without the transport.
-// GrpcPlugin (grpc_plugin.h) puts one on kubelet's v1beta1 gRPC API. Two implementations:
+// GrpcPlugin (grpc_plugin.h) puts one on kubelet's v1beta1 gRPC API. Implementations:
 // PluginService (plugin_service.h: HAMi's shared vGPUs, allocated from the scheduler's
-// annotations) and MigBackend (mig_backend.h: one profile of existing MIG devices, allocated as
-// kubelet chose them).
+// annotations, or Volcano's resources), WholeDeviceBackend (whole_device_backend.h: existing MIG
+// devices of one profile, or whole GPUs, allocated as kubelet chose them) and
+// VolcanoUnitsBackend (volcano_backend.h).
 //
 // Thread safety: every method may be called from any thread, concurrently (gRPC's threads).
 #pragma once

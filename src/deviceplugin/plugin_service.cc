@@ -29,7 +29,7 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
 std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
                                                        k8s::RestClient& client,
                                                        std::function<ReplicaMap()> replicas) {
-  if (!o.volcano || o.volcano->share) return nullptr;
+  if (!o.volcano || o.volcano->share || o.volcano->whole) return nullptr;
   return std::make_unique<VolcanoAllocator>(
       client,
       VolcanoAllocatorOptions{
@@ -63,9 +63,21 @@ AllocatorOptions AllocatorOptionsOf(const PluginOptions& o, MigInstances* mig_in
           .mig_instances = mig_instances};
 }
 
-std::unique_ptr<MigInstances> MakeMigInstances(const PluginOptions& o, MigDriver* driver) {
+std::unique_ptr<MigCdiSpecs> MakeMigCdiSpecs(const PluginOptions& o, GpuDriver& driver,
+                                             MigDriver* mig_driver) {
+  if (!DynamicMig(o) || mig_driver == nullptr || !o.mig_cdi) return nullptr;
+  return std::make_unique<MigCdiSpecs>(driver, *o.mig_cdi);
+}
+
+std::unique_ptr<MigInstances> MakeMigInstances(const PluginOptions& o, MigDriver* driver,
+                                               MigCdiSpecs* cdi) {
   if (!DynamicMig(o) || driver == nullptr) return nullptr;
-  return std::make_unique<MigInstances>(*driver, o.mig_state_file);
+  auto instances = std::make_unique<MigInstances>(*driver, o.mig_state_file);
+  if (cdi != nullptr) {
+    instances->SetChangeListener(
+        [cdi](const std::vector<MigInstance>& held) { (void)cdi->Sync(held); });
+  }
+  return instances;
 }
 
 }  // namespace
@@ -74,7 +86,8 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
                              hami::Clock* clock, MigDriver* mig_driver)
     : options_(std::move(options)),
       clock_(clock != nullptr ? *clock : real_clock_),
-      mig_instances_(MakeMigInstances(options_, mig_driver)),
+      mig_cdi_(MakeMigCdiSpecs(options_, driver, mig_driver)),
+      mig_instances_(MakeMigInstances(options_, mig_driver, mig_cdi_.get())),
       mig_controller_(mig_instances_ == nullptr
                           ? nullptr
                           : std::make_unique<MigController>(

@@ -24,6 +24,7 @@
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/gpu_driver.h"
 #include "deviceplugin/health.h"
+#include "deviceplugin/mig_cdi.h"
 #include "deviceplugin/mig_controller.h"
 #include "deviceplugin/mig_driver.h"
 #include "deviceplugin/mig_instances.h"
@@ -49,6 +50,8 @@ struct PluginOptions {
   std::vector<device::MigAllowlistEntry> mig_allowlist;
   std::string mig_state_file;
   std::chrono::milliseconds mig_reconcile_interval{std::chrono::seconds(5)};
+  // With a CDI device list strategy: where the MIG devices' CDI specs go (mig_cdi.h).
+  std::optional<MigCdiOptions> mig_cdi;
   XidPolicy xid_policy;
   std::chrono::milliseconds register_interval{std::chrono::seconds(30)};
   std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};
@@ -103,7 +106,7 @@ class PluginService final : public DevicePluginBackend {
   Result<std::vector<ContainerAllocation>> Allocate(
       const std::vector<std::vector<std::string>>& requests) override;
   // The mixed MIG strategy's resources (Registrar::MigResourceNames), and the device lists of
-  // the resources besides the main one (Registrar::ResourceDevices): one MigBackend or
+  // the resources besides the main one (Registrar::ResourceDevices): one WholeDeviceBackend or
   // VolcanoUnitsBackend each.
   std::vector<std::string> MigResourceNames() const { return registrar_.MigResourceNames(); }
   uint64_t ResourceDevices(const std::string& resource, uint64_t known,
@@ -139,7 +142,9 @@ class PluginService final : public DevicePluginBackend {
   // WaitForStats's wake-ups, told after either half's counters changed. Declared before the
   // halves, which notify through it.
   mutable ChangeSignal changes_;
-  // Dynamic MIG (null otherwise), declared before the halves that use them.
+  // Dynamic MIG (null otherwise), declared before the halves that use them; the CDI specs
+  // (with a CDI device list strategy) before the instances that tell them of every change.
+  std::unique_ptr<MigCdiSpecs> mig_cdi_;
   std::unique_ptr<MigInstances> mig_instances_;
   std::unique_ptr<MigController> mig_controller_;
   // Declared before the registrar, whose replica map they read only during calls.

@@ -291,7 +291,9 @@ void Registrar::Rebuild() {
     const bool numa = options_.settings.enable_numa_topology;
     const VolcanoSettings& v = *options_.volcano;
     std::map<std::string, std::vector<PluginDevice>> lists;
-    if (v.share) {
+    if (v.whole) {
+      lists[options_.resource_name] = WholeGpuDevices(registration_.devices, numa);
+    } else if (v.share) {
       lists[std::string(device::VolcanoShareResource(*v.share))] =
           VolcanoShareDevices(registration_.devices, v, numa);
     } else {
@@ -319,6 +321,7 @@ Status Registrar::Refresh(bool rediscover) {
     Rebuild();
   }
   if (options_.volcano) {
+    if (options_.volcano->whole) return OkStatus();  // kubelet's capacity says it all
     return options_.volcano->share ? PublishVolcanoShare(rediscover) : PublishVolcano(rediscover);
   }
   std::string reg, score;

@@ -239,6 +239,30 @@ TEST_F(RegistrarTest, MixedStrategyListsEachProfileAndFollowsHealth) {
   EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-c!"}));
 }
 
+// B13's "no recovery": a faulted instance is recovered by replacing it. The operator destroys it
+// and makes a new one in its place; the new device has a UUID of its own and is offered healthy
+// at the next pass, while the mark stays with the UUID that faulted.
+TEST_F(RegistrarTest, AFaultedInstanceReplacedByTheOperatorIsOfferedHealthy) {
+  driver_.SetInventory(MixedNode());
+  options_.mig_strategy = MigStrategy::kMixed;
+  Registrar& r = Start();
+  r.MarkUnhealthy({"MIG-b"}, "XID 94");
+  std::vector<PluginDevice> list;
+  r.ResourceDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-b!"}));
+  Inventory later = MixedNode();
+  for (MigDeviceInfo& m : later.gpus[1].mig_devices) {
+    if (m.uuid == "MIG-b") m.uuid = "MIG-e";  // same place and profile, a new device
+  }
+  driver_.SetInventory(later);
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  while (r.Step()) {
+  }
+  r.ResourceDevices("nvidia.com/mig-1g.10gb", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_EQ(Ids(list), (std::vector<std::string>{"MIG-a", "MIG-e"}));
+}
+
 TEST_F(RegistrarTest, MixedStrategyFollowsInstancesWithinTheProfilesItStartedWith) {
   driver_.SetInventory(MixedNode());
   options_.mig_strategy = MigStrategy::kMixed;
@@ -612,6 +636,29 @@ TEST_F(RegistrarTest, VolcanoSharingWritesTheStatusQuantityAndTheUnhealthyIds) {
   r.ResourceDevices("volcano.sh/gpu-memory", 0, std::chrono::milliseconds(0), &list);
   EXPECT_FALSE(list[80].healthy);
   EXPECT_TRUE(list[0].healthy);
+}
+
+// Volcano's whole-GPU Jobs: the GPUs listed whole by UUID under nvidia.com/gpu, following
+// health, and nothing written on the node (no registration, no Volcano annotation or quantity).
+TEST_F(RegistrarTest, VolcanoWholeListsTheGpusAndPublishesNothing) {
+  VolcanoSettings v;
+  v.whole = true;
+  v.handshake = false;
+  options_.volcano = v;
+  options_.resource_name = "nvidia.com/gpu";
+  Registrar& r = Start();
+  std::vector<PluginDevice> list;
+  r.ResourceDevices("nvidia.com/gpu", 0, std::chrono::milliseconds(0), &list);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1].id, kGpu1);
+  EXPECT_EQ(list[1].gpu, kGpu1);
+  r.MarkUnhealthy({kGpu1}, "test");
+  fc_.clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(r.Step());
+  r.ResourceDevices("nvidia.com/gpu", 0, std::chrono::milliseconds(0), &list);
+  EXPECT_TRUE(list[0].healthy);
+  EXPECT_FALSE(list[1].healthy);
+  EXPECT_TRUE(Patches().empty());
 }
 
 }  // namespace

@@ -78,15 +78,23 @@ std::vector<PluginDevice> VolcanoCoreDevices(const std::vector<device::DeviceInf
                [&](const device::DeviceInfo&) { return CoreUnits(s); });
 }
 
+std::vector<PluginDevice> WholeGpuDevices(const std::vector<device::DeviceInfo>& registered,
+                                          bool numa_topology) {
+  std::vector<PluginDevice> out;
+  for (const device::DeviceInfo& d : registered) {
+    out.push_back({d.id, d.id, d.health, numa_topology ? d.numa : -1});
+  }
+  return out;
+}
+
 std::vector<PluginDevice> VolcanoShareDevices(const std::vector<device::DeviceInfo>& registered,
                                               const VolcanoSettings& s, bool numa_topology) {
+  if (s.share == device::VolcanoShareMode::kNumber) {
+    return WholeGpuDevices(registered, numa_topology);
+  }
   std::vector<PluginDevice> out;
   for (const device::DeviceInfo& d : registered) {
     const int numa = numa_topology ? d.numa : -1;
-    if (s.share == device::VolcanoShareMode::kNumber) {
-      out.push_back({d.id, d.id, d.health, numa});
-      continue;
-    }
     const std::string prefix = std::to_string(d.index) + "-";
     for (int64_t j = 0, n = MemoryUnits(d, s); j < n; ++j) {
       out.push_back({prefix + std::to_string(j), d.id, d.health, numa});
@@ -113,6 +121,7 @@ std::string VolcanoUnhealthyIndices(const std::vector<device::DeviceInfo>& regis
 
 Status CheckVolcanoSettings(const std::vector<device::DeviceInfo>& registered,
                             const VolcanoSettings& s) {
+  if (s.whole) return OkStatus();  // no Volcano protocol: nothing to check
   if (s.memory_factor < 1) {
     return InvalidArgumentError("gpuMemoryFactor must be at least 1, not " +
                                 std::to_string(s.memory_factor));

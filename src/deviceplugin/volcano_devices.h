@@ -54,6 +54,10 @@ struct VolcanoSettings {
   std::optional<device::VolcanoShareMode> share;
   // GPU sharing: hold each container to its gpu-memory request with libvgpu.so.
   bool enforce_memory = false;
+  // Volcano's whole-GPU Jobs (`--volcano=whole`): no Volcano protocol at all, the GPUs offered
+  // whole as the count resource ("nvidia.com/gpu"), kubelet choosing them, nothing published on
+  // the node (share and the names above are then unused).
+  bool whole = false;
 };
 
 // Kubelet drops a ListAndWatch answer over 4 MiB; about this many memory IDs fit.
@@ -64,6 +68,11 @@ inline constexpr size_t kVolcanoMaxMemoryIds = 60000;
 // + the NVML name, e.g. "NVIDIA-NVIDIA A100-SXM4-80GB").
 std::vector<device::DeviceInfo> VolcanoRegisterDevices(
     const std::vector<device::DeviceInfo>& registered, const VolcanoSettings& s);
+
+// Whole GPUs (`whole`, and GPU number's devices): one device per registered GPU, its UUID as ID,
+// carrying its health (and NUMA node when `numa_topology`).
+std::vector<PluginDevice> WholeGpuDevices(const std::vector<device::DeviceInfo>& registered,
+                                          bool numa_topology);
 
 // The memory and cores resources' device lists, carrying each GPU's health (and NUMA node when
 // `numa_topology`).

@@ -1,4 +1,4 @@
-#include "deviceplugin/mig_backend.h"
+#include "deviceplugin/whole_device_backend.h"
 
 #include <algorithm>
 
@@ -7,11 +7,13 @@
 
 namespace hami::deviceplugin {
 
-MigBackend::MigBackend(std::string resource, AllocationSettings settings, DeviceSource devices)
-    : resource_(std::move(resource)), settings_(std::move(settings)),
+WholeDeviceBackend::WholeDeviceBackend(std::string resource, AllocationSettings settings,
+                                       DeviceSource devices)
+    : resource_(std::move(resource)),
+      settings_(std::move(settings)),
       devices_(std::move(devices)) {}
 
-std::vector<std::vector<std::string>> MigBackend::PreferredAllocation(
+std::vector<std::vector<std::string>> WholeDeviceBackend::PreferredAllocation(
     const std::vector<PreferredRequest>& requests) {
   std::vector<std::vector<std::string>> out;
   for (const PreferredRequest& r : requests) {
@@ -25,7 +27,7 @@ std::vector<std::vector<std::string>> MigBackend::PreferredAllocation(
   return out;
 }
 
-Result<std::vector<ContainerAllocation>> MigBackend::Allocate(
+Result<std::vector<ContainerAllocation>> WholeDeviceBackend::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
   std::vector<PluginDevice> devices;
   devices_(0, std::chrono::milliseconds(0), &devices);

@@ -1,15 +1,16 @@
-// MigBackend on a scripted device list: what kubelet's calls get for a mixed-strategy resource.
-#include "deviceplugin/mig_backend.h"
+// WholeDeviceBackend on a scripted device list: what kubelet's calls get for a mixed-strategy MIG
+// resource (and, alike, for whole GPUs).
+#include "deviceplugin/whole_device_backend.h"
 
 #include <gtest/gtest.h>
 
 namespace hami::deviceplugin {
 namespace {
 
-class MigBackendTest : public ::testing::Test {
+class WholeDeviceBackendTest : public ::testing::Test {
  protected:
-  MigBackend Backend(AllocationSettings settings = {}) {
-    return MigBackend("nvidia.com/mig-1g.10gb", std::move(settings),
+  WholeDeviceBackend Backend(AllocationSettings settings = {}) {
+    return WholeDeviceBackend("nvidia.com/mig-1g.10gb", std::move(settings),
                       [this](uint64_t, std::chrono::milliseconds, std::vector<PluginDevice>* out) {
                         *out = devices_;
                         return uint64_t{1};
@@ -20,8 +21,8 @@ class MigBackendTest : public ::testing::Test {
                                         {"MIG-c", "GPU-1", false, -1}};
 };
 
-TEST_F(MigBackendTest, AllocateHandsOverTheInstancesKubeletChose) {
-  MigBackend b = Backend();
+TEST_F(WholeDeviceBackendTest, AllocateHandsOverTheInstancesKubeletChose) {
+  WholeDeviceBackend b = Backend();
   EXPECT_EQ(b.ResourceName(), "nvidia.com/mig-1g.10gb");
   Result<std::vector<ContainerAllocation>> r = b.Allocate({{"MIG-b"}, {"MIG-a", "MIG-c"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -33,8 +34,8 @@ TEST_F(MigBackendTest, AllocateHandsOverTheInstancesKubeletChose) {
   EXPECT_EQ(b.allocations(), 2u);
 }
 
-TEST_F(MigBackendTest, AnInstanceThatIsGoneIsRefusedByName) {
-  MigBackend b = Backend();
+TEST_F(WholeDeviceBackendTest, AnInstanceThatIsGoneIsRefusedByName) {
+  WholeDeviceBackend b = Backend();
   devices_.erase(devices_.begin());  // MIG-a destroyed since kubelet listed it
   Result<std::vector<ContainerAllocation>> r = b.Allocate({{"MIG-b"}, {"MIG-a"}});
   ASSERT_FALSE(r.ok());
@@ -43,8 +44,8 @@ TEST_F(MigBackendTest, AnInstanceThatIsGoneIsRefusedByName) {
   EXPECT_EQ(b.allocations(), 0u);  // all or nothing
 }
 
-TEST_F(MigBackendTest, PreferredAllocationKeepsMustIncludeAndListOrder) {
-  MigBackend b = Backend();
+TEST_F(WholeDeviceBackendTest, PreferredAllocationKeepsMustIncludeAndListOrder) {
+  WholeDeviceBackend b = Backend();
   std::vector<std::vector<std::string>> p =
       b.PreferredAllocation({{{"MIG-a", "MIG-b", "MIG-c"}, {"MIG-c"}, 2},
                              {{"MIG-a", "MIG-b"}, {}, 1}});

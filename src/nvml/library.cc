@@ -52,6 +52,7 @@ Library::Library(std::string path, void* handle) : path_(std::move(path)) {
   resolve("nvmlDeviceGetMemoryInfo_v2", &a.memory_v2);
   resolve("nvmlDeviceGetPciInfo_v3", &a.pci);
   resolve("nvmlDeviceGetNumaNodeId", &a.numa);
+  resolve("nvmlDeviceGetMinorNumber", &a.minor);
   resolve("nvmlDeviceGetMigMode", &a.mig_mode);
   resolve("nvmlDeviceGetUtilizationRates", &a.utilization);
   resolve("nvmlDeviceGetMaxMigDeviceCount", &a.mig_max_count);

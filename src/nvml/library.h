@@ -56,6 +56,7 @@ struct Api {
   decltype(&nvmlDeviceGetMemoryInfo_v2) memory_v2 = nullptr;
   decltype(&nvmlDeviceGetPciInfo_v3) pci = nullptr;
   decltype(&nvmlDeviceGetNumaNodeId) numa = nullptr;
+  decltype(&nvmlDeviceGetMinorNumber) minor = nullptr;
   decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) utilization = nullptr;
   // MIG: the instances that exist.

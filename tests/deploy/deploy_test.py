@@ -377,6 +377,17 @@ def case_helm_values(ctx):
     assert plugin_env(None)["DEVICE_LIST_STRATEGY"] == "envvar"
     env = plugin_env({"devicePlugin": {"deviceListStrategy": "volume-mounts,cdi-cri"}})
     assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts,cdi-cri", env
+    # With a CDI strategy the plugin mounts the host's CDI spec directories (it writes a spec per
+    # MIG device it makes); without one it does not.
+    def plugin_pod(v):
+        return find(ctx.helm(v), "DaemonSet", "hami-device-plugin")["spec"]["template"]["spec"]
+    cdi = plugin_pod({"devicePlugin": {"deviceListStrategy": "cdi-cri"}})
+    mounts = container({"spec": {"template": {"spec": cdi}}}, "device-plugin")["volumeMounts"]
+    assert {"name": "cdi-run", "mountPath": "/var/run/cdi"} in mounts, mounts
+    assert {"name": "cdi-etc", "mountPath": "/etc/cdi", "readOnly": True} in mounts, mounts
+    assert {"name": "cdi-run", "hostPath": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}} \
+        in cdi["volumes"], cdi["volumes"]
+    assert not [v for v in plugin_pod(None)["volumes"] if v["name"].startswith("cdi-")]
     # certManager.enabled: a self-signed Issuer and a Certificate into the Secret hami-scheduler
     # mounts, the CA injected into the webhook; hami-scheduler issues nothing itself.
     assert not [o for o in ctx.helm() if o["apiVersion"].startswith("cert-manager.io/")]

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -627,6 +628,46 @@ TEST_F(NodeE2EMigReplay, SwitchingTheNodeBetweenHamiCoreAndMig) {
   EXPECT_EQ(PodPhase(*core), "Succeeded") << core->dump();
   EXPECT_EQ(SeenTotal(w, "core-pod"), uint64_t{4096} * kMiB);
   EXPECT_EQ(Annotation(*core, "hami.io/vgpu-mig-allocations"), "");
+}
+
+// Upstream's B8, on a node whose container runtime resolves CDI names (containerd with CDI on)
+// and a plugin told to name devices through CDI only: the MIG device made at Allocate is in no
+// spec the toolkit generated at boot, so the plugin writes one for it before Allocate answers.
+// The container starts and its CUDA sees the instance; once the pod has finished, the device and
+// its spec go. (Without the plugin's spec the kubelet refuses the container: "unresolvable CDI
+// devices nvidia.com/gpu=MIG-...".)
+TEST_F(NodeE2EMigReplay, CdiNamedMigDevicesResolveThroughThePluginsSpecs) {
+  WorldOptions o = DynamicMigNode(1);
+  o.nodes[0].cdi_runtime = true;
+  o.nodes[0].plugin_env.push_back("DEVICE_LIST_STRATEGY=cdi-cri");
+  ASSERT_NO_FATAL_FAILURE(Start(o));
+  World& w = *w_;
+  ASSERT_TRUE(w.Apply(PodYaml("cdi-pod", Gpumem(kSmall), Hold()), "default").ok());
+  std::optional<k8s::Object> p = HeldPod("cdi-pod");
+  ASSERT_TRUE(p.has_value());
+  device::MigAllocation m = Realised(*p);
+  ASSERT_TRUE(m.runtime.has_value());
+  EXPECT_EQ(SeenTotal(w, "cdi-pod"), k1gMiB * kMiB);
+  const std::string cdi = w.dir() + "/" + kNode + "/cdi";
+  const std::string spec_file = cdi + "/hami-mig-" + m.runtime->mig_uuid + ".json";
+  Result<std::string> text = ReadFileToString(spec_file);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  Json spec = Json::parse(*text, nullptr, false);
+  ASSERT_TRUE(spec.is_object()) << *text;
+  EXPECT_EQ(spec["kind"], "nvidia.com/gpu");
+  EXPECT_EQ(spec["devices"][0]["name"], m.runtime->mig_uuid);
+  // The spec-wide edits are the toolkit's (the world wrote its spec at the node's start).
+  EXPECT_EQ(spec["containerEdits"]["env"], Json::array({"NVIDIA_VISIBLE_DEVICES=void"}));
+
+  ASSERT_TRUE(w.client().Delete(k8s::kPods, "default", "cdi-pod").ok());
+  EXPECT_EQ(WaitForMigDevices(w, {}), std::set<std::string>{});
+  // The spec goes in the same reclaim pass, just after the device (a poll: files have no event).
+  const auto end = steady_clock::now() + seconds(30);
+  while (std::filesystem::exists(spec_file) && steady_clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_FALSE(std::filesystem::exists(spec_file));
+  EXPECT_TRUE(std::filesystem::exists(cdi + "/nvidia.yaml"));  // not the plugin's to remove
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ void AddKubeletFlags(CLI::App& app, KubeletFlags* f) {
                  "command line of the stand-in GPU workload (default: vgpu_probe workload)");
   app.add_flag("--stand-in-for-gpu-containers", f->stand_in_for_gpu,
                "run the stand-in workload in every container given a GPU, whatever its command");
+  app.add_option("--cdi-spec-dir", f->cdi_spec_dirs,
+                 "a CDI spec directory of the container runtime (repeatable); with one, a CDI "
+                 "device no spec there defines fails the container, as containerd does");
   app.add_flag("--pid-namespaces", f->pid_namespaces,
                "run each container in a PID namespace of its own (needs root)");
   // A callback rather than a variable, to tell `--nvidia-smi ""` (none) from no flag.
@@ -54,6 +57,9 @@ void AddKubeletFlags(CLI::App& app, KubeletFlags* f) {
 void MakeKubeletPathsAbsolute(KubeletFlags* f) {
   for (std::string* p : {&f->root_dir, &f->sim_config, &f->sim_state, &f->sim_lib_dir}) {
     if (!p->empty()) *p = std::filesystem::absolute(*p).lexically_normal().string();
+  }
+  for (std::string& p : f->cdi_spec_dirs) {
+    if (!p.empty()) p = std::filesystem::absolute(p).lexically_normal().string();
   }
 }
 
@@ -130,6 +136,7 @@ Result<KubeletOptions> KubeletOptionsFromFlags(const KubeletFlags& f, const Kube
   KubeletOptions o;
   o.stand_in_for_gpu_containers = f.stand_in_for_gpu;
   o.pid_namespaces = f.pid_namespaces;
+  o.cdi_spec_dirs = f.cdi_spec_dirs;
   o.node_name = f.node_name;
   o.root_dir = f.root_dir.empty() ? "/tmp/hami-sim-kubelet/" + f.node_name : f.root_dir;
   o.address = f.address;

@@ -44,6 +44,7 @@ struct KubeletFlags {
   std::string ready_file;
   std::vector<std::string> labels, capacity;  // k=v each
   std::vector<std::string> env;               // K=V each
+  std::vector<std::string> cdi_spec_dirs;     // the runtime's CDI spec directories
   bool stand_in_for_gpu = false;
   bool pid_namespaces = false;
   int verbosity = 0;
@@ -54,7 +55,7 @@ struct KubeletFlags {
 KubeletFlags DefaultKubeletFlags(const std::filesystem::path& bin_dir);
 void AddKubeletFlags(CLI::App& app, KubeletFlags* flags);
 
-// Makes the path flags (root dir, sim config, sim state, sim lib dir) absolute and normal,
+// Makes the path flags (root dir, sim config, sim state, sim lib dir, CDI spec dirs) absolute,
 // relative ones taken from the working directory: containers run in directories of their own,
 // so every path they are handed must be absolute. Empty ones stay empty.
 void MakeKubeletPathsAbsolute(KubeletFlags* flags);

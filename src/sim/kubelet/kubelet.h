@@ -54,6 +54,9 @@ struct KubeletOptions {
   // which answers to that name with the container's view); linked as <root>/bin/nvidia-smi.
   // Empty: none.
   std::string nvidia_smi;
+  // The container runtime's CDI spec directories (cdi_registry.h); empty: every CDI name a plugin
+  // gives resolves.
+  std::vector<std::string> cdi_spec_dirs;
   std::string address = "127.0.0.1";
   std::chrono::milliseconds heartbeat{10000};
   int lease_seconds = 40;

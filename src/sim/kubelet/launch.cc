@@ -56,6 +56,25 @@ std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevic
 
 namespace {
 
+// FailedPrecondition naming the CDI names of `answers` the registry does not define.
+Status CheckCdiNames(const std::vector<const ContainerDevices*>& answers,
+                     const std::set<std::string>& registry) {
+  std::string missing;
+  auto check = [&](const std::string& name) {
+    if (!registry.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+  };
+  for (const ContainerDevices* a : answers) {
+    for (const std::string& name : a->cdi_devices) check(name);
+    for (const auto& [key, value] : a->annotations) {
+      if (key.rfind("cdi.k8s.io/", 0) != 0) continue;
+      for (std::string_view name : device::text::Split(value, ',')) check(std::string(name));
+    }
+  }
+  if (missing.empty()) return OkStatus();
+  return FailedPreconditionError("CDI device injection failed: unresolvable CDI devices " +
+                                 missing);
+}
+
 // The container's environment before the toolkit's and the mounts' rewriting: the node's base
 // env, then the plugins' envs, then the spec's own env, later entries winning. Collects the
 // plugins' mounts too. InvalidArgument for a fieldRef the context does not know.
@@ -131,6 +150,7 @@ std::string FindProgram(const ContainerSpec& spec, const LaunchContext& ctx) {
 Result<Launch> PrepareLaunch(const ContainerSpec& spec,
                              const std::vector<const ContainerDevices*>& answers,
                              const LaunchContext& ctx) {
+  if (ctx.cdi_registry) HAMI_RETURN_IF_ERROR(CheckCdiNames(answers, *ctx.cdi_registry));
   std::map<std::string, std::string> env;
   std::vector<KubeletMount> mounts;
   HAMI_RETURN_IF_ERROR(MergeEnv(spec, answers, ctx, env, mounts));

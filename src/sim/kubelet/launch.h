@@ -9,6 +9,8 @@
 //    (NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and a mount at
 //    <that directory>/<uuid> each) become the process's NVIDIA_VISIBLE_DEVICES, the variable the
 //    simulated driver reads to expose devices (ToolkitDevices);
+//  - with a CDI registry, a CDI name no spec defines fails the launch as containerd does
+//    ("unresolvable CDI devices");
 //  - every env value that is a path inside a mount's container path is rewritten to the host
 //    path (CUDA_DEVICE_MEMORY_SHARED_CACHE lands in the container's host hook directory);
 //  - a mount at /etc/ld.so.preload becomes LD_PRELOAD: the libraries the host file names, each
@@ -24,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,10 @@ struct LaunchContext {
   std::function<std::optional<std::string>(const std::string&)> read_file;
   // Whether an executable exists at a path.
   std::function<bool(const std::string&)> executable;
+  // The runtime's CDI registry (cdi_registry.h): the CDI names a plugin gives must be among
+  // these or the container is not started. nullopt: every name resolves (no CDI spec
+  // directories configured; the toolkit is assumed to know every device).
+  std::optional<std::set<std::string>> cdi_registry;
 };
 
 struct Launch {

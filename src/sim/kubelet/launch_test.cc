@@ -147,6 +147,31 @@ TEST(Launch, TheToolkitReadsCdiNamesAndDeviceVolumeMounts) {
   EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "GPU-a");
 }
 
+TEST(Launch, WithACdiRegistryUnresolvableNamesFailTheContainer) {
+  ContainerSpec spec;
+  spec.name = "main";
+  spec.command = {"/build/bin/hamictl", "smi"};
+  ContainerDevices cri = HamiCore();
+  cri.envs.erase("NVIDIA_VISIBLE_DEVICES");
+  cri.cdi_devices = {"nvidia.com/gpu=MIG-new"};
+  ContainerDevices ann = HamiCore();
+  ann.envs.erase("NVIDIA_VISIBLE_DEVICES");
+  ann.annotations = {{"cdi.k8s.io/hami-device-plugin_uid", "nvidia.com/gpu=GPU-a"}};
+  LaunchContext ctx = Context();
+  ctx.cdi_registry = std::set<std::string>{"nvidia.com/gpu=GPU-a"};
+  Result<Launch> l = PrepareLaunch(spec, {&cri, &ann}, ctx);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().message(),
+            "CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=MIG-new");
+  ctx.cdi_registry->insert("nvidia.com/gpu=MIG-new");
+  l = PrepareLaunch(spec, {&cri, &ann}, ctx);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "MIG-new,GPU-a");
+  // Without a registry (no spec directories) every name resolves, as before.
+  l = PrepareLaunch(spec, {&cri}, Context());
+  EXPECT_TRUE(l.ok());
+}
+
 TEST(HostPath, LongestCoveringMount) {
   std::vector<KubeletMount> m = {{"/a", "/h/a", false}, {"/a/b", "/h/ab", false}};
   EXPECT_EQ(HostPath("/a/b/c", m), "/h/ab/c");

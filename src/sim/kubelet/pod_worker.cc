@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "common/thread_name.h"
+#include "sim/kubelet/cdi_registry.h"
 #include "device/resource_quantity.h"
 
 namespace hami::sim {
@@ -290,6 +291,9 @@ LaunchContext PodWorker::Context() const {
                 {"status.podIP", k_.options_.address}};
   ctx.read_file = ReadFile;
   ctx.executable = Executable;
+  if (!k_.options_.cdi_spec_dirs.empty()) {
+    ctx.cdi_registry = CdiDeviceNames(k_.options_.cdi_spec_dirs);
+  }
   return ctx;
 }
 

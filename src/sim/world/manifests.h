@@ -11,12 +11,12 @@
 
 #include "common/status.h"
 #include "k8s/object.h"
+#include "k8s/yaml_json.h"
 
 namespace hami::sim {
 
-// Converts YAML text (one document) into JSON the way kubectl does: quoted scalars stay strings,
-// plain scalars that read as integers or booleans become numbers or booleans.
-Result<k8s::Object> YamlToJson(const std::string& yaml_document);
+// Converts YAML text (one document) into JSON the way kubectl does (k8s/yaml_json.h).
+using k8s::YamlToJson;
 // Splits a multi-document YAML file at "---" lines.
 std::vector<std::string> SplitYamlDocuments(const std::string& text);
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "common/file_util.h"
 #include "common/log.h"
@@ -160,6 +161,27 @@ Status WaitForNodeGpus(k8s::RestClient& client, const WorldNode& n,
       timeout);
   if (!node.ok()) return node.status().WithContext("node " + name + " never registered GPUs");
   return OkStatus();
+}
+
+// What `nvidia-ctk cdi generate` writes for the GPUs of a simulated driver config (its `uuid =`
+// lines, in device order): each whole GPU by index and by UUID, and the spec-wide edits.
+std::string ToolkitCdiSpec(const std::string& gpu_config) {
+  std::string devices;
+  std::istringstream in(gpu_config);
+  int index = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string key, eq, uuid;
+    if (!(words >> key >> eq >> uuid) || key != "uuid" || eq != "=") continue;
+    const std::string edits = "  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia" +
+                              std::to_string(index) + "\n";
+    devices += "- name: \"" + std::to_string(index) + "\"\n" + edits;
+    devices += "- name: " + uuid + "\n" + edits;
+    ++index;
+  }
+  return "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n" + devices +
+         "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n"
+         "  - path: /dev/nvidiactl\n";
 }
 
 }  // namespace
@@ -341,6 +363,11 @@ Status World::StartNode(const WorldNode& n) {
   std::error_code ec;  // a missing node directory shows in the gpu.conf write below
   std::filesystem::create_directories(dir_ + "/" + n.name, ec);
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
+  if (n.cdi_runtime) {
+    std::filesystem::create_directories(dir_ + "/" + n.name + "/cdi", ec);
+    HAMI_RETURN_IF_ERROR(
+        WriteAll(dir_ + "/" + n.name + "/cdi/nvidia.yaml", ToolkitCdiSpec(n.gpu_config)));
+  }
   HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
   HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
   if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));

@@ -42,9 +42,14 @@ struct WorldNode {
   std::string gpu_config;  // simulated driver config (HAMI_SIM_CONFIG text)
   std::map<std::string, std::string> labels = {{"gpu", "on"}};
   std::vector<std::string> plugin_env;  // extra KEY=VALUE for its device plugin
-  // "" (HAMi's protocol) or the Volcano mode its device plugin serves (--volcano: vgpu, share or
-  // number); the node is ready once it offers that mode's resource.
+  // "" (HAMi's protocol) or the Volcano mode its device plugin serves (--volcano: vgpu, share,
+  // number or whole); the node is ready once it offers that mode's resource.
   std::string volcano;
+  // The node's container runtime resolves CDI names (containerd with CDI on): its kubelet fails a
+  // container given a CDI device no spec in <node>/cdi defines, the NVIDIA toolkit's spec of the
+  // node's GPUs is written there at start (as `nvidia-ctk cdi generate` at boot: whole GPUs by
+  // index and UUID), and the device plugin writes its own specs there ($CDI_SPEC_DIR).
+  bool cdi_runtime = false;
 };
 
 // Who plays the control plane.

@@ -28,6 +28,7 @@ Status World::StartKubelet(const std::string& node) {
   for (const auto& [k, v] : n->labels) argv.push_back("--label=" + k + "=" + v);
   if (options_.stand_in_for_gpu_containers) argv.push_back("--stand-in-for-gpu-containers");
   if (options_.pid_namespaces) argv.push_back("--pid-namespaces");
+  if (n->cdi_runtime) argv.push_back("--cdi-spec-dir=" + here + node + "/cdi");
   argv.push_back(ReadyArg(node + "-kubelet"));
   if (options_.kubelet_relative_paths) {
     // cd first: the shell execs the kubelet, so the process (and its signals) stay the same.
@@ -55,6 +56,7 @@ Status World::StartPlugin(const std::string& node) {
   env.push_back("HAMI_SIM_CONFIG=" + dir_ + "/" + node + "/gpu.conf");
   env.push_back("HAMI_SIM_STATE=" + GpuState(node));
   env.push_back("LD_LIBRARY_PATH=" + options_.build_dir + "/sim");
+  if (n->cdi_runtime) env.push_back("CDI_SPEC_DIR=" + dir_ + "/" + node + "/cdi");
   env.insert(env.end(), n->plugin_env.begin(), n->plugin_env.end());
   std::vector<std::string> argv = {Bin("hami-device-plugin"),
                                    "--device-plugin-path=" + dir_ + "/" + node + "/device-plugins",
