@@ -72,7 +72,8 @@ Result<std::string> CdiCommonEdits(std::string_view spec_text) {
   if (edits == spec.end() || !edits->is_object() || edits->empty()) {
     return NotFoundError("the spec has no spec-wide containerEdits");
   }
-  return edits->dump();
+  // Replacing bytes that are not UTF-8 (a YAML file may hold any): dump() throws on them.
+  return edits->dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::string MigCdiSpecFileName(const std::string& mig_uuid) {
@@ -107,7 +108,7 @@ Result<std::string> MigCdiSpec(const MigInstance& instance, const MigCdiNode& no
                          {"containerEdits", Json{{"deviceNodes", nodes}}}}})},
       {"containerEdits", common},
   };
-  return spec.dump(2) + "\n";
+  return spec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 MigCdiSpecs::MigCdiSpecs(GpuDriver& driver, MigCdiOptions options)

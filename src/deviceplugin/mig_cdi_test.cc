@@ -98,6 +98,11 @@ containerEdits:
   EXPECT_EQ(CdiCommonEdits("kind: nvidia.com/gpu\ndevices: []\n").status().code(),
             StatusCode::kNotFound);
   EXPECT_EQ(CdiCommonEdits("kind: [unclosed").status().code(), StatusCode::kInvalidArgument);
+  // Bytes that are not UTF-8 are replaced, never thrown on (found by fuzz_mig_cdi).
+  Result<std::string> odd =
+      CdiCommonEdits("kind: nvidia.com/gpu\ncontainerEdits:\n  \xaanv: [A]\n");
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_TRUE(Json::parse(*odd, nullptr, false).is_object()) << *odd;
   EXPECT_EQ(CdiCommonEdits("- a list").status().code(), StatusCode::kInvalidArgument);
 }
 

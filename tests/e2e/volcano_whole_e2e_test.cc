@@ -4,7 +4,9 @@
 // whole as nvidia.com/gpu, which Volcano's predicates count like any extended resource, and
 // which kubelet picks. The single-node 4-GPU Job and the 4 x 2-GPU distributed Job (gang of 4,
 // Volcano's ssh, svc and env plugins) run as written but for their images' command, which prints
-// what each container's CUDA sees; the tests run in order (the second needs the first's GPUs).
+// what each container's CUDA sees, and `restartPolicy: Never` (a pod template's default, Always,
+// would restart the finished trainer forever); the tests run in order (the second needs the
+// first's GPUs).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,6 +78,7 @@ spec:
       name: trainer
       template:
         spec:
+          restartPolicy: Never
           containers:
             - name: trainer
               image: training:latest
@@ -107,6 +110,7 @@ spec:
       name: worker
       template:
         spec:
+          restartPolicy: Never
           containers:
             - name: worker
               image: training:latest
