@@ -1,6 +1,7 @@
 // What the Volcano end-to-end tests share: where Volcano's binaries are, the simulated GPUs'
-// UUIDs, the queue of document 004, what `hamictl smi --json` printed in a container, and the
-// logs to show when a test fails. Header-only, for tests that define HAMI_VOLCANO_BIN.
+// UUIDs, the queue of document 004, what `hamictl smi --json` printed in a container, the logs
+// to show when a test fails, and the one world a test binary's suite runs on (VolcanoSuite).
+// Header-only, for tests that define HAMI_VOLCANO_BIN, HAMI_BUILD_DIR and HAMI_KUBE_BIN.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,9 +12,12 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "k8s/object.h"
 #include "sim/world/world.h"
+#include "tests/kube_bin.h"
 
 namespace hami::e2e::volcano {
 
@@ -69,5 +73,52 @@ inline void DumpLogs(sim::World& world, std::initializer_list<const char*> proce
     dump("vc-scheduler", s->log());
   }
 }
+
+// The fixture base of a Volcano suite: one world per test binary, with the real control plane
+// and vc-scheduler beside it. A derived fixture's SetUpTestSuite calls StartWorld with its nodes
+// and scheduler configuration; without both tool builds its tests skip, and a world that failed
+// to start fails each of them with the reason.
+class VolcanoSuite : public ::testing::Test {
+ protected:
+  static void StartWorld(std::vector<sim::WorldNode> nodes, const char* scheduler_conf) {
+    volcano_bin_ = BinDir();
+    if (volcano_bin_.empty() || kube_pin::BinDir().empty()) return;
+    sim::WorldOptions o;
+    o.build_dir = HAMI_BUILD_DIR;
+    o.control_plane = sim::ControlPlaneKind::kReal;
+    o.kube_bin_dir = kube_pin::BinDir();
+    o.register_interval = "2s";  // what a plugin publishes shows fast
+    o.nodes = std::move(nodes);
+    Result<std::unique_ptr<sim::World>> w = sim::World::Start(o);
+    if (!w.ok()) {
+      start_error_ = w.status().ToString();
+      return;
+    }
+    world_ = w->release();
+    Status v = world_->real_control_plane()->StartVolcano(volcano_bin_, scheduler_conf);
+    if (!v.ok()) start_error_ = "Volcano: " + v.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete world_;
+    world_ = nullptr;
+    start_error_.clear();
+  }
+  void SetUp() override {
+    if (world_ == nullptr && start_error_.empty()) {
+      GTEST_SKIP() << "needs both scripts/kube-tools.sh and scripts/volcano-tools.sh builds";
+    }
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+  }
+  // For TearDown: the ends of `processes`' logs (and vc-scheduler's) when the test failed.
+  void DumpLogsOnFailure(std::initializer_list<const char*> processes) {
+    if (HasFailure() && world_ != nullptr) DumpLogs(*world_, processes);
+  }
+
+  static k8s::RestClient& Client() { return world_->client(); }
+
+  inline static sim::World* world_ = nullptr;
+  inline static std::string start_error_;
+  inline static std::string volcano_bin_;  // scripts/volcano-tools.sh's folder
+};
 
 }  // namespace hami::e2e::volcano

@@ -33,7 +33,6 @@ using sim::WorldOptions;
 using volcano::GpuConfig;
 using volcano::Uuid;
 
-
 // Document 004's GPU sharing configuration, but for its quoted "true" and "10": Volcano v1.10
 // reads deviceshare's switches only as YAML booleans and integers (a string is ignored with a
 // warning in its log, and the mode stays off).
@@ -131,66 +130,27 @@ bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
 }
 
-class VolcanoShareE2E : public ::testing::Test {
+class VolcanoShareE2E : public volcano::VolcanoSuite {
  protected:
   static void SetUpTestSuite() {
-    const std::string volcano = volcano::BinDir();
-    volcano_bin_ = new std::string(volcano);
-    if (volcano.empty() || kube_pin::BinDir().empty()) return;
-    WorldOptions o;
-    o.build_dir = HAMI_BUILD_DIR;
-    o.control_plane = sim::ControlPlaneKind::kReal;
-    o.kube_bin_dir = kube_pin::BinDir();
-    o.register_interval = "2s";
-    o.nodes.resize(2);
-    o.nodes[0].name = "vc-share";
-    o.nodes[0].gpu_config = GpuConfig("Tesla V100-SXM2-16GB", "16Gi", 2, 'c');
-    o.nodes[0].volcano = "share";
-    o.nodes[0].plugin_env = {"VOLCANO_ENFORCE_MEMORY=true"};
-    o.nodes[1].name = "vc-number";
-    o.nodes[1].gpu_config = GpuConfig("Tesla T4", "16Gi", 2, 'd');
-    o.nodes[1].volcano = "number";
-    Result<std::unique_ptr<World>> w = World::Start(o);
-    if (!w.ok()) {
-      start_error_ = new std::string(w.status().ToString());
-      return;
-    }
-    world_ = w->release();
-    Status v = world_->real_control_plane()->StartVolcano(volcano, kSharingConf);
-    if (!v.ok()) start_error_ = new std::string("Volcano: " + v.ToString());
-  }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-    delete start_error_;
-    start_error_ = nullptr;
-    delete volcano_bin_;
-    volcano_bin_ = nullptr;
-  }
-  void SetUp() override {
-    if (world_ == nullptr && start_error_ == nullptr) {
-      GTEST_SKIP() << "needs both scripts/kube-tools.sh and scripts/volcano-tools.sh builds";
-    }
-    ASSERT_EQ(start_error_, nullptr) << *start_error_;
+    std::vector<sim::WorldNode> nodes(2);
+    nodes[0].name = "vc-share";
+    nodes[0].gpu_config = GpuConfig("Tesla V100-SXM2-16GB", "16Gi", 2, 'c');
+    nodes[0].volcano = "share";
+    nodes[0].plugin_env = {"VOLCANO_ENFORCE_MEMORY=true"};
+    nodes[1].name = "vc-number";
+    nodes[1].gpu_config = GpuConfig("Tesla T4", "16Gi", 2, 'd');
+    nodes[1].volcano = "number";
+    StartWorld(std::move(nodes), kSharingConf);
   }
   void TearDown() override {
-    if (!HasFailure() || world_ == nullptr) return;
-    volcano::DumpLogs(*world_, {"vc-share-plugin", "vc-number-plugin", "vc-share-kubelet"});
+    DumpLogsOnFailure({"vc-share-plugin", "vc-number-plugin", "vc-share-kubelet"});
   }
 
-  static k8s::RestClient& Client() { return world_->client(); }
   static Json Smi(const std::string& pod, const std::string& container) {
     return volcano::Smi(*world_, pod, container);
   }
-
-  static World* world_;
-  static std::string* start_error_;
-  static std::string* volcano_bin_;
 };
-
-World* VolcanoShareE2E::world_ = nullptr;
-std::string* VolcanoShareE2E::start_error_ = nullptr;
-std::string* VolcanoShareE2E::volcano_bin_ = nullptr;
 
 // What Volcano's scheduler reads of the nodes: the kubelet's resource, the quantity the plugin
 // writes into the status, no unhealthy GPU.
@@ -254,7 +214,7 @@ TEST_F(VolcanoShareE2E, TheDocumentsSharingReplicasShareOneGpuAndAreHeldToIt) {
 
 // Document 004's GPU number pod, with vc-scheduler restarted under GPUNumberEnable: one whole GPU.
 TEST_F(VolcanoShareE2E, TheDocumentsGpuNumberPodGetsAWholeGpu) {
-  ASSERT_TRUE(world_->real_control_plane()->StartVolcano(*volcano_bin_, kNumberConf).ok());
+  ASSERT_TRUE(world_->real_control_plane()->StartVolcano(volcano_bin_, kNumberConf).ok());
   ASSERT_TRUE(world_->Apply(kNumberPod, "default").ok());
   Result<k8s::Object> p =
       world_->WaitForPod("default", "gpu-number-pod", Terminal, std::chrono::seconds(120));

@@ -105,50 +105,22 @@ std::string PodYaml(const std::string& name, int memory, const std::string& anno
          std::to_string(memory) + "\n";
 }
 
-class VolcanoVgpuE2E : public ::testing::Test {
+class VolcanoVgpuE2E : public volcano::VolcanoSuite {
  protected:
   static void SetUpTestSuite() {
-    const std::string volcano = volcano::BinDir();
-    if (volcano.empty() || kube_pin::BinDir().empty()) return;
-    WorldOptions o;
-    o.build_dir = HAMI_BUILD_DIR;
-    o.control_plane = sim::ControlPlaneKind::kReal;
-    o.kube_bin_dir = kube_pin::BinDir();
-    o.register_interval = "2s";  // the handshake old schedulers stamp is answered this fast
-    o.nodes.resize(2);
-    o.nodes[0].name = "vc-t4";
-    o.nodes[0].gpu_config = GpuConfig("Tesla T4", "16Gi", 2, 'b');
-    o.nodes[0].volcano = "vgpu";
-    o.nodes[1].name = "vc-a100";
-    o.nodes[1].gpu_config = GpuConfig("NVIDIA A100-PCIE-40GB", "40Gi", 1, 'a');
-    o.nodes[1].volcano = "vgpu";
-    Result<std::unique_ptr<World>> w = World::Start(o);
-    if (!w.ok()) {
-      start_error_ = new std::string(w.status().ToString());
-      return;
-    }
-    world_ = w->release();
-    Status v = world_->real_control_plane()->StartVolcano(volcano, kSchedulerConf);
-    if (!v.ok()) start_error_ = new std::string("Volcano: " + v.ToString());
-  }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-    delete start_error_;
-    start_error_ = nullptr;
-  }
-  void SetUp() override {
-    if (world_ == nullptr && start_error_ == nullptr) {
-      GTEST_SKIP() << "needs both scripts/kube-tools.sh and scripts/volcano-tools.sh builds";
-    }
-    ASSERT_EQ(start_error_, nullptr) << *start_error_;
+    std::vector<sim::WorldNode> nodes(2);
+    nodes[0].name = "vc-t4";
+    nodes[0].gpu_config = GpuConfig("Tesla T4", "16Gi", 2, 'b');
+    nodes[0].volcano = "vgpu";
+    nodes[1].name = "vc-a100";
+    nodes[1].gpu_config = GpuConfig("NVIDIA A100-PCIE-40GB", "40Gi", 1, 'a');
+    nodes[1].volcano = "vgpu";
+    StartWorld(std::move(nodes), kSchedulerConf);
   }
   void TearDown() override {
-    if (!HasFailure() || world_ == nullptr) return;
-    volcano::DumpLogs(*world_, {"vc-t4-plugin", "vc-a100-plugin", "vc-t4-kubelet"});
+    DumpLogsOnFailure({"vc-t4-plugin", "vc-a100-plugin", "vc-t4-kubelet"});
   }
 
-  static k8s::RestClient& Client() { return world_->client(); }
   static std::string Annotation(const k8s::Object& o, std::string_view key) {
     return k8s::GetAnnotation(o, key);
   }
@@ -163,13 +135,7 @@ class VolcanoVgpuE2E : public ::testing::Test {
   static Json Smi(const std::string& pod, const std::string& container) {
     return volcano::Smi(*world_, pod, container);
   }
-
-  static World* world_;
-  static std::string* start_error_;
 };
-
-World* VolcanoVgpuE2E::world_ = nullptr;
-std::string* VolcanoVgpuE2E::start_error_ = nullptr;
 
 // Both nodes published Volcano's registration and the handshake an old scheduler needs, and the
 // kubelet reports Volcano's three resources.

@@ -137,50 +137,21 @@ std::string NodeOf(const std::string& uuid) {
   return "";
 }
 
-class VolcanoWholeE2E : public ::testing::Test {
+class VolcanoWholeE2E : public volcano::VolcanoSuite {
  protected:
   static void SetUpTestSuite() {
-    const std::string volcano = volcano::BinDir();
-    if (volcano.empty() || kube_pin::BinDir().empty()) return;
-    WorldOptions o;
-    o.build_dir = HAMI_BUILD_DIR;
-    o.control_plane = sim::ControlPlaneKind::kReal;
-    o.kube_bin_dir = kube_pin::BinDir();
-    o.register_interval = "2s";
-    o.nodes.resize(2);
-    o.nodes[0].name = "vc-train-a";
-    o.nodes[0].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", kGpusPerNode, 'e');
-    o.nodes[0].volcano = "whole";
-    o.nodes[1].name = "vc-train-b";
-    o.nodes[1].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", kGpusPerNode, 'f');
-    o.nodes[1].volcano = "whole";
-    Result<std::unique_ptr<World>> w = World::Start(o);
-    if (!w.ok()) {
-      start_error_ = new std::string(w.status().ToString());
-      return;
-    }
-    world_ = w->release();
-    Status v = world_->real_control_plane()->StartVolcano(volcano, kSchedulerConf);
-    if (!v.ok()) start_error_ = new std::string("Volcano: " + v.ToString());
-  }
-  static void TearDownTestSuite() {
-    delete world_;
-    world_ = nullptr;
-    delete start_error_;
-    start_error_ = nullptr;
-  }
-  void SetUp() override {
-    if (world_ == nullptr && start_error_ == nullptr) {
-      GTEST_SKIP() << "needs both scripts/kube-tools.sh and scripts/volcano-tools.sh builds";
-    }
-    ASSERT_EQ(start_error_, nullptr) << *start_error_;
+    std::vector<sim::WorldNode> nodes(2);
+    nodes[0].name = "vc-train-a";
+    nodes[0].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", kGpusPerNode, 'e');
+    nodes[0].volcano = "whole";
+    nodes[1].name = "vc-train-b";
+    nodes[1].gpu_config = GpuConfig("NVIDIA A100-SXM4-80GB", "80Gi", kGpusPerNode, 'f');
+    nodes[1].volcano = "whole";
+    StartWorld(std::move(nodes), kSchedulerConf);
   }
   void TearDown() override {
-    if (!HasFailure() || world_ == nullptr) return;
-    volcano::DumpLogs(*world_, {"vc-train-a-plugin", "vc-train-b-plugin", "vc-train-a-kubelet"});
+    DumpLogsOnFailure({"vc-train-a-plugin", "vc-train-b-plugin", "vc-train-a-kubelet"});
   }
-
-  static k8s::RestClient& Client() { return world_->client(); }
 
   // Creates the Job of `yaml` and waits for each of its pods to have printed what it sees (and,
   // with `finishes`, to have succeeded); the UUIDs each pod's CUDA saw (an expectation fails for
@@ -220,13 +191,7 @@ class VolcanoWholeE2E : public ::testing::Test {
     }
     return seen;
   }
-
-  static World* world_;
-  static std::string* start_error_;
 };
-
-World* VolcanoWholeE2E::world_ = nullptr;
-std::string* VolcanoWholeE2E::start_error_ = nullptr;
 
 // Each node offers its four GPUs as nvidia.com/gpu and carries no scheduler annotation.
 TEST_F(VolcanoWholeE2E, NodesOfferWholeGpusAndNothingElse) {
