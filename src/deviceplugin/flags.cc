@@ -262,6 +262,14 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
         ": MIG under Volcano (operating mode mig or a MIG strategy) is not supported yet; "
         "use operating mode hami-core or mps on this node");
   }
+  if (f.volcano == "whole") {  // no Volcano protocol: none of its names or factors apply
+    VolcanoSettings whole;
+    whole.whole = true;
+    whole.handshake = false;
+    o->resource_name = nvidia.resource_count_name;
+    o->volcano = std::move(whole);
+    return OkStatus();
+  }
   const device::NvidiaConfig hami;
   VolcanoSettings v;
   auto pick = [](const std::string& configured, const std::string& hami_default,
@@ -274,12 +282,7 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
   v.memory_factor = nvidia.gpu_memory_factor;
   v.core_scaling = o->settings.device_core_scaling;
   o->resource_name = v.count_resource;
-  if (f.volcano == "whole") {
-    v = VolcanoSettings{};
-    v.whole = true;
-    v.handshake = false;
-    o->resource_name = nvidia.resource_count_name;
-  } else if (f.volcano != "vgpu") {
+  if (f.volcano != "vgpu") {
     v.share = f.volcano == "share" ? device::VolcanoShareMode::kMemory
                                    : device::VolcanoShareMode::kNumber;
     v.enforce_memory = enforce;

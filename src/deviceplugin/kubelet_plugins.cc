@@ -30,18 +30,22 @@ void KubeletPlugins::Add(DevicePluginBackend& backend, const std::string& socket
   served_.push_back(std::move(s));
 }
 
+void KubeletPlugins::AddWholeDevices(const std::string& resource, const std::string& socket) {
+  auto whole = std::make_unique<WholeDeviceBackend>(
+      resource, service_.options().allocation,
+      [this, resource](uint64_t known, std::chrono::milliseconds timeout,
+                       std::vector<PluginDevice>* out) {
+        return service_.ResourceDevices(resource, known, timeout, out);
+      });
+  DevicePluginBackend& backend = *whole;
+  Add(backend, socket, true, std::move(whole));
+}
+
 Status KubeletPlugins::Start() {
   const PluginOptions& o = service_.options();
   if (o.volcano && o.volcano->whole) {
     // Whole GPUs for Volcano's Jobs, chosen by kubelet, on the socket NVIDIA's plugin uses.
-    auto whole = std::make_unique<WholeDeviceBackend>(
-        o.resource_name, o.allocation,
-        [this, resource = o.resource_name](uint64_t known, std::chrono::milliseconds timeout,
-                                           std::vector<PluginDevice>* out) {
-          return service_.ResourceDevices(resource, known, timeout, out);
-        });
-    DevicePluginBackend& backend = *whole;
-    Add(backend, "nvidia-gpu.sock", true, std::move(whole));
+    AddWholeDevices(o.resource_name, "nvidia-gpu.sock");
     return served_.front()->runner->Start();
   }
   if (o.volcano && o.volcano->share) {
@@ -66,14 +70,7 @@ Status KubeletPlugins::Start() {
   }
   Add(service_, "nvidia-gpu.sock", o.settings.enable_get_preferred_allocation, nullptr);
   for (const std::string& resource : service_.MigResourceNames()) {
-    auto mig = std::make_unique<WholeDeviceBackend>(
-        resource, o.allocation,
-        [this, resource](uint64_t known, std::chrono::milliseconds timeout,
-                         std::vector<PluginDevice>* out) {
-          return service_.ResourceDevices(resource, known, timeout, out);
-        });
-    WholeDeviceBackend& backend = *mig;
-    Add(backend, MigSocketName(resource), true, std::move(mig));
+    AddWholeDevices(resource, MigSocketName(resource));
   }
   for (const std::unique_ptr<Served>& s : served_) HAMI_RETURN_IF_ERROR(s->runner->Start());
   return OkStatus();

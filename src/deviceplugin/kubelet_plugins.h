@@ -67,6 +67,8 @@ class KubeletPlugins {
   };
   void Add(DevicePluginBackend& backend, const std::string& socket, bool preferred,
            std::unique_ptr<DevicePluginBackend> owned);
+  // `resource`'s devices, as the service lists them, handed out whole on `socket`.
+  void AddWholeDevices(const std::string& resource, const std::string& socket);
   void Registered(Served& s);
 
   PluginService& service_;

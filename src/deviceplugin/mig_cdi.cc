@@ -143,19 +143,45 @@ void MigCdiSpecs::ReadNode() {
 
 Status MigCdiSpecs::Sync(const std::vector<MigInstance>& instances) {
   MutexLock l(mu_);
-  if (!node_read_) ReadNode();
   Status first = OkStatus();
   auto fail = [&](const Status& s) {
     HAMI_LOG(Error) << "MIG CDI spec: " << s.message();
     if (first.ok()) first = s;
   };
-  std::error_code ec;
-  std::filesystem::create_directories(options_.spec_dir, ec);
-  if (ec) fail(InternalError("cannot make " + options_.spec_dir + ": " + ec.message()));
+  auto remove = [&](const std::string& uuid) {
+    std::error_code rm;
+    std::filesystem::remove(options_.spec_dir + "/" + MigCdiSpecFileName(uuid), rm);
+    if (rm) {
+      fail(InternalError("cannot remove the CDI spec of " + uuid + ": " + rm.message()));
+      return;
+    }
+    HAMI_LOG(Info) << "removed the CDI spec of " << uuid << " (the MIG device is gone)";
+  };
   std::set<std::string> wanted;
+  for (const MigInstance& inst : instances) wanted.insert(inst.device.uuid);
+  if (!node_read_) {
+    // The first call (at start): the node's facts, and the specs of devices destroyed while no
+    // plugin ran. Later calls know every spec there is theirs from written_.
+    ReadNode();
+    std::error_code ec;
+    std::filesystem::create_directories(options_.spec_dir, ec);
+    if (ec) fail(InternalError("cannot make " + options_.spec_dir + ": " + ec.message()));
+    for (const auto& entry : std::filesystem::directory_iterator(options_.spec_dir, ec)) {
+      const std::string uuid = SpecUuid(entry.path().filename().string());
+      if (!uuid.empty() && !wanted.count(uuid)) remove(uuid);
+    }
+    if (ec) fail(InternalError("cannot list " + options_.spec_dir + ": " + ec.message()));
+  }
+  for (auto it = written_.begin(); it != written_.end();) {
+    if (wanted.count(*it)) {
+      ++it;
+      continue;
+    }
+    remove(*it);
+    it = written_.erase(it);
+  }
   bool rediscovered = false;
   for (const MigInstance& inst : instances) {
-    wanted.insert(inst.device.uuid);
     if (written_.count(inst.device.uuid)) continue;
     if (!node_.gpu_minor.count(inst.gpu_uuid) && !rediscovered) {
       rediscovered = true;
@@ -175,25 +201,10 @@ Status MigCdiSpecs::Sync(const std::vector<MigInstance>& instances) {
       fail(s);
       continue;
     }
-    written_[inst.device.uuid] = path;
+    written_.insert(inst.device.uuid);
     HAMI_LOG(Info) << "wrote the CDI spec of " << inst.device.uuid << " for pod " << inst.pod
                    << " to " << path;
   }
-  for (auto it = written_.begin(); it != written_.end();) {
-    it = wanted.count(it->first) ? std::next(it) : written_.erase(it);
-  }
-  for (const auto& entry : std::filesystem::directory_iterator(options_.spec_dir, ec)) {
-    const std::string uuid = SpecUuid(entry.path().filename().string());
-    if (uuid.empty() || wanted.count(uuid)) continue;
-    std::error_code rm;
-    std::filesystem::remove(entry.path(), rm);
-    if (rm) {
-      fail(InternalError("cannot remove " + entry.path().string() + ": " + rm.message()));
-      continue;
-    }
-    HAMI_LOG(Info) << "removed the CDI spec of " << uuid << " (the MIG device is gone)";
-  }
-  if (ec) fail(InternalError("cannot list " + options_.spec_dir + ": " + ec.message()));
   return first;
 }
 

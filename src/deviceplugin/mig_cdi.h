@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,13 +69,15 @@ struct MigCdiOptions {
 
 class MigCdiSpecs {
  public:
-  // `driver` (must outlive this) is asked for the GPUs' minors the first time a GPU is seen.
+  // `driver` (must outlive this) is asked for the GPUs' minors the first time a GPU is seen. No
+  // file is read or written before the first Sync.
   MigCdiSpecs(GpuDriver& driver, MigCdiOptions options);
   MigCdiSpecs(const MigCdiSpecs&) = delete;
   MigCdiSpecs& operator=(const MigCdiSpecs&) = delete;
 
-  // Writes the specs `instances` lack and removes those of devices not among them. Errors are
-  // logged (a container of that device then fails with the runtime's message) and returned.
+  // Writes the specs `instances` lack and removes those of devices not among them (the first
+  // call also sweeps the directory of specs left by devices gone while no plugin ran). Errors
+  // are logged (a container of that device then fails with the runtime's message) and returned.
   Status Sync(const std::vector<MigInstance>& instances);
 
  private:
@@ -85,7 +88,7 @@ class MigCdiSpecs {
   Mutex mu_;
   bool node_read_ GUARDED_BY(mu_) = false;
   MigCdiNode node_ GUARDED_BY(mu_);
-  std::map<std::string, std::string> written_ GUARDED_BY(mu_);  // MIG UUID -> its file
+  std::set<std::string> written_ GUARDED_BY(mu_);  // MIG UUIDs whose spec this object wrote
 };
 
 }  // namespace hami::deviceplugin

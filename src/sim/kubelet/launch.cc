@@ -56,19 +56,23 @@ std::optional<std::string> ToolkitDevices(const std::vector<const ContainerDevic
 
 namespace {
 
-// FailedPrecondition naming the CDI names of `answers` the registry does not define.
+// FailedPrecondition naming the CDI names of `answers` the registry does not define (read only
+// when there are some).
 Status CheckCdiNames(const std::vector<const ContainerDevices*>& answers,
-                     const std::set<std::string>& registry) {
-  std::string missing;
-  auto check = [&](const std::string& name) {
-    if (!registry.count(name)) missing += (missing.empty() ? "" : ", ") + name;
-  };
+                     const std::function<std::set<std::string>()>& registry) {
+  std::vector<std::string> names;
   for (const ContainerDevices* a : answers) {
-    for (const std::string& name : a->cdi_devices) check(name);
+    names.insert(names.end(), a->cdi_devices.begin(), a->cdi_devices.end());
     for (const auto& [key, value] : a->annotations) {
       if (key.rfind("cdi.k8s.io/", 0) != 0) continue;
-      for (std::string_view name : device::text::Split(value, ',')) check(std::string(name));
+      for (std::string_view name : device::text::Split(value, ',')) names.emplace_back(name);
     }
+  }
+  if (names.empty()) return OkStatus();
+  const std::set<std::string> known = registry();
+  std::string missing;
+  for (const std::string& name : names) {
+    if (!known.count(name)) missing += (missing.empty() ? "" : ", ") + name;
   }
   if (missing.empty()) return OkStatus();
   return FailedPreconditionError("CDI device injection failed: unresolvable CDI devices " +
@@ -150,7 +154,7 @@ std::string FindProgram(const ContainerSpec& spec, const LaunchContext& ctx) {
 Result<Launch> PrepareLaunch(const ContainerSpec& spec,
                              const std::vector<const ContainerDevices*>& answers,
                              const LaunchContext& ctx) {
-  if (ctx.cdi_registry) HAMI_RETURN_IF_ERROR(CheckCdiNames(answers, *ctx.cdi_registry));
+  if (ctx.cdi_registry) HAMI_RETURN_IF_ERROR(CheckCdiNames(answers, ctx.cdi_registry));
   std::map<std::string, std::string> env;
   std::vector<KubeletMount> mounts;
   HAMI_RETURN_IF_ERROR(MergeEnv(spec, answers, ctx, env, mounts));

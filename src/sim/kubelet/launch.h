@@ -62,10 +62,10 @@ struct LaunchContext {
   std::function<std::optional<std::string>(const std::string&)> read_file;
   // Whether an executable exists at a path.
   std::function<bool(const std::string&)> executable;
-  // The runtime's CDI registry (cdi_registry.h): the CDI names a plugin gives must be among
-  // these or the container is not started. nullopt: every name resolves (no CDI spec
-  // directories configured; the toolkit is assumed to know every device).
-  std::optional<std::set<std::string>> cdi_registry;
+  // The runtime's CDI registry (cdi_registry.h), asked only for a container given CDI names:
+  // they must be among these or the container is not started. Empty: every name resolves (no
+  // CDI spec directories configured; the toolkit is assumed to know every device).
+  std::function<std::set<std::string>()> cdi_registry;
 };
 
 struct Launch {

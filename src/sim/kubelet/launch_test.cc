@@ -158,12 +158,21 @@ TEST(Launch, WithACdiRegistryUnresolvableNamesFailTheContainer) {
   ann.envs.erase("NVIDIA_VISIBLE_DEVICES");
   ann.annotations = {{"cdi.k8s.io/hami-device-plugin_uid", "nvidia.com/gpu=GPU-a"}};
   LaunchContext ctx = Context();
-  ctx.cdi_registry = std::set<std::string>{"nvidia.com/gpu=GPU-a"};
+  std::set<std::string> known = {"nvidia.com/gpu=GPU-a"};
+  int reads = 0;
+  ctx.cdi_registry = [&] {
+    ++reads;
+    return known;
+  };
   Result<Launch> l = PrepareLaunch(spec, {&cri, &ann}, ctx);
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.status().message(),
             "CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=MIG-new");
-  ctx.cdi_registry->insert("nvidia.com/gpu=MIG-new");
+  // A container given no CDI name does not read the registry.
+  ContainerDevices plain = HamiCore();
+  EXPECT_TRUE(PrepareLaunch(spec, {&plain}, ctx).ok());
+  EXPECT_EQ(reads, 1);
+  known.insert("nvidia.com/gpu=MIG-new");
   l = PrepareLaunch(spec, {&cri, &ann}, ctx);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(Env(*l, "NVIDIA_VISIBLE_DEVICES"), "MIG-new,GPU-a");

@@ -292,7 +292,7 @@ LaunchContext PodWorker::Context() const {
   ctx.read_file = ReadFile;
   ctx.executable = Executable;
   if (!k_.options_.cdi_spec_dirs.empty()) {
-    ctx.cdi_registry = CdiDeviceNames(k_.options_.cdi_spec_dirs);
+    ctx.cdi_registry = [dirs = k_.options_.cdi_spec_dirs] { return CdiDeviceNames(dirs); };
   }
   return ctx;
 }
