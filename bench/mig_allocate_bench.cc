@@ -2,7 +2,7 @@
 // use, on the simulated driver (issue 34).
 //
 //   build/bin/mig_allocate_bench [--iterations N] [--warmup N] [--gpu a100,h100]
-//                                [--profiles 1g.10gb,3g.40gb,7g.80gb] [--state-dir DIR]
+//                                [--profiles 1g.10gb,3g.40gb,7g.80gb] [--state-dir DIR] [--cdi]
 //
 // A temporary simulated node holds an A100-SXM4-80GB and an H100 80GB with MIG enabled through
 // the plugin's own NvmlDriver. Per iteration and profile (interleaved, so load on the machine
@@ -21,8 +21,10 @@
 // forwards to NvmlDriver. Each GPU's first Allocate reads its profile table and is reported
 // apart; `--warmup` cycles per profile are run and not counted. The plugin's state file
 // (written and fsynced at every create and destroy) goes to a temporary directory, or to
-// `--state-dir` (a tmpfs there shows what the disk's fsync costs). The simulated node's own
-// files go to a temporary directory under $TMPDIR.
+// `--state-dir` (a tmpfs there shows what the disk's fsync costs). With `--cdi` the plugin also
+// keeps a CDI spec per MIG device (MigCdiSpecs on the instances' changes, as a node with a CDI
+// device list strategy does): its write is then part of Allocate and its removal of destroy.
+// The simulated node's own files go to a temporary directory under $TMPDIR.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,6 +50,7 @@
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/device_ids.h"
 #include "deviceplugin/mig_allocate.h"
+#include "deviceplugin/mig_cdi.h"
 #include "deviceplugin/mig_instances.h"
 #include "deviceplugin/nvml_driver.h"
 
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
   std::string gpus = "a100,h100";
   std::string profiles = "1g.10gb,3g.40gb,7g.80gb";
   std::string state_dir;
+  bool cdi = false;
   CLI::App app{"mig_allocate_bench: time from Allocate to a usable MIG instance (simulated)"};
   app.name("mig_allocate_bench");
   app.add_option("--iterations", iterations, "counted cycles per profile")
@@ -251,6 +256,7 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "directory of the plugin's MIG state file (default: the temporary one)")
       ->check(CLI::ExistingDirectory);
+  app.add_flag("--cdi", cdi, "also write a CDI spec per MIG device, as a CDI node does");
   if (std::optional<int> exit = ParseGoStyleFlags(app, argc, argv)) return *exit;
   log::SetSink([](log::Level l, std::string_view line) {
     if (l != log::Level::kInfo) std::fprintf(stderr, "%.*s\n", int(line.size()), line.data());
@@ -338,6 +344,17 @@ int main(int argc, char** argv) {
     const std::string state_file =
         (state_dir.empty() ? b.dir : state_dir) + "/mig-bench-instances-" + which + ".json";
     MigInstances instances(timed, state_file);
+    std::unique_ptr<MigCdiSpecs> specs_of_devices;
+    if (cdi) {
+      MigCdiOptions o;
+      o.spec_dir = b.dir + "/cdi-" + which;
+      o.toolkit_specs = {};
+      o.mig_minors = b.dir + "/no-mig-minors";
+      specs_of_devices = std::make_unique<MigCdiSpecs>(**driver, o);
+      instances.SetChangeListener([&specs_of_devices](const std::vector<MigInstance>& held) {
+        (void)specs_of_devices->Sync(held);
+      });
+    }
     std::vector<std::vector<Cycle>> cycles(run.size());
     std::optional<Cycle> first;
     for (int i = -warmup; i < iterations; ++i) {

@@ -10,6 +10,9 @@
 #   bash scripts/demo.sh --real          # the same on a real control plane: etcd, kube-apiserver,
 #                                        # kube-controller-manager, kube-scheduler (built once
 #                                        # from their Go modules by scripts/kube-tools.sh)
+#   bash scripts/demo.sh --volcano       # --real, plus scenario 10: Volcano's scheduler (built
+#                                        # once by scripts/volcano-tools.sh) and a node in
+#                                        # Volcano vGPU mode running the Volcano document's Job
 #   bash scripts/demo.sh vgpu            # the guided tour of libvgpu alone (hamictl demo)
 #
 # Other arguments go to hami-sim-world (--report-json FILE, --dir DIR, --help).
@@ -26,14 +29,22 @@ if [[ "${1:-}" == "vgpu" ]]; then
   exec "$build/bin/hamictl" demo --build-dir "$build" "$@"
 fi
 args=()
+real=0
+volcano=0
 for a in "$@"; do
-  if [[ "$a" == "--real" ]]; then
-    kube_bin=$(bash "$root/scripts/kube-tools.sh")
-    args+=(--control-plane real --kube-bin "$kube_bin")
-  else
-    args+=("$a")
-  fi
+  case "$a" in
+    --real) real=1 ;;
+    --volcano) real=1; volcano=1 ;;
+    *) args+=("$a") ;;
+  esac
 done
+if [[ $real == 1 ]]; then
+  kube_bin=$(bash "$root/scripts/kube-tools.sh")
+  args+=(--control-plane real --kube-bin "$kube_bin")
+fi
+if [[ $volcano == 1 ]]; then
+  args+=(--volcano-bin "$(bash "$root/scripts/volcano-tools.sh")")
+fi
 echo "Building what the simulated cluster runs (the first build takes several minutes) ..."
 cmake --build "$build" -j "$(nproc)" --target hami-sim-world
 exec "$build/bin/hami-sim-world" ${args[@]+"${args[@]}"}

@@ -5,7 +5,7 @@
 // holds.
 //
 //   hami-sim-world [--keep] [--dir DIR] [--report-json FILE] [--build-dir DIR] [--examples DIR]
-//                  [--control-plane simulated|real --kube-bin DIR]
+//                  [--control-plane simulated|real --kube-bin DIR [--volcano-bin DIR]]
 //
 // --keep leaves the world running after the report: it prints the kubeconfig for kubectl and the
 // monitors' URLs, and ends every process it started on Ctrl-C or when "stop" is typed.
@@ -63,6 +63,20 @@ void WaitForStop() {
   }
 }
 
+// Why the control plane options cannot work, or null.
+const char* CheckControlPlane(const hami::sim::DemoOptions& o) {
+  const bool real = o.control_plane == hami::sim::ControlPlaneKind::kReal;
+  if (real && o.kube_bin_dir.empty()) {
+    return "--control-plane real needs --kube-bin (the folder `bash scripts/kube-tools.sh` "
+           "prints)";
+  }
+  if (!real && !o.volcano_bin_dir.empty()) {
+    return "--volcano-bin needs --control-plane real (Volcano's scheduler needs a real API "
+           "server)";
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,14 +107,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kube-bin", o.kube_bin_dir,
                  "with --control-plane real: the folder `bash scripts/kube-tools.sh` prints");
+  app.add_option("--volcano-bin", o.volcano_bin_dir,
+                 "with --control-plane real: the folder `bash scripts/volcano-tools.sh` prints; "
+                 "adds scenario 10, document 004's vGPU Job through Volcano's scheduler");
   app.add_option("-v,--v", verbosity, "log verbosity of this process")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hami::log::SetVerbosity(verbosity);
   o.control_plane = hami::sim::ParseControlPlaneKind(control_plane).value();
-  if (o.control_plane == hami::sim::ControlPlaneKind::kReal && o.kube_bin_dir.empty()) {
-    std::fprintf(stderr,
-                 "hami-sim-world: --control-plane real needs --kube-bin (the folder `bash "
-                 "scripts/kube-tools.sh` prints)\n");
+  if (const char* why = CheckControlPlane(o)) {
+    std::fprintf(stderr, "hami-sim-world: %s\n", why);
     return 2;
   }
 

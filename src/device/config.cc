@@ -10,6 +10,7 @@
 #include <set>
 
 #include "device/config_internal.h"
+#include "device/config_yaml.h"
 #include "device/text_util.h"
 
 namespace hami::device {
@@ -17,17 +18,16 @@ namespace hami::device {
 namespace {
 
 using config_internal::SortTemplates;
-
-constexpr int64_t kI32 = std::numeric_limits<int32_t>::max();  // bound of int32_t settings
+using config_yaml::kI32;
+using config_yaml::ReadAllowlist;
+using config_yaml::ReadInt;
+using config_yaml::ReadIntAs;
+using config_yaml::ReadKnownGeometries;
+using config_yaml::ReadStringList;
+using config_yaml::ScalarText;
 
 std::string Path(std::string_view section, std::string_view key) {
   return std::string(section) + "." + std::string(key);
-}
-
-Status ScalarText(const YAML::Node& n, const std::string& path, std::string* out) {
-  if (!n.IsScalar()) return InvalidArgumentError(path + ": expected a scalar value");
-  *out = n.Scalar();
-  return OkStatus();
 }
 
 Status ReadString(const YAML::Node& n, const std::string& path, std::string* out) {
@@ -36,33 +36,6 @@ Status ReadString(const YAML::Node& n, const std::string& path, std::string* out
     return OkStatus();
   }
   return ScalarText(n, path, out);
-}
-
-Status ReadInt(const YAML::Node& n, const std::string& path, int64_t min, int64_t max,
-               int64_t* out) {
-  std::string s;
-  HAMI_RETURN_IF_ERROR(ScalarText(n, path, &s));
-  int64_t v = 0;
-  if (const char* why = text::ParseInt(text::TrimSpace(s), std::numeric_limits<int64_t>::min(),
-                                       std::numeric_limits<int64_t>::max(), &v)) {
-    return InvalidArgumentError(
-        path + ": " + text::Quote(s) + " is " +
-        (std::string_view(why) == "not an integer" ? "not an integer" : "out of range"));
-  }
-  if (v < min || v > max) {
-    return InvalidArgumentError(path + ": " + std::to_string(v) + " is out of range [" +
-                                std::to_string(min) + ", " + std::to_string(max) + "]");
-  }
-  *out = v;
-  return OkStatus();
-}
-
-template <typename T>
-Status ReadIntAs(const YAML::Node& n, const std::string& path, int64_t min, int64_t max, T* out) {
-  int64_t v = 0;
-  HAMI_RETURN_IF_ERROR(ReadInt(n, path, min, max, &v));
-  *out = static_cast<T>(v);
-  return OkStatus();
 }
 
 Status ReadBool(const YAML::Node& n, const std::string& path, bool* out) {
@@ -91,60 +64,6 @@ Status ReadPositiveDouble(const YAML::Node& n, const std::string& path, double* 
   }
   if (v <= 0) return InvalidArgumentError(path + ": must be greater than 0, got " + s);
   *out = v;
-  return OkStatus();
-}
-
-Status ReadStringList(const YAML::Node& n, const std::string& path, std::vector<std::string>* out) {
-  out->clear();
-  if (n.IsNull()) return OkStatus();
-  if (!n.IsSequence()) return InvalidArgumentError(path + ": expected a list");
-  for (size_t i = 0; i < n.size(); ++i) {
-    std::string s;
-    HAMI_RETURN_IF_ERROR(ScalarText(n[i], path + "[" + std::to_string(i) + "]", &s));
-    out->push_back(std::move(s));
-  }
-  return OkStatus();
-}
-
-// "<N>g.<x>" with N a positive integer and x non-empty.
-bool LooksLikeMigProfile(std::string_view p) {
-  size_t g = p.find("g.");
-  if (g == 0 || g == std::string_view::npos || g + 2 >= p.size()) return false;
-  for (size_t i = 0; i < g; ++i) {
-    if (p[i] < '0' || p[i] > '9') return false;
-  }
-  return true;
-}
-
-Status ReadAllowlist(const YAML::Node& n, const std::string& path,
-                     std::vector<MigAllowlistEntry>* out) {
-  out->clear();
-  if (n.IsNull()) return OkStatus();
-  if (!n.IsSequence()) return InvalidArgumentError(path + ": expected a list");
-  for (size_t i = 0; i < n.size(); ++i) {
-    std::string ep = path + "[" + std::to_string(i) + "]";
-    const YAML::Node e = n[i];
-    if (!e.IsMap()) return InvalidArgumentError(ep + ": expected a map with models and profiles");
-    MigAllowlistEntry entry;
-    for (auto it = e.begin(); it != e.end(); ++it) {
-      std::string key = it->first.Scalar();
-      if (key == "models") {
-        HAMI_RETURN_IF_ERROR(ReadStringList(it->second, ep + ".models", &entry.models));
-      } else if (key == "profiles") {
-        HAMI_RETURN_IF_ERROR(ReadStringList(it->second, ep + ".profiles", &entry.profiles));
-      } else {
-        return InvalidArgumentError(ep + "." + key + ": unknown key (want models, profiles)");
-      }
-    }
-    for (size_t k = 0; k < entry.profiles.size(); ++k) {
-      if (!LooksLikeMigProfile(entry.profiles[k])) {
-        return InvalidArgumentError(ep + ".profiles[" + std::to_string(k) +
-                                    "]: " + text::Quote(entry.profiles[k]) +
-                                    " is not a MIG profile name like \"1g.10gb\"");
-      }
-    }
-    out->push_back(std::move(entry));
-  }
   return OkStatus();
 }
 
@@ -215,7 +134,7 @@ Status ParseNvidiaSection(const YAML::Node& n, NvidiaConfig* c,
     } else if (key == "migProfileAllowlist") {
       HAMI_RETURN_IF_ERROR(ReadAllowlist(v, p, &c->mig_profile_allowlist));
     } else if (key == "knownMigGeometries") {
-      warnings->push_back(p + ": legacy static MIG geometries are not used (dynamic MIG)");
+      HAMI_RETURN_IF_ERROR(ReadKnownGeometries(v, p, &c->known_mig_geometries, warnings));
     } else {
       warnings->push_back(p + ": unknown key ignored");
     }

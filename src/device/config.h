@@ -39,6 +39,27 @@ struct MigAllowlistEntry {
   friend bool operator==(const MigAllowlistEntry&, const MigAllowlistEntry&) = default;
 };
 
+// Volcano's MIG geometries (`knownMigGeometries`, read by Volcano's scheduler and by a node in
+// operating mode mig under Volcano): for GPUs whose name contains one of `models`, the layouts a
+// GPU may be cut into. A group's instances are listed in the order Volcano numbers their slots
+// (device/volcano_mig.h).
+struct MigGeometryInstance {
+  std::string name;         // a MIG profile, e.g. "1g.10gb"
+  int64_t memory_mib = 0;   // what Volcano's scheduler counts the instance as
+  int32_t count = 0;        // instances of it in the group
+  friend bool operator==(const MigGeometryInstance&, const MigGeometryInstance&) = default;
+};
+struct MigGeometryGroup {
+  std::string group;  // never contains '-' (Volcano splits device IDs on it)
+  std::vector<MigGeometryInstance> instances;
+  friend bool operator==(const MigGeometryGroup&, const MigGeometryGroup&) = default;
+};
+struct KnownMigGeometry {
+  std::vector<std::string> models;
+  std::vector<MigGeometryGroup> groups;  // allowedGeometries
+  friend bool operator==(const KnownMigGeometry&, const KnownMigGeometry&) = default;
+};
+
 // The chart's default allowlist (A30; A100 40/80 GB; H100 80/94 GB; H20/GH200; H200; B200;
 // RTX PRO 6000 Blackwell).
 std::vector<MigAllowlistEntry> DefaultMigProfileAllowlist();
@@ -70,6 +91,9 @@ struct NvidiaConfig {
   bool disable_core_limit = false;                          // disableCoreLimit
   std::vector<MigAllowlistEntry> mig_profile_allowlist =
       DefaultMigProfileAllowlist();  // migProfileAllowlist
+  // knownMigGeometries in Volcano's form (HAMi's older list-of-lists form is ignored with a
+  // warning); empty when not given.
+  std::vector<KnownMigGeometry> known_mig_geometries;
 
   int32_t EffectiveMemoryFactor() const { return memory_factor < 1 ? 1 : memory_factor; }
 };

@@ -160,11 +160,11 @@ Result<Allocator::PendingPod> Allocator::FindPendingPod() {
   return pending(*best);
 }
 
-bool Allocator::PodFinished(const MigInstance& inst) {
+bool MigPodFinished(k8s::RestClient& client, const MigInstance& inst) {
   const size_t slash = inst.pod.find('/');
   if (slash == std::string::npos) return false;
   Result<k8s::Object> pod =
-      k8s::GetPod(client_, inst.pod.substr(0, slash), inst.pod.substr(slash + 1));
+      k8s::GetPod(client, inst.pod.substr(0, slash), inst.pod.substr(slash + 1));
   if (!pod.ok()) return k8s::IsNotFound(pod.status());  // unreachable: assume it still runs
   const std::string phase = k8s::GetString(*pod, "/status/phase");
   return k8s::Uid(*pod) != inst.owner.pod_uid || phase == "Succeeded" || phase == "Failed" ||
@@ -244,9 +244,9 @@ Result<std::vector<ContainerAllocation>> Allocator::AllocateFor(
     Result<std::string> r =
         options_.mig_instances == nullptr
             ? Result<std::string>(FailedPreconditionError("no MIG driver to make MIG devices"))
-            : RealiseMigReservations(p.view, &plan->containers, options_.allocation,
-                                     *options_.mig_instances,
-                                     [this](const MigInstance& i) { return PodFinished(i); });
+            : RealiseMigReservations(
+                  p.view, &plan->containers, options_.allocation, *options_.mig_instances,
+                  [this](const MigInstance& i) { return MigPodFinished(client_, i); });
     if (!r.ok()) {
       (void)MarkFailed(p, r.status().message());
       return r.status();

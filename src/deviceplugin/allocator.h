@@ -67,9 +67,6 @@ class Allocator {
   struct PendingPod;
   Result<PendingPod> FindPendingPod();
   Status MarkFailed(const PendingPod& p, const std::string& reason);
-  // Whether the pod that owns `inst` is gone, finished or being deleted (asked of the API
-  // server; false when it cannot be read).
-  bool PodFinished(const MigInstance& inst);
   // Allocates the containers of `p`; a kAborted status means its write lost a race and the pod
   // is to be read again.
   Result<std::vector<ContainerAllocation>> AllocateFor(
@@ -84,5 +81,9 @@ class Allocator {
   mutable Mutex stats_mu_;
   Stats stats_ GUARDED_BY(stats_mu_);
 };
+
+// Whether the pod that owns `inst` is gone, finished or being deleted (asked of the API server;
+// false when it cannot be read): MigInstances::Ensure's `finished`.
+bool MigPodFinished(k8s::RestClient& client, const MigInstance& inst);
 
 }  // namespace hami::deviceplugin

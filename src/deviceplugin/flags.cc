@@ -255,12 +255,16 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
                                         : "the other modes hand out whole GPUs") +
         ")");
   }
-  if (o->settings.operating_mode == device::OperatingMode::kMig ||
-      o->mig_strategy != MigStrategy::kNone) {
+  if (o->mig_strategy != MigStrategy::kNone) {
     return InvalidArgumentError(
         "--volcano=" + f.volcano + " on node " + f.node_name +
-        ": MIG under Volcano (operating mode mig or a MIG strategy) is not supported yet; "
-        "use operating mode hami-core or mps on this node");
+        ": Volcano does not schedule MIG devices made beforehand (a MIG strategy); for MIG "
+        "under Volcano use operating mode mig with --volcano=vgpu (Volcano's dynamic MIG)");
+  }
+  if (o->settings.operating_mode == device::OperatingMode::kMig && f.volcano != "vgpu") {
+    return InvalidArgumentError("--volcano=" + f.volcano + " on node " + f.node_name +
+                                ": operating mode mig is served under Volcano only in vGPU "
+                                "mode (--volcano=vgpu, Volcano's dynamic MIG)");
   }
   if (f.volcano == "whole") {  // no Volcano protocol: none of its names or factors apply
     VolcanoSettings whole;
@@ -280,6 +284,7 @@ Status ApplyVolcano(const PluginFlags& f, const device::NvidiaConfig& nvidia,
   pick(nvidia.resource_memory_name, hami.resource_memory_name, &v.memory_resource);
   pick(nvidia.resource_core_name, hami.resource_core_name, &v.cores_resource);
   v.memory_factor = nvidia.gpu_memory_factor;
+  v.mig_geometries = nvidia.known_mig_geometries;
   v.core_scaling = o->settings.device_core_scaling;
   o->resource_name = v.count_resource;
   if (f.volcano != "vgpu") {
@@ -345,6 +350,13 @@ Result<PluginConfig> PluginConfigFromFlags(const PluginFlags& f) {
         "MPS here; use mixed, or operating mode hami-core");
   }
   HAMI_RETURN_IF_ERROR(ApplyVolcano(f, nvidia, &o));
+  if (o.volcano && o.settings.operating_mode == device::OperatingMode::kMig &&
+      o.volcano->mig_geometries.empty()) {
+    c.warnings.push_back("node " + f.node_name +
+                         " is in operating mode mig under Volcano, but the device config has no "
+                         "knownMigGeometries: Volcano's scheduler, reading the same config, "
+                         "places no MIG pod on it");
+  }
   o.register_interval = *interval;
   o.topology_score = f.topology_score == "true";
   o.xid_policy = ParseXidPolicy(f.disable_healthchecks ? f.disable_healthchecks->c_str() : nullptr,

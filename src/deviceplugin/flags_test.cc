@@ -233,7 +233,36 @@ TEST_F(PluginFlagsTest, VolcanoReplacesHamisDefaultNamesAndRefusesWhatItCannotSe
                        "false");
   flags_.volcano_enforce_memory = "false";
   flags_.mig_strategy = "mixed";
-  EXPECT_NE(ErrorOf().find("MIG under Volcano"), std::string::npos);
+  EXPECT_NE(ErrorOf().find("does not schedule MIG devices made beforehand"), std::string::npos)
+      << ErrorOf();
+}
+
+// Operating mode mig under Volcano: dynamic MIG in vGPU mode only, with the device config's
+// knownMigGeometries (a warning when there are none).
+TEST_F(PluginFlagsTest, VolcanoDynamicMigTakesTheDeviceConfigsGeometries) {
+  flags_.node_config_file =
+      Write("config.json", R"({"nodeconfig":[{"name":"node-a","operatingmode":"mig"}]})");
+  flags_.volcano = "share";
+  EXPECT_NE(ErrorOf().find("only in vGPU mode"), std::string::npos) << ErrorOf();
+  flags_.volcano = "vgpu";
+  Result<PluginConfig> bare = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  bool warned = false;
+  for (const std::string& w : bare->warnings) warned |= w.find("no knownMigGeometries") != w.npos;
+  EXPECT_TRUE(warned);
+  flags_.config_file = Write("device-config.yaml", R"(nvidia:
+  knownMigGeometries:
+  - models: [A100-SXM4-80GB]
+    allowedGeometries:
+    - group: group1
+      geometries: [{name: 1g.10gb, memory: 9728, count: 7}]
+)");
+  Result<PluginConfig> c = PluginConfigFromFlags(flags_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->options.volcano->mig_geometries.size(), 1u);
+  EXPECT_EQ(c->options.volcano->mig_geometries[0].groups[0].group, "group1");
+  EXPECT_EQ(c->options.settings.operating_mode, device::OperatingMode::kMig);
+  EXPECT_TRUE(c->warnings.empty()) << c->warnings.front();
 }
 
 // --volcano=share / number: Volcano's GPU sharing and GPU number resources.

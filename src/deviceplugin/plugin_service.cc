@@ -26,15 +26,46 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
           .volcano = o.volcano};
 }
 
+// A GPU's MIG profiles as the driver lists them, in the scheduler's terms.
+Result<std::vector<device::MigProfile>> DriverMigProfiles(MigDriver& driver,
+                                                          const std::string& gpu) {
+  HAMI_ASSIGN_OR_RETURN(std::vector<MigProfileSpec> specs, driver.MigProfiles(gpu));
+  std::vector<device::MigProfile> out;
+  for (const MigProfileSpec& p : specs) {
+    out.push_back({.name = p.name,
+                   .memory_mib = static_cast<int32_t>(p.memory_mib),
+                   .core = 0,
+                   .slice_count = p.slice_count,
+                   .placements = p.placements});
+  }
+  return out;
+}
+
 std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
                                                        k8s::RestClient& client,
-                                                       std::function<ReplicaMap()> replicas) {
+                                                       Registrar& registrar,
+                                                       MigDriver* mig_driver,
+                                                       MigInstances* mig_instances) {
   if (!o.volcano || o.volcano->share || o.volcano->whole) return nullptr;
-  return std::make_unique<VolcanoAllocator>(
-      client,
-      VolcanoAllocatorOptions{
-          .node_name = o.node_name, .allocation = o.allocation, .volcano = *o.volcano},
-      std::move(replicas));
+  VolcanoAllocatorOptions options{
+      .node_name = o.node_name, .allocation = o.allocation, .volcano = *o.volcano, .mig = {}};
+  if (DynamicMig(o) && mig_driver != nullptr) {
+    options.mig = VolcanoMigSource{
+        .geometries = o.volcano->mig_geometries,
+        .gpu_name = [&registrar](const std::string& gpu) -> std::optional<std::string> {
+          for (const device::DeviceInfo& d : registrar.RegisteredDevices()) {
+            if (d.id == gpu) return d.type;
+          }
+          return std::nullopt;
+        },
+        .profiles = [mig_driver](const std::string& gpu) {
+          return DriverMigProfiles(*mig_driver, gpu);
+        },
+        .instances = mig_instances,
+        .finished = [&client](const MigInstance& i) { return MigPodFinished(client, i); }};
+  }
+  return std::make_unique<VolcanoAllocator>(client, std::move(options),
+                                            [&registrar] { return registrar.Replicas(); });
 }
 
 std::unique_ptr<VolcanoShareBackend> MakeVolcanoShare(const PluginOptions& o,
@@ -97,8 +128,8 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
                                 clock_)),
       allocator_(client, AllocatorOptionsOf(options_, mig_instances_.get()),
                  [this] { return registrar_.Replicas(); }, clock_),
-      volcano_allocator_(
-          MakeVolcanoAllocator(options_, client, [this] { return registrar_.Replicas(); })),
+      volcano_allocator_(MakeVolcanoAllocator(options_, client, registrar_, mig_driver,
+                                              mig_instances_.get())),
       volcano_share_(MakeVolcanoShare(options_, client, registrar_)),
       registrar_(client, driver,
                  RegistrarOptionsOf(options_, mig_driver, mig_instances_.get()), clock_,
@@ -107,11 +138,12 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
 PluginService::~PluginService() { Stop(); }
 
 Status PluginService::Start() {
-  if (options_.volcano && (DynamicMig(options_) || options_.mig_strategy != MigStrategy::kNone)) {
+  if (options_.volcano && (options_.mig_strategy != MigStrategy::kNone ||
+                           (DynamicMig(options_) && volcano_allocator_ == nullptr))) {
     return Status(StatusCode::kFailedPrecondition,
                   "node " + options_.node_name +
-                      ": Volcano's protocols are served in operating modes hami-core and mps; "
-                      "MIG under Volcano is not supported yet");
+                      ": under Volcano, MIG is served only as dynamic MIG (operating mode mig) "
+                      "in vGPU mode (--volcano=vgpu)");
   }
   if (mig_controller_) HAMI_RETURN_IF_ERROR(mig_controller_->Prepare());
   HAMI_RETURN_IF_ERROR(registrar_.Start());

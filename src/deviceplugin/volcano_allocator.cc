@@ -12,6 +12,8 @@
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/hook_install.h"
 #include "deviceplugin/volcano_api.h"
+#include "deviceplugin/volcano_mig_allocate.h"
+#include "device/mig_allocation.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -19,8 +21,6 @@
 namespace hami::deviceplugin {
 
 namespace {
-
-constexpr int kAttempts = 4;
 
 std::string Describe(const device::ContainerDevices& devices, int32_t factor) {
   std::ostringstream os;
@@ -32,6 +32,19 @@ std::string Describe(const device::ContainerDevices& devices, int32_t factor) {
 }
 
 std::string RandomCacheName() { return NewRandomUuid() + ".cache"; }
+
+// The MIG UUIDs of container `index` in a hami.io/vgpu-mig-allocations value.
+std::string MigUuidList(const std::string& annotation, size_t index) {
+  std::string out;
+  Result<std::vector<device::MigAllocation>> all = device::DecodeMigAllocations(annotation);
+  if (!all.ok()) return out;
+  for (const device::MigAllocation& m : *all) {
+    if (m.runtime && m.container_index == static_cast<int32_t>(index)) {
+      out += (out.empty() ? "" : ", ") + m.runtime->mig_uuid;
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -46,25 +59,11 @@ VolcanoAllocator::VolcanoAllocator(k8s::RestClient& client, VolcanoAllocatorOpti
                                    std::function<ReplicaMap()> replicas)
     : client_(client), options_(std::move(options)), replicas_(std::move(replicas)) {}
 
-VolcanoAllocator::Stats VolcanoAllocator::stats() const {
-  MutexLock l(stats_mu_);
-  return stats_;
-}
-
-void VolcanoAllocator::Count(bool ok, size_t n) {
-  MutexLock l(stats_mu_);
-  (ok ? stats_.allocations : stats_.allocation_failures) += n;
-}
-
 Result<std::vector<ContainerAllocation>> VolcanoAllocator::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
   MutexLock serial(mu_);
-  std::vector<ContainerAllocation> out;
-  for (const std::vector<std::string>& ids : requests) {
-    HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, AllocateOne(ids));
-    out.push_back(std::move(a));
-  }
-  return out;
+  return AllocateEachContainer(requests, [&](const std::vector<std::string>& ids)
+                                             REQUIRES(mu_) { return AllocateOne(ids); });
 }
 
 Result<ContainerAllocation> VolcanoAllocator::AllocateOne(const std::vector<std::string>& ids) {
@@ -72,17 +71,17 @@ Result<ContainerAllocation> VolcanoAllocator::AllocateOne(const std::vector<std:
   const ReplicaMap replicas = replicas_();
   for (const std::string& id : ids) {
     if (!replicas.count(id)) {
-      Count(false, 1);
+      counter_.Count(false);
       return InvalidArgumentError("device ID \"" + id + "\" is not one of this plugin's " +
                                   options_.volcano.count_resource + " devices");
     }
   }
   device::VolcanoResourceNames names{.count = options_.volcano.count_resource,
                                      .memory = options_.volcano.memory_resource};
-  for (int attempt = 1;; ++attempt) {
+  return RetryWhilePodChanges([&](bool last_try) REQUIRES(mu_) -> Result<ContainerAllocation> {
     Result<VolcanoNodePods> listed = ListVolcanoNodePods(client_, node);
     if (!listed.ok()) {
-      Count(false, 1);
+      counter_.Count(false);
       return listed.status();
     }
     const std::vector<device::VolcanoPod>& pods = listed->pods;
@@ -103,23 +102,17 @@ Result<ContainerAllocation> VolcanoAllocator::AllocateOne(const std::vector<std:
         HAMI_LOG(Warning) << "Allocate " << names.count << " on node " << node
                           << " refused: " << pick.status().message();
         ReleaseLock("no pod could be served");
-        Count(false, 1);
+        counter_.Count(false);
       }
       return pick.status();
     }
     Picked p = picked(pick->pod);
     p.pick = std::move(*pick);
-    Result<ContainerAllocation> r = Serve(p, ids.size(), attempt == kAttempts);
-    if (!r.ok() && r.status().code() == StatusCode::kAborted) {
-      HAMI_VLOG(2) << "pod " << p.pod.Key() << " changed while allocating; reading it again";
-      continue;
-    }
-    return r;
-  }
+    return Serve(p, ids.size(), last_try);
+  });
 }
 
-Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t request_size,
-                                                    bool last_try) {
+Result<ContainerAllocation> VolcanoAllocator::Answer(const Picked& p, size_t request_size) {
   const device::VolcanoPick& pick = *p.pick;
   const int32_t factor = options_.volcano.memory_factor;
   std::set<std::string> node_gpus;
@@ -143,15 +136,62 @@ Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t requ
   if (a.ok() && !a->host_dir.empty()) {
     if (Status s = RecreateContainerDir(a->host_dir); !s.ok()) a = s;
   }
-  if (!a.ok()) {
-    MarkFailed(p, a.status().message());
-    return a.status();
+  if (!a.ok()) MarkFailed(p, a.status().message());
+  return a;
+}
+
+Result<ContainerAllocation> VolcanoAllocator::AnswerMig(const Picked& p, size_t request_size,
+                                                        std::vector<MigOwner>* made,
+                                                        std::string* annotation) {
+  const device::VolcanoPick& pick = *p.pick;
+  const size_t index = p.pod.resources.init_containers.size() + pick.container;
+  Result<std::vector<device::MigAllocation>> slots =
+      pick.devices.size() != request_size
+          ? Result<std::vector<device::MigAllocation>>(FailedPreconditionError(
+                "kubelet asks for " + std::to_string(request_size) + " device(s), Volcano "
+                "assigned " + std::to_string(pick.devices.size())))
+          : RealiseVolcanoMigSlots(p.view, static_cast<int32_t>(index), pick.devices,
+                                   options_.volcano.memory_factor, *options_.mig, made);
+  if (!slots.ok()) {
+    ReleaseMig(*made);
+    MarkFailed(p, slots.status().message());
+    return slots.status();
   }
+  ContainerAllocation a;
+  a.container_index = index;
+  a.container_name = index < p.view.containers.size() ? p.view.containers[index].name : "";
+  std::vector<std::string> uuids;
+  for (const device::MigAllocation& m : *slots) uuids.push_back(m.runtime->mig_uuid);
+  RuntimeDeviceList(uuids, p.pod.uid, options_.allocation, &a);
+  auto it = p.view.annotations.find(std::string(device::kMigAllocationsAnnotation));
+  *annotation =
+      MergeMigAllocations(it == p.view.annotations.end() ? "" : it->second, *slots);
+  return a;
+}
+
+void VolcanoAllocator::ReleaseMig(const std::vector<MigOwner>& made) {
+  for (const MigOwner& o : made) {
+    if (Status s = options_.mig->instances->Release(o); !s.ok()) {
+      HAMI_LOG(Warning) << "cannot destroy the MIG device made for pod UID " << o.pod_uid
+                        << ": " << s.message() << " (the periodic reclaim tries again)";
+    }
+  }
+}
+
+Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t request_size,
+                                                    bool last_try) {
+  const device::VolcanoPick& pick = *p.pick;
+  std::vector<MigOwner> made;  // MIG devices this attempt made
+  std::string mig;             // hami.io/vgpu-mig-allocations with this container's devices
+  HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, options_.mig
+                                                   ? AnswerMig(p, request_size, &made, &mig)
+                                                   : Answer(p, request_size));
   nlohmann::json patch;
   patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*p.object);
   nlohmann::json& anns = patch["metadata"]["annotations"];
   anns[std::string(device::kVolcanoDevicesToAllocateAnnotation)] =
       device::VolcanoToAllocateAfter(pick);
+  if (!mig.empty()) anns[std::string(device::kMigAllocationsAnnotation)] = mig;
   if (pick.last) {
     anns[std::string(device::kVolcanoBindPhaseAnnotation)] =
         std::string(device::kVolcanoBindPhaseSuccess);
@@ -161,35 +201,42 @@ Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t requ
   Result<k8s::WriteAck> ack =
       client_.PatchAck(k8s::kPods, p.pod.ns, p.pod.name, k8s::PatchType::kMerge, patch.dump());
   if (!ack.ok() && k8s::IsConflict(ack.status()) && !last_try) {
+    HAMI_VLOG(2) << "pod " << p.pod.Key() << " changed while allocating; reading it again";
     return Status(StatusCode::kAborted, "conflict: " + ack.status().message());
   }
   if (!ack.ok()) {
     std::string why = "recording the allocation on the pod failed: " + ack.status().message();
+    if (options_.mig) ReleaseMig(made);
     MarkFailed(p, why);
     return Status(StatusCode::kUnavailable, "pod " + p.pod.Key() + ": " + why);
   }
-  HAMI_LOG(Info) << "pod " << p.pod.Key() << " container " << a->container_name
-                 << ": allocated " << Describe(pick.devices, factor) << " on node "
-                 << options_.node_name << " (Volcano vGPU)";
-  if (pick.last) {
-    ReleaseLock("pod " + p.pod.Key() + " is served");
-    HAMI_LOG(Info) << "pod " << p.pod.Key() << ": bind phase success";
-    if (!pick.memory_only.empty()) {
-      std::string list;
-      for (size_t c : pick.memory_only) {
-        list += (list.empty() ? "" : ", ") + p.pod.resources.containers[c].name;
-      }
-      Warn(p.object, "VolcanoMemoryOnlyContainer",
-           "container(s) " + list + " set " + options_.volcano.memory_resource +
-               " without " + options_.volcano.count_resource +
-               ": Volcano reserved a GPU for them, but kubelet asks the device plugin only for "
-               "containers with a " + options_.volcano.count_resource +
-               " limit, so they run without one; add " + options_.volcano.count_resource +
-               ": 1 to their limits");
-    }
-  }
-  Count(true, 1);
+  HAMI_LOG(Info) << "pod " << p.pod.Key() << " container " << a.container_name
+                 << ": allocated " << Describe(pick.devices, options_.volcano.memory_factor)
+                 << (options_.mig
+                         ? " as MIG device(s) (" + MigUuidList(mig, a.container_index) + ")"
+                         : std::string())
+                 << " on node " << options_.node_name << " (Volcano vGPU)";
+  if (pick.last) Done(p);
+  counter_.Count(true);
   return a;
+}
+
+void VolcanoAllocator::Done(const Picked& p) {
+  const device::VolcanoPick& pick = *p.pick;
+  ReleaseLock("pod " + p.pod.Key() + " is served");
+  HAMI_LOG(Info) << "pod " << p.pod.Key() << ": bind phase success";
+  if (pick.memory_only.empty()) return;
+  std::string list;
+  for (size_t c : pick.memory_only) {
+    list += (list.empty() ? "" : ", ") + p.pod.resources.containers[c].name;
+  }
+  Warn(p.object, "VolcanoMemoryOnlyContainer",
+       "container(s) " + list + " set " + options_.volcano.memory_resource + " without " +
+           options_.volcano.count_resource +
+           ": Volcano reserved a GPU for them, but kubelet asks the device plugin only for "
+           "containers with a " + options_.volcano.count_resource +
+           " limit, so they run without one; add " + options_.volcano.count_resource +
+           ": 1 to their limits");
 }
 
 void VolcanoAllocator::MarkFailed(const Picked& p, const std::string& reason) {
@@ -207,7 +254,7 @@ void VolcanoAllocator::MarkFailed(const Picked& p, const std::string& reason) {
   }
   Warn(p.object, "AllocationFailed", reason);
   ReleaseLock("the allocation of pod " + p.pod.Key() + " failed");
-  Count(false, 1);
+  counter_.Count(false);
 }
 
 void VolcanoAllocator::Warn(const k8s::ObjectPtr& pod, const std::string& reason,

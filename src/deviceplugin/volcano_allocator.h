@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/volcano_api.h"
 #include "deviceplugin/volcano_devices.h"
+#include "deviceplugin/volcano_mig_allocate.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
@@ -48,6 +50,9 @@ struct VolcanoAllocatorOptions {
   std::string node_name;
   AllocationSettings allocation;  // hook path, device list strategies, operating mode, ...
   VolcanoSettings volcano;
+  // Set in operating mode mig: Volcano assigns MIG slots (volcano_mig_allocate.h), which become
+  // MIG devices, with neither libvgpu.so nor its quotas.
+  std::optional<VolcanoMigSource> mig;
 };
 
 class VolcanoAllocator {
@@ -60,11 +65,8 @@ class VolcanoAllocator {
   Result<std::vector<ContainerAllocation>> Allocate(
       const std::vector<std::vector<std::string>>& requests) EXCLUDES(mu_);
 
-  struct Stats {
-    uint64_t allocations = 0;  // containers
-    uint64_t allocation_failures = 0;
-  };
-  Stats stats() const;
+  using Stats = AllocationCounter::Stats;
+  Stats stats() const { return counter_.stats(); }
 
  private:
   struct Picked;
@@ -72,17 +74,25 @@ class VolcanoAllocator {
   // One attempt; kAborted when the pod changed under it.
   Result<ContainerAllocation> Serve(const Picked& p, size_t request_size, bool last_try)
       REQUIRES(mu_);
+  // The answer to kubelet under HAMi-core and MPS (libvgpu.so quotas), and under dynamic MIG
+  // (the MIG devices this call made go to `made`, the pod's MIG annotation to `annotation`).
+  // A failure marks the pod failed.
+  Result<ContainerAllocation> Answer(const Picked& p, size_t request_size) REQUIRES(mu_);
+  Result<ContainerAllocation> AnswerMig(const Picked& p, size_t request_size,
+                                        std::vector<MigOwner>* made, std::string* annotation)
+      REQUIRES(mu_);
+  void ReleaseMig(const std::vector<MigOwner>& made) REQUIRES(mu_);
+  // The pod's last container is served: the lock goes, and a word on memory-only containers.
+  void Done(const Picked& p) REQUIRES(mu_);
   void MarkFailed(const Picked& p, const std::string& reason) REQUIRES(mu_);
   void ReleaseLock(const std::string& why) REQUIRES(mu_);
   void Warn(const k8s::ObjectPtr& pod, const std::string& reason, const std::string& message);
-  void Count(bool ok, size_t n);
 
   k8s::RestClient& client_;
   const VolcanoAllocatorOptions options_;
   const std::function<ReplicaMap()> replicas_;
   Mutex mu_;  // held for a whole Allocate call
-  mutable Mutex stats_mu_;
-  Stats stats_ GUARDED_BY(stats_mu_);
+  AllocationCounter counter_;
 };
 
 }  // namespace hami::deviceplugin

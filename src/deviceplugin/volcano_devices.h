@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "device/config.h"
 #include "device/device.h"
 #include "device/volcano_gpushare.h"
 #include "deviceplugin/discovery.h"
@@ -58,6 +59,9 @@ struct VolcanoSettings {
   // whole as the count resource ("nvidia.com/gpu"), kubelet choosing them, nothing published on
   // the node (share and the names above are then unused).
   bool whole = false;
+  // knownMigGeometries: how Volcano's scheduler cuts GPUs on a node in operating mode mig
+  // (device/volcano_mig.h).
+  std::vector<device::KnownMigGeometry> mig_geometries;
 };
 
 // Kubelet drops a ListAndWatch answer over 4 MiB; about this many memory IDs fit.

@@ -19,8 +19,6 @@ namespace hami::deviceplugin {
 
 namespace {
 
-constexpr int kAttempts = 4;
-
 const char* ModeName(device::VolcanoShareMode mode) {
   return mode == device::VolcanoShareMode::kMemory ? "GPU sharing" : "GPU number";
 }
@@ -40,25 +38,11 @@ VolcanoShareBackend::VolcanoShareBackend(k8s::RestClient& client, VolcanoShareOp
       devices_(std::move(devices)),
       gpus_(std::move(gpus)) {}
 
-VolcanoShareBackend::Stats VolcanoShareBackend::stats() const {
-  MutexLock l(stats_mu_);
-  return stats_;
-}
-
-void VolcanoShareBackend::Count(bool ok) {
-  MutexLock l(stats_mu_);
-  ++(ok ? stats_.allocations : stats_.allocation_failures);
-}
-
 Result<std::vector<ContainerAllocation>> VolcanoShareBackend::Allocate(
     const std::vector<std::vector<std::string>>& requests) {
   MutexLock serial(mu_);
-  std::vector<ContainerAllocation> out;
-  for (const std::vector<std::string>& ids : requests) {
-    HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, AllocateOne(ids));
-    out.push_back(std::move(a));
-  }
-  return out;
+  return AllocateEachContainer(requests, [&](const std::vector<std::string>& ids)
+                                             REQUIRES(mu_) { return AllocateOne(ids); });
 }
 
 Result<ContainerAllocation> VolcanoShareBackend::AllocateOne(const std::vector<std::string>& ids) {
@@ -70,15 +54,15 @@ Result<ContainerAllocation> VolcanoShareBackend::AllocateOne(const std::vector<s
   for (const PluginDevice& d : offered) known.insert(d.id);
   for (const std::string& id : ids) {
     if (!known.count(id)) {
-      Count(false);
+      counter_.Count(false);
       return InvalidArgumentError("device ID \"" + id + "\" is not one of this plugin's " +
                                   resource + " devices");
     }
   }
-  for (int attempt = 1;; ++attempt) {
+  return RetryWhilePodChanges([&](bool last_try) REQUIRES(mu_) -> Result<ContainerAllocation> {
     Result<VolcanoNodePods> listed = ListVolcanoNodePods(client_, node);
     if (!listed.ok()) {
-      Count(false);
+      counter_.Count(false);
       return listed.status();
     }
     const std::vector<device::VolcanoPod>& pods = listed->pods;
@@ -98,19 +82,14 @@ Result<ContainerAllocation> VolcanoShareBackend::AllocateOne(const std::vector<s
         HAMI_LOG(Warning) << "Allocate " << resource << " on node " << node
                           << " refused: " << pick.status().message();
         ReleaseLock("no pod could be served");
-        Count(false);
+        counter_.Count(false);
       }
       return pick.status();
     }
     Picked p = picked(pick->pod);
     p.pick = std::move(*pick);
-    Result<ContainerAllocation> r = Serve(p, attempt == kAttempts);
-    if (!r.ok() && r.status().code() == StatusCode::kAborted) {
-      HAMI_VLOG(2) << "pod " << p.pod.Key() << " changed while allocating; reading it again";
-      continue;
-    }
-    return r;
-  }
+    return Serve(p, last_try);
+  });
 }
 
 Result<std::vector<device::DeviceInfo>> VolcanoShareBackend::Gpus(
@@ -194,6 +173,7 @@ Result<ContainerAllocation> VolcanoShareBackend::Serve(const Picked& p, bool las
   Result<k8s::WriteAck> ack =
       client_.PatchAck(k8s::kPods, p.pod.ns, p.pod.name, k8s::PatchType::kMerge, patch.dump());
   if (!ack.ok() && k8s::IsConflict(ack.status()) && !last_try) {
+    HAMI_VLOG(2) << "pod " << p.pod.Key() << " changed while allocating; reading it again";
     return Status(StatusCode::kAborted, "conflict: " + ack.status().message());
   }
   if (!ack.ok()) {
@@ -220,7 +200,7 @@ Result<ContainerAllocation> VolcanoShareBackend::Serve(const Picked& p, bool las
                    << " true";
     ReleaseLock("pod " + p.pod.Key() + " is served");
   }
-  Count(true);
+  counter_.Count(true);
   return a;
 }
 
@@ -236,7 +216,7 @@ void VolcanoShareBackend::MarkFailed(const Picked& p, const std::string& reason)
   }
   WarnPod(client_, options_.node_name, p.object, "AllocationFailed", reason);
   ReleaseLock("the allocation of pod " + p.pod.Key() + " failed");
-  Count(false);
+  counter_.Count(false);
 }
 
 void VolcanoShareBackend::ReleaseLock(const std::string& why) {

@@ -42,6 +42,7 @@
 #include "device/volcano_gpushare.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/plugin_backend.h"
+#include "deviceplugin/volcano_api.h"
 #include "k8s/object_fwd.h"
 #include "k8s/rest_client.h"
 
@@ -82,11 +83,8 @@ class VolcanoShareBackend final : public DevicePluginBackend {
   Result<std::vector<ContainerAllocation>> Allocate(
       const std::vector<std::vector<std::string>>& requests) override EXCLUDES(mu_);
 
-  struct Stats {
-    uint64_t allocations = 0;  // containers
-    uint64_t allocation_failures = 0;
-  };
-  Stats stats() const;
+  using Stats = AllocationCounter::Stats;
+  Stats stats() const { return counter_.stats(); }
 
  private:
   struct Picked;
@@ -104,15 +102,13 @@ class VolcanoShareBackend final : public DevicePluginBackend {
       REQUIRES(mu_);
   void MarkFailed(const Picked& p, const std::string& reason) REQUIRES(mu_);
   void ReleaseLock(const std::string& why) REQUIRES(mu_);
-  void Count(bool ok);
 
   k8s::RestClient& client_;
   const VolcanoShareOptions options_;
   const DeviceSource devices_;
   const GpuSource gpus_;
   Mutex mu_;  // held for a whole Allocate call
-  mutable Mutex stats_mu_;
-  Stats stats_ GUARDED_BY(stats_mu_);
+  AllocationCounter counter_;
 };
 
 }  // namespace hami::deviceplugin

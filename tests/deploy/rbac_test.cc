@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/subprocess.h"
 #include "k8s/api_error.h"
 #include "k8s/config.h"
 #include "k8s/rest_client.h"
@@ -182,6 +183,47 @@ spec:
   EXPECT_EQ(after["system:serviceaccount:kube-system:hami-monitor"]["denied"]["patch nodes"], 1);
 }
 
+// Volcano's GPU sharing: the chart rendered with devicePlugin.volcano.mode=share grants the
+// device plugin `patch nodes/status`, which it needs to put volcano.sh/gpu-number in the node's
+// status for Volcano's scheduler. The plugin runs with only that role; the write lands and no
+// call of the plugin's is refused. (Rendering needs the pinned helm of scripts/kube-tools.sh.)
+class RbacVolcanoE2E : public ::testing::TestWithParam<sim::ControlPlaneKind> {};
+
+TEST_P(RbacVolcanoE2E, SharingModesStatusWriteIsAllowedByTheChartsRole) {
+  if (kube_pin::BinDir().empty()) GTEST_SKIP() << "needs helm (bash scripts/kube-tools.sh)";
+  ProcessResult rbac = RunProcess(
+      {kube_pin::BinDir() + "/helm", "template", "hami",
+       std::string(HAMI_SOURCE_DIR) + "/deploy/helm/hami-cpp", "--namespace", "kube-system",
+       "--set", "devicePlugin.volcano.mode=share", "--show-only",
+       "templates/device-plugin-rbac.yaml"},
+      {"HOME=/tmp", "HELM_CACHE_HOME=/tmp/.hami-helm-cache",
+       "HELM_CONFIG_HOME=/tmp/.hami-helm-config", "HELM_DATA_HOME=/tmp/.hami-helm-data"});
+  ASSERT_EQ(rbac.exit_code, 0) << rbac.err;
+  ASSERT_NE(rbac.out.find("nodes/status"), std::string::npos) << rbac.out;
+  WorldOptions o;
+  o.build_dir = HAMI_BUILD_DIR;
+  o.control_plane = GetParam();
+  o.kube_bin_dir = kube_pin::BinDir();
+  o.nodes.resize(1);
+  o.nodes[0].name = "share-node";
+  o.nodes[0].volcano = "share";
+  o.nodes[0].gpu_config =
+      "[device]\nname = Tesla T4\nuuid = GPU-0000000b-0000-4000-8000-000000000000"
+      "\nmemory = 15360Mi\n";
+  o.rbac_manifests = rbac.out;
+  o.service_accounts["hami-device-plugin"] = "kube-system/hami-device-plugin";
+  Result<std::unique_ptr<World>> w = World::Start(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Result<k8s::Object> node = (*w)->WaitForNode("share-node", [](const k8s::Object& n) {
+    return k8s::GetString(n, "/status/capacity/volcano.sh~1gpu-number") == "1";
+  });
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  json report = json::parse((*w)->AuthorizationReport().value());
+  const json& plugin = report["system:serviceaccount:kube-system:hami-device-plugin"];
+  EXPECT_TRUE(plugin["denied"].empty()) << plugin.dump(2);
+  EXPECT_GT(plugin["allowed"].value("patch nodes/status", 0), 0) << plugin.dump(2);
+}
+
 std::vector<sim::ControlPlaneKind> RealIfBuilt() {
   if (kube_pin::BinDir().empty()) return {};
   return {sim::ControlPlaneKind::kReal};
@@ -190,6 +232,10 @@ std::vector<sim::ControlPlaneKind> RealIfBuilt() {
 INSTANTIATE_TEST_SUITE_P(Simulated, RbacE2E, ::testing::Values(sim::ControlPlaneKind::kSimulated));
 INSTANTIATE_TEST_SUITE_P(Real, RbacE2E, ::testing::ValuesIn(RealIfBuilt()));
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RbacE2E);
+INSTANTIATE_TEST_SUITE_P(Simulated, RbacVolcanoE2E,
+                         ::testing::Values(sim::ControlPlaneKind::kSimulated));
+INSTANTIATE_TEST_SUITE_P(Real, RbacVolcanoE2E, ::testing::ValuesIn(RealIfBuilt()));
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RbacVolcanoE2E);
 
 }  // namespace
 }  // namespace hami

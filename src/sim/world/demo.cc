@@ -13,6 +13,7 @@
 #include "device/mig_allocation.h"
 #include "device/node_registration.h"
 #include "device/pod_devices.h"
+#include "device/volcano_vgpu.h"
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
@@ -20,43 +21,16 @@
 #include "k8s/typed.h"
 #include "sim/world/demo_internal.h"
 #include "sim/world/manifests.h"
+#include "sim/world/namespace_changes.h"
 #include "sim/world/waits.h"
 
 namespace hami::sim {
 
 using SteadyClock = std::chrono::steady_clock;
 
-namespace demo_internal {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-std::string ShortType(const std::string& type) {
-  std::string t = type;
-  if (t.rfind("NVIDIA-", 0) == 0) t = t.substr(7);
-  return t;
-}
-
-const std::vector<Scenario>& Scenarios() {
-  static const std::vector<Scenario> kScenarios = {
-      {"01", "Two pods share one GPU", "01-two-pods-share-one-gpu.yaml"},
-      {"02", "Memory isolation only (no SM limit)", "02-memory-only.yaml"},
-      {"03", "A whole GPU for one pod", "03-exclusive.yaml"},
-      {"04", "30 % of a GPU's memory, on each model", "04-memory-percentage.yaml"},
-      {"05", "Policy override: node spread, GPU binpack", "05-policy-override.yaml"},
-      {"06", "GPU type selection", "06-gpu-type-selection.yaml"},
-      {"07", "GPU UUID pinning", "07-gpu-uuid.yaml"},
-      {"08", "Two GPUs on one NUMA node", "08-numa-aware.yaml"},
-  };
-  return kScenarios;
-}
-
-}  // namespace demo_internal
 
 using demo_internal::Lower;
+using demo_internal::NumberAfter;
 using demo_internal::Scenario;
 using demo_internal::Scenarios;
 using demo_internal::kMigScenario;
@@ -64,13 +38,6 @@ using demo_internal::kMigScenario;
 namespace {
 
 std::string ReadFile(const std::string& path) { return ReadFileToString(path).value_or(""); }
-
-// The number after `key` in `text` ("memory total=8192MiB" -> 8192), or -1.
-int64_t NumberAfter(const std::string& text, const std::string& key) {
-  size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  return std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
-}
 
 std::string WordAfter(const std::string& text, const std::string& key) {
   size_t at = text.find(key);
@@ -80,64 +47,6 @@ std::string WordAfter(const std::string& text, const std::string& key) {
   return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
-// Wakes whoever waits when a pod or an event in one namespace is added, changed or deleted, as the
-// API server's watches report them (one k8s::Informer each, kept running). Waiters judge their
-// condition through the API again on each wake. Events are followed besides pods because
-// hami-scheduler records its FilteringFailed events on a thread of its own, after the pod changes
-// they explain: following the pods alone could miss the last one.
-//
-// Thread safety: the informers' threads Bump; Generation and WaitForChange from any thread.
-class NamespaceChanges {
- public:
-  NamespaceChanges(k8s::RestClient& client, const std::string& ns)
-      : pods_(client, k8s::kPods, {.ns = ns}), events_(client, k8s::kEvents, {.ns = ns}) {
-    for (k8s::Informer* informer : {&pods_, &events_}) {
-      informer->AddEventHandler(
-          {.on_add = [this](const k8s::ObjectPtr&) { Bump(); },
-           .on_update = [this](const k8s::ObjectPtr&, const k8s::ObjectPtr&) { Bump(); },
-           .on_delete = [this](const k8s::ObjectPtr&) { Bump(); }});
-      informer->Start();
-    }
-  }
-  // Stops both informers at once: each waits for its watch's read to see the cancellation.
-  ~NamespaceChanges() {
-    std::thread events([this] { events_.Stop(); });
-    pods_.Stop();
-    events.join();
-  }
-  NamespaceChanges(const NamespaceChanges&) = delete;
-  NamespaceChanges& operator=(const NamespaceChanges&) = delete;
-
-  // Counts the changes seen so far. Read it before judging a condition, then WaitForChange: a
-  // change the judgement's reads missed has not been counted yet, so it ends the wait.
-  uint64_t Generation() {
-    MutexLock l(mu_);
-    return generation_;
-  }
-  // Until more than `seen` changes were counted, or `deadline`.
-  void WaitForChange(uint64_t seen, SteadyClock::time_point deadline) {
-    UniqueLock l(mu_);
-    changed_.wait_until(l.native(), deadline, [&]() REQUIRES(mu_) {
-      return generation_ != seen;
-    });
-  }
-
- private:
-  void Bump() {
-    {
-      MutexLock l(mu_);
-      ++generation_;
-    }
-    changed_.notify_all();
-  }
-
-  Mutex mu_;
-  std::condition_variable changed_;
-  uint64_t generation_ GUARDED_BY(mu_) = 0;
-  // Constructed last, so that their handlers find the members above in place.
-  k8s::Informer pods_;
-  k8s::Informer events_;
-};
 
 class DemoRun {
  public:
@@ -202,6 +111,13 @@ class DemoRun {
     out_ << "  [09] Dynamic MIG: a node of one A100-SXM4-80GB in MIG mode joins ..." << std::flush;
     HAMI_RETURN_IF_ERROR(RunMigScenario());
     out_ << " settled\n" << std::flush;
+    if (!o_.volcano_bin_dir.empty()) {
+      out_ << "  [10] Volcano: its scheduler starts, a node in Volcano vGPU mode joins, the vGPU "
+              "Job runs ..."
+           << std::flush;
+      HAMI_RETURN_IF_ERROR(RunVolcanoScenario());
+      out_ << " settled\n" << std::flush;
+    }
     report_.checks = EvaluateSeedExpectations(report_);
     report_.total_seconds = Seconds(t0);
     out_ << RenderDemoReport(report_) << std::flush;
@@ -433,6 +349,48 @@ spec:
     }
     mig.monitor_devices = WaitForMonitorMigDevices(mig.driver_devices);
     return OkStatus();
+  }
+
+  // Scenario 10 (DemoVolcano): Volcano's scheduler with document 004's vGPU configuration, a
+  // node in Volcano vGPU mode, the document's vGPU Job; then what the trainer got and uses.
+  Status RunVolcanoScenario() {
+    DemoVolcano& v = report_.volcano;
+    HAMI_RETURN_IF_ERROR(demo_internal::StartVolcanoScenario(*world_, o_.volcano_bin_dir, &v));
+    report_.monitor_urls[v.node] = world_->MonitorMetricsUrl(v.node);
+    HAMI_RETURN_IF_ERROR(WaitForVolcanoPod());
+    demo_internal::CollectVolcano(*world_, ScrapeMonitors()[v.node], &v);
+    return OkStatus();
+  }
+
+  // Until the trainer runs and its monitor shows memory in use, at most the scenario timeout
+  // (the pod's changes wake the wait; the monitor is scraped as WaitForUsage does).
+  Status WaitForVolcanoPod() {
+    const DemoVolcano& v = report_.volcano;
+    auto end = SteadyClock::now() + o_.scenario_timeout;
+    for (;;) {
+      const uint64_t seen = changes_->Generation();
+      Result<k8s::Object> pod = k8s::GetPod(world_->client(), "default", v.pod);
+      if (pod.ok() && PodPhase(*pod) == "Running") break;
+      if (SteadyClock::now() > end) {
+        return Status(StatusCode::kDeadlineExceeded,
+                      "the Volcano Job's pod " + v.pod + " did not run within " +
+                          std::to_string(o_.scenario_timeout.count()) +
+                          " s; the processes' logs (vc-scheduler's too) are in " + world_->dir());
+      }
+      changes_->WaitForChange(seen, std::min(end, SteadyClock::now() + std::chrono::seconds(1)));
+    }
+    for (auto stop = SteadyClock::now() + std::chrono::seconds(30); SteadyClock::now() < stop;) {
+      // Kept in a variable: a range-for over a member of a temporary map would dangle.
+      const std::vector<MetricSample> node = ScrapeMonitors()[v.node];
+      for (const MetricSample& s : node) {
+        if (s.name == "hami_vgpu_memory_used_bytes" && s.labels.count("pod") &&
+            s.labels.at("pod") == v.pod && s.value > 0) {
+          return OkStatus();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));  // see WaitForUsage
+    }
+    return OkStatus();  // the checks say what is missing
   }
 
   // The MIG UUIDs of the MIG node monitor's hami_mig_device_info, once they are `want` (the

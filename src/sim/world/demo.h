@@ -23,6 +23,10 @@
 // it joins only now so that the seed's pods, which name no mode, keep the cluster the seed
 // describes. Pods annotated `nvidia.com/vgpu-mode: mig` get MIG instances made for them.
 //
+// With Volcano's binaries at hand (DemoOptions::volcano_bin_dir, real control plane only),
+// scenario 10 adds a node in Volcano vGPU mode and runs the Volcano document's vGPU Job through
+// Volcano's own scheduler (DemoVolcano).
+//
 // Everything the checks and the report use is collected into DemoReport (facts), so a test can
 // assert on the facts directly; EvaluateSeedExpectations turns them into the seed's checks.
 //
@@ -47,6 +51,8 @@ std::vector<WorldNode> DemoNodes();
 // (config.json) that puts it in operating mode mig.
 WorldNode DemoMigNode();
 std::string DemoNodeConfigJson();
+// The node that joins for the Volcano scenario: two T4s, its plugin in Volcano vGPU mode.
+WorldNode DemoVolcanoNode();
 // The UUID 07-gpu-uuid.yaml pins; the demo gives it to the A100 node's GPU 7.
 inline constexpr char kDemoPinnedUuid[] = "GPU-e3b5f6a0-1234-5678-abcd-ef1234567890";
 
@@ -104,6 +110,22 @@ struct DemoMig {
   const DemoMigPod* Pod(const std::string& name) const;
 };
 
+// Scenario 10, Volcano (only with DemoOptions::volcano_bin_dir): a node whose device plugin
+// serves Volcano's vGPU protocol joins, Volcano's scheduler runs beside the control plane with
+// document 004's deviceshare configuration, and document 004's vGPU Job (one trainer asking
+// volcano.sh/vgpu-number 1, vgpu-memory 4096) runs there.
+struct DemoVolcano {
+  std::string node;  // "" when the scenario did not run
+  std::string pod;   // the Job's pod
+  std::string phase, pod_node;
+  std::string bind_phase;   // volcano.sh/bind-phase
+  std::string gpu;          // the GPU Volcano assigned (volcano.sh/vgpu-ids-new)
+  int64_t quota_mib = -1;   // the memory Volcano assigned there
+  int64_t sees_mib = -1;    // device memory the workload saw (its log)
+  double used_bytes = -1;   // monitor: hami_vgpu_memory_used_bytes
+  double limit_bytes = -1;  // monitor: hami_vgpu_memory_limit_bytes
+};
+
 struct DemoCheck {
   std::string scenario;
   bool ok = false;
@@ -115,6 +137,7 @@ struct DemoReport {
   std::vector<DemoPod> pods;
   std::vector<DemoCheck> checks;
   DemoMig mig;
+  DemoVolcano volcano;
   std::map<std::string, std::string> monitor_urls;  // by node
   std::string scheduler_metrics_url;
   std::string kubeconfig;
@@ -139,6 +162,9 @@ struct DemoOptions {
   ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
   std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
   std::string chart_dir;     // with kReal: kube-scheduler's configuration from this chart
+  // With kReal and non-empty: what scripts/volcano-tools.sh prints; scenario 10 (DemoVolcano)
+  // runs after the MIG scenario.
+  std::string volcano_bin_dir;
   std::chrono::seconds scenario_timeout{60};
   // Called with the running world after the report, before it is torn down (--keep waits in
   // here); the world stops when it returns.

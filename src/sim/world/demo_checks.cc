@@ -284,6 +284,29 @@ void CheckDynamicMig(SeedChecks& k) {
           "hami-monitor exports hami_mig_device_info for each of them");
 }
 
+// The Volcano scenario (DemoVolcano), when it ran: the Job's trainer placed by Volcano on the
+// Volcano node and held by libvgpu.so to the 4096 MiB it asked for.
+void CheckVolcano(SeedChecks& k) {
+  const DemoVolcano& v = k.report().volcano;
+  if (v.node.empty()) return;
+  const std::string id = demo_internal::kVolcanoScenario;
+  constexpr int64_t kQuota = 4096;
+  k.Check(id,
+          v.phase == "Running" && v.pod_node == v.node && v.bind_phase == "success" &&
+              !v.gpu.empty(),
+          "the vGPU Job's trainer runs on " + v.node + ", placed by Volcano's scheduler and "
+          "served by hami-device-plugin (bind phase success)");
+  k.Check(id, v.quota_mib == kQuota && v.sees_mib == kQuota,
+          "Volcano assigned it 4096 MiB and its CUDA sees 4096 MiB" +
+              (v.sees_mib >= 0 && v.sees_mib != kQuota
+                   ? " (saw " + std::to_string(v.sees_mib) + ")"
+                   : std::string()));
+  k.Check(id,
+          v.limit_bytes == double(kQuota) * 1048576.0 && v.used_bytes > 0 &&
+              v.used_bytes <= v.limit_bytes,
+          "hami-monitor reports its 4096 MiB limit and a use within it");
+}
+
 }  // namespace
 
 std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
@@ -297,6 +320,7 @@ std::vector<DemoCheck> EvaluateSeedExpectations(const DemoReport& r) {
   CheckUuidPinning(k);
   CheckNumaAware(k);
   CheckDynamicMig(k);
+  CheckVolcano(k);
   return k.Take();
 }
 

@@ -1,13 +1,53 @@
-// The demo's cluster (DemoNodes, DemoMigNode and the node config), the report's lookups, and
-// the Prometheus text parser the demo reads the monitors with (demo.h).
+// The demo's cluster (DemoNodes, DemoMigNode, DemoVolcanoNode and the node config), its
+// scenarios and text helpers (demo_internal.h), the report's lookups, and the Prometheus text
+// parser the demo reads the monitors with (demo.h).
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "sim/world/demo.h"
+#include "sim/world/demo_internal.h"
 
 namespace hami::sim {
+
+namespace demo_internal {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string ShortType(const std::string& type) {
+  std::string t = type;
+  if (t.rfind("NVIDIA-", 0) == 0) t = t.substr(7);
+  return t;
+}
+
+const std::vector<Scenario>& Scenarios() {
+  static const std::vector<Scenario> kScenarios = {
+      {"01", "Two pods share one GPU", "01-two-pods-share-one-gpu.yaml"},
+      {"02", "Memory isolation only (no SM limit)", "02-memory-only.yaml"},
+      {"03", "A whole GPU for one pod", "03-exclusive.yaml"},
+      {"04", "30 % of a GPU's memory, on each model", "04-memory-percentage.yaml"},
+      {"05", "Policy override: node spread, GPU binpack", "05-policy-override.yaml"},
+      {"06", "GPU type selection", "06-gpu-type-selection.yaml"},
+      {"07", "GPU UUID pinning", "07-gpu-uuid.yaml"},
+      {"08", "Two GPUs on one NUMA node", "08-numa-aware.yaml"},
+  };
+  return kScenarios;
+}
+
+// The number after `key` in `text` ("memory total=8192MiB" -> 8192), or -1.
+int64_t NumberAfter(const std::string& text, const std::string& key) {
+  size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
+}
+
+}  // namespace demo_internal
 
 namespace {
 
@@ -65,6 +105,16 @@ WorldNode DemoMigNode() {
   mig.name = "mig-a100";
   mig.gpu_config = Device("NVIDIA A100-SXM4-80GB", Uuid('d', 0), "80Gi", 108, "8.0", 0, "");
   return mig;
+}
+
+WorldNode DemoVolcanoNode() {
+  WorldNode v;
+  v.name = "volcano-t4";
+  v.volcano = "vgpu";
+  for (int i = 0; i < 2; ++i) {
+    v.gpu_config += Device("Tesla T4", Uuid('f', i), "15360Mi", 40, "7.5", 0, "", 0);
+  }
+  return v;
 }
 
 std::string DemoNodeConfigJson() {

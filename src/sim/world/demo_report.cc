@@ -107,6 +107,24 @@ std::string RenderMig(const DemoReport& r) {
   return out + CheckLines(r, demo_internal::kMigScenario);
 }
 
+// Scenario 10, when it ran: the Volcano Job's trainer, its GPU and quota, what it uses.
+std::string RenderVolcano(const DemoReport& r) {
+  const DemoVolcano& v = r.volcano;
+  if (v.node.empty()) return "";
+  std::string out = "\n[" + std::string(demo_internal::kVolcanoScenario) +
+                    "] Volcano: document 004's vGPU Job through Volcano's scheduler  (" + v.node +
+                    ")\n";
+  if (v.phase != "Running") return out + WaitingLine(v.pod, v.phase, "") +
+                                   CheckLines(r, demo_internal::kVolcanoScenario);
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "  %-22s %-9s %s  quota %lld MiB  uses %.0f MiB, CUDA sees %lld MiB\n",
+                v.pod.c_str(), v.pod_node.c_str(), v.gpu.c_str(),
+                static_cast<long long>(v.quota_mib), v.used_bytes / 1048576.0,
+                static_cast<long long>(v.sees_mib));
+  return out + buf + CheckLines(r, demo_internal::kVolcanoScenario);
+}
+
 }  // namespace
 
 std::string RenderDemoReport(const DemoReport& r) {
@@ -119,6 +137,7 @@ std::string RenderDemoReport(const DemoReport& r) {
     out += CheckLines(r, s.id);
   }
   out += RenderMig(r);
+  out += RenderVolcano(r);
   size_t failed = static_cast<size_t>(
       std::count_if(r.checks.begin(), r.checks.end(), [](const DemoCheck& c) { return !c.ok; }));
   char buf[256];
@@ -181,6 +200,14 @@ std::string DemoReportJson(const DemoReport& r) {
               {"destroyed", r.mig.destroyed},
               {"driver_devices", r.mig.driver_devices},
               {"monitor_devices", r.mig.monitor_devices}};
+  if (!r.volcano.node.empty()) {
+    const DemoVolcano& v = r.volcano;
+    j["volcano"] = {{"node", v.node},           {"pod", v.pod},
+                    {"phase", v.phase},         {"pod_node", v.pod_node},
+                    {"bind_phase", v.bind_phase}, {"gpu", v.gpu},
+                    {"quota_mib", v.quota_mib}, {"sees_mib", v.sees_mib},
+                    {"used_bytes", v.used_bytes}, {"limit_bytes", v.limit_bytes}};
+  }
   j["checks"] = Json::array();
   for (const DemoCheck& c : r.checks) {
     j["checks"].push_back({{"scenario", c.scenario}, {"ok", c.ok}, {"text", c.text}});
