@@ -270,6 +270,41 @@ TEST_F(MainJobTest, SeedScenariosOnARealControlPlane) {
   }
 }
 
+// The job with Volcano (demo.sh --volcano): after the nine scenarios, Volcano's own scheduler
+// places document 004's vGPU Job on a node in Volcano vGPU mode, and libvgpu.so holds the
+// trainer to the 4096 MiB Volcano assigned (scenario 10).
+TEST_F(MainJobTest, VolcanoScenarioOnARealControlPlane) {
+  const std::string kube_bin = kube_pin::BinDir();
+  const char* volcano_bin = HAMI_VOLCANO_BIN;
+  if (kube_bin.empty() || *volcano_bin == '\0') {
+    GTEST_FAIL() << "configure with -DHAMI_KUBE_BIN and Volcano's build (scripts/volcano-tools.sh)";
+  }
+  const std::string world = dir_ + "/world", json = dir_ + "/report.json";
+  Subprocess job({HAMI_BUILD_DIR "/bin/hami-sim-world", "--control-plane", "real", "--kube-bin",
+                  kube_bin, "--volcano-bin", volcano_bin, "--dir", world, "--report-json", json},
+                 {"PATH=/usr/bin:/bin", "HOME=/tmp"});
+  ProcessResult done = job.Wait();
+  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+  ASSERT_TRUE(fs::exists(json)) << done.out << done.err;
+  Json report = Json::parse(Slurp(json));
+  ASSERT_TRUE(report.contains("volcano")) << done.out;
+  const Json& v = report["volcano"];
+  EXPECT_EQ(v["node"], "volcano-t4");
+  EXPECT_EQ(v["pod_node"], "volcano-t4");
+  EXPECT_EQ(v["phase"], "Running");
+  EXPECT_EQ(v["bind_phase"], "success");
+  EXPECT_EQ(v["quota_mib"], 4096);
+  EXPECT_EQ(v["sees_mib"], 4096);
+  EXPECT_EQ(v["limit_bytes"].get<double>(), 4096.0 * 1048576.0);
+  int volcano_checks = 0;
+  for (const Json& c : report["checks"]) {
+    if (c["scenario"] != "10") continue;
+    ++volcano_checks;
+    EXPECT_TRUE(c["ok"].get<bool>()) << c["text"];
+  }
+  EXPECT_EQ(volcano_checks, 3);
+}
+
 TEST_F(MainJobTest, SeedScenariosExportersAndPrometheus) {
   const std::string world = dir_ + "/world", json = dir_ + "/report.json";
   Subprocess job(
