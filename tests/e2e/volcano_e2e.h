@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "k8s/object.h"
+#include "sim/world/manifests.h"
+#include "sim/world/volcano_examples.h"
 #include "sim/world/world.h"
 #include "tests/kube_bin.h"
 
@@ -46,10 +48,7 @@ inline std::string GpuConfig(const std::string& model, const std::string& memory
 
 // Document 004's queue `training`.
 inline k8s::Object TrainingQueue() {
-  return {{"apiVersion", "scheduling.volcano.sh/v1beta1"},
-          {"kind", "Queue"},
-          {"metadata", {{"name", "training"}}},
-          {"spec", {{"weight", 1}, {"reclaimable", true}}}};
+  return sim::YamlToJson(sim::volcano_examples::kTrainingQueue).value();
 }
 
 // What `hamictl smi --json` printed in the container (an expectation fails when it is not that).

@@ -19,6 +19,7 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "sim/world/manifests.h"
+#include "sim/world/volcano_examples.h"
 #include "sim/world/waits.h"
 #include "sim/world/world.h"
 #include "tests/e2e/volcano_e2e.h"
@@ -35,60 +36,6 @@ using volcano::GpuConfig;
 using volcano::Uuid;
 
 const k8s::Resource kJobs{"batch.volcano.sh/v1alpha1", "jobs", true};
-
-// Document 004's vGPU scheduler configuration (deviceshare.VGPUEnable, binpack) in the tiers of
-// its GPU-sharing example, with Volcano's node lock on; booleans and integers unquoted, as
-// Volcano v1.10 reads them (it ignores the document's "true" with a warning).
-constexpr const char* kSchedulerConf = R"(actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: "binpack"
-      deviceshare.ScheduleWeight: 10
-      deviceshare.NodeLockEnable: true
-)";
-
-// Document 004's vGPU Job, verbatim but for the container's command (its training image is not
-// here): the command prints the devices the container's CUDA sees and exits.
-constexpr const char* kVgpuJob = R"(apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: vgpu-training
-spec:
-  schedulerName: volcano
-  minAvailable: 1
-  queue: training
-  tasks:
-    - replicas: 1
-      name: trainer
-      template:
-        metadata:
-          annotations:
-            volcano.sh/vgpu-mode: "hami-core"
-        spec:
-          restartPolicy: Never
-          containers:
-            - name: trainer
-              image: training:latest
-              command: [")" HAMI_BUILD_DIR R"(/bin/hamictl", "smi", "--json"]
-              resources:
-                requests:
-                  volcano.sh/vgpu-number: "1"
-                  volcano.sh/vgpu-memory: "4096"
-                limits:
-                  volcano.sh/vgpu-number: "1"
-                  volcano.sh/vgpu-memory: "4096"
-)";
 
 bool Terminal(const k8s::Object& p) {
   return PodPhase(p) == "Succeeded" || PodPhase(p) == "Failed";
@@ -115,7 +62,7 @@ class VolcanoVgpuE2E : public volcano::VolcanoSuite {
     nodes[1].name = "vc-a100";
     nodes[1].gpu_config = GpuConfig("NVIDIA A100-PCIE-40GB", "40Gi", 1, 'a');
     nodes[1].volcano = "vgpu";
-    StartWorld(std::move(nodes), kSchedulerConf);
+    StartWorld(std::move(nodes), sim::volcano_examples::kVgpuSchedulerConf);
   }
   void TearDown() override {
     DumpLogsOnFailure({"vc-t4-plugin", "vc-a100-plugin", "vc-t4-kubelet"});
@@ -162,7 +109,9 @@ TEST_F(VolcanoVgpuE2E, NodesRegisterForVolcano) {
 // Document 004's vGPU Job: its trainer gets one vGPU of 4096 MiB, and its CUDA sees exactly that.
 TEST_F(VolcanoVgpuE2E, TheDocumentsVgpuJobGetsItsMemoryAndIsHeldToIt) {
   ASSERT_TRUE(Client().Create(volcano::kQueues, "", volcano::TrainingQueue()).ok());
-  Result<k8s::Object> job = sim::YamlToJson(kVgpuJob);
+  // Its training image is not here: the trainer prints the devices its CUDA sees and exits.
+  Result<k8s::Object> job = sim::YamlToJson(sim::volcano_examples::VgpuJob(
+      "[\"" HAMI_BUILD_DIR "/bin/hamictl\", \"smi\", \"--json\"]"));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(Client().Create(kJobs, "default", *job).ok());
   const std::string pod = "vgpu-training-trainer-0";

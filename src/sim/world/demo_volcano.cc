@@ -8,85 +8,22 @@
 #include "sim/world/demo.h"
 #include "sim/world/demo_internal.h"
 #include "sim/world/manifests.h"
+#include "sim/world/volcano_examples.h"
 
 namespace hami::sim::demo_internal {
-
-namespace {
-
-// Document 004's vGPU scheduler configuration (deviceshare.VGPUEnable, binpack, the node lock),
-// booleans and integers unquoted as Volcano reads them.
-constexpr const char* kVolcanoSchedulerConf = R"(actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: deviceshare
-    arguments:
-      deviceshare.VGPUEnable: true
-      deviceshare.SchedulePolicy: "binpack"
-      deviceshare.ScheduleWeight: 10
-      deviceshare.NodeLockEnable: true
-)";
-
-// Document 004's queue and vGPU Job (the training image is not here: the kubelet runs the
-// stand-in workload in the GPU container, as for every demo pod).
-constexpr const char* kVolcanoQueue = R"(apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata:
-  name: training
-spec:
-  weight: 1
-  reclaimable: true
-)";
-constexpr const char* kVolcanoJob = R"(apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: vgpu-training
-spec:
-  schedulerName: volcano
-  minAvailable: 1
-  queue: training
-  tasks:
-    - replicas: 1
-      name: trainer
-      template:
-        metadata:
-          annotations:
-            volcano.sh/vgpu-mode: "hami-core"
-        spec:
-          restartPolicy: Never
-          containers:
-            - name: trainer
-              image: training:latest
-              resources:
-                requests:
-                  volcano.sh/vgpu-number: "1"
-                  volcano.sh/vgpu-memory: "4096"
-                limits:
-                  volcano.sh/vgpu-number: "1"
-                  volcano.sh/vgpu-memory: "4096"
-)";
-
-}  // namespace
 
 Status StartVolcanoScenario(World& w, const std::string& volcano_bin_dir, DemoVolcano* v) {
   KubeControlPlane* cp = w.real_control_plane();
   if (cp == nullptr) return FailedPreconditionError("Volcano needs the real control plane");
-  HAMI_RETURN_IF_ERROR(cp->StartVolcano(volcano_bin_dir, kVolcanoSchedulerConf));
+  HAMI_RETURN_IF_ERROR(cp->StartVolcano(volcano_bin_dir, volcano_examples::kVgpuSchedulerConf));
   WorldNode node = DemoVolcanoNode();
   v->node = node.name;
   HAMI_RETURN_IF_ERROR(w.AddNode(node));
   const k8s::Resource queues{"scheduling.volcano.sh/v1beta1", "queues", false};
   const k8s::Resource jobs{"batch.volcano.sh/v1alpha1", "jobs", true};
-  HAMI_ASSIGN_OR_RETURN(k8s::Object queue, YamlToJson(kVolcanoQueue));
+  HAMI_ASSIGN_OR_RETURN(k8s::Object queue, YamlToJson(volcano_examples::kTrainingQueue));
   HAMI_ASSIGN_OR_RETURN(k8s::Object made_queue, w.client().Create(queues, "", queue));
-  HAMI_ASSIGN_OR_RETURN(k8s::Object job, YamlToJson(kVolcanoJob));
+  HAMI_ASSIGN_OR_RETURN(k8s::Object job, YamlToJson(volcano_examples::VgpuJob()));
   HAMI_ASSIGN_OR_RETURN(k8s::Object made_job, w.client().Create(jobs, "default", job));
   v->pod = "vgpu-training-trainer-0";  // the Job's one pod: <job>-<task>-<index>
   return OkStatus();
