@@ -1,6 +1,10 @@
-// Fuzzes the Volcano vGPU annotation codecs (volcano_vgpu.h) and the Allocate pod choice
-// (volcano_pod_select.h). Never crash; whatever decodes re-encodes to a value that decodes to the
-// same thing; an error always has a message; a pick is always one the pods' annotations back.
+// Fuzzes the Volcano vGPU annotation codecs (volcano_vgpu.h), the Allocate pod choice
+// (volcano_pod_select.h) and dynamic MIG's slot IDs and group layout (volcano_mig.h). Never
+// crash; whatever decodes re-encodes to a value that decodes to the same thing; an error always
+// has a message; a pick is always one the pods' annotations back; a layout never overlaps.
+//
+// The whole input is also read as a MIG slot ID, and its first bytes as a geometry group (up to
+// four instance types of an A100-80GB's profiles, counts 0..8) to lay out.
 //
 // The whole input goes to every decoder. For the pod choice it is also cut at '\n' into: the
 // devices-to-allocate value, vgpu-time, bind-phase, vgpu-node, two containers' count and
@@ -13,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "device/volcano_mig.h"
 #include "device/volcano_pod_select.h"
 #include "device/volcano_vgpu.h"
 
@@ -138,6 +143,55 @@ void CheckSelection(std::string_view text) {
   if (next.ok() && next->entry <= pick->entry) __builtin_trap();
 }
 
+void CheckMigId(std::string_view text) {
+  hami::Result<VolcanoMigId> id = ParseVolcanoMigId(text);
+  if (!id.ok()) {
+    if (id.status().message().empty()) __builtin_trap();
+    return;
+  }
+  if (id->gpu_uuid.empty() || id->group.empty() || id->group.find('-') != std::string::npos ||
+      !IsVolcanoMigId(text)) {
+    __builtin_trap();
+  }
+  hami::Result<VolcanoMigId> again = ParseVolcanoMigId(FormatVolcanoMigId(*id));
+  if (!again.ok() || *again != *id) __builtin_trap();
+}
+
+MigProfile Profile(const char* name, uint32_t size, std::vector<uint32_t> starts) {
+  MigProfile p;
+  p.name = name;
+  p.slice_count = size;
+  for (uint32_t s : starts) p.placements.push_back({s, size});
+  return p;
+}
+
+void CheckLayout(const uint8_t* data, size_t size) {
+  static const std::vector<MigProfile> kA100 = {
+      Profile("1g.10gb", 1, {0, 1, 2, 3, 4, 5, 6}), Profile("1g.20gb", 2, {0, 2, 4, 6}),
+      Profile("2g.20gb", 2, {0, 2, 4}), Profile("3g.40gb", 4, {0, 4}), Profile("4g.40gb", 4, {0}),
+      Profile("7g.80gb", 8, {0})};
+  static const char* const kNames[] = {"1g.10gb", "1g.20gb", "2g.20gb",
+                                       "3g.40gb", "4g.40gb", "7g.80gb", "9g.1gb"};
+  MigGeometryGroup group{"g", {}};
+  size_t want = 0;
+  for (size_t i = 0; i + 1 < size && i < 8; i += 2) {
+    const int32_t count = data[i + 1] % 9;
+    group.instances.push_back({kNames[data[i] % 7], 1, count});
+    want += static_cast<size_t>(count);
+  }
+  hami::Result<std::vector<MigSlot>> slots = LayoutMigGroup(group, kA100);
+  if (!slots.ok()) {
+    if (slots.status().message().empty()) __builtin_trap();
+    return;
+  }
+  if (slots->size() != want) __builtin_trap();
+  for (size_t a = 0; a < slots->size(); ++a) {
+    for (size_t b = a + 1; b < slots->size(); ++b) {
+      if ((*slots)[a].placement.Overlaps((*slots)[b].placement)) __builtin_trap();
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -150,5 +204,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                {std::string(kVolcanoVgpuTimeAnnotation), std::string(text)}});
   if (assignment.ok() != DecodeVolcanoPodDevices(text).ok()) __builtin_trap();
   CheckSelection(text);
+  CheckMigId(text);
+  CheckLayout(data, size);
   return 0;
 }
