@@ -145,14 +145,26 @@ int MigInstances::Adopt(const std::vector<MigInstance>& wanted, const Inventory&
   return adopted;
 }
 
-Result<uint32_t> MigInstances::ProfileId(const std::string& gpu_uuid, const std::string& profile,
-                                         device::MigPlacement placement) {
+Result<const std::vector<MigProfileSpec>*> MigInstances::CachedProfiles(
+    const std::string& gpu_uuid) {
   auto cached = profiles_.find(gpu_uuid);
   if (cached == profiles_.end()) {
     HAMI_ASSIGN_OR_RETURN(std::vector<MigProfileSpec> specs, driver_.MigProfiles(gpu_uuid));
     cached = profiles_.emplace(gpu_uuid, std::move(specs)).first;
   }
-  for (const MigProfileSpec& p : cached->second) {
+  return &cached->second;
+}
+
+Result<std::vector<MigProfileSpec>> MigInstances::Profiles(const std::string& gpu_uuid) {
+  MutexLock l(mu_);
+  HAMI_ASSIGN_OR_RETURN(const std::vector<MigProfileSpec>* specs, CachedProfiles(gpu_uuid));
+  return *specs;
+}
+
+Result<uint32_t> MigInstances::ProfileId(const std::string& gpu_uuid, const std::string& profile,
+                                         device::MigPlacement placement) {
+  HAMI_ASSIGN_OR_RETURN(const std::vector<MigProfileSpec>* specs, CachedProfiles(gpu_uuid));
+  for (const MigProfileSpec& p : *specs) {
     if (p.name != profile) continue;
     if (std::find(p.placements.begin(), p.placements.end(), placement) == p.placements.end()) {
       return FailedPreconditionError("profile " + profile + " cannot start at memory slice " +

@@ -113,10 +113,15 @@ class MigInstances {
   void SetChangeListener(ChangeListener listener);
 
   std::vector<MigInstance> Snapshot() const;
+  // The GPU's MIG profiles as its driver lists them, read once per GPU and kept (the table a
+  // GPU supports does not change while it is in MIG mode).
+  Result<std::vector<MigProfileSpec>> Profiles(const std::string& gpu_uuid) EXCLUDES(mu_);
   // MIG devices of `inventory` that no owner holds.
   std::vector<ForeignMig> Foreign(const Inventory& inventory) const;
 
  private:
+  Result<const std::vector<MigProfileSpec>*> CachedProfiles(const std::string& gpu_uuid)
+      REQUIRES(mu_);
   Result<uint32_t> ProfileId(const std::string& gpu_uuid, const std::string& profile,
                              device::MigPlacement placement) REQUIRES(mu_);
   Status Destroy(const MigInstance& inst) REQUIRES(mu_);

@@ -26,10 +26,11 @@ RegistrarOptions RegistrarOptionsOf(const PluginOptions& o, MigDriver* mig_drive
           .volcano = o.volcano};
 }
 
-// A GPU's MIG profiles as the driver lists them, in the scheduler's terms.
-Result<std::vector<device::MigProfile>> DriverMigProfiles(MigDriver& driver,
+// A GPU's MIG profiles as its driver lists them (read once, kept by `instances`), in the
+// scheduler's terms.
+Result<std::vector<device::MigProfile>> DriverMigProfiles(MigInstances& instances,
                                                           const std::string& gpu) {
-  HAMI_ASSIGN_OR_RETURN(std::vector<MigProfileSpec> specs, driver.MigProfiles(gpu));
+  HAMI_ASSIGN_OR_RETURN(std::vector<MigProfileSpec> specs, instances.Profiles(gpu));
   std::vector<device::MigProfile> out;
   for (const MigProfileSpec& p : specs) {
     out.push_back({.name = p.name,
@@ -44,12 +45,11 @@ Result<std::vector<device::MigProfile>> DriverMigProfiles(MigDriver& driver,
 std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
                                                        k8s::RestClient& client,
                                                        Registrar& registrar,
-                                                       MigDriver* mig_driver,
                                                        MigInstances* mig_instances) {
   if (!o.volcano || o.volcano->share || o.volcano->whole) return nullptr;
   VolcanoAllocatorOptions options{
       .node_name = o.node_name, .allocation = o.allocation, .volcano = *o.volcano, .mig = {}};
-  if (DynamicMig(o) && mig_driver != nullptr) {
+  if (DynamicMig(o) && mig_instances != nullptr) {
     options.mig = VolcanoMigSource{
         .geometries = o.volcano->mig_geometries,
         .gpu_name = [&registrar](const std::string& gpu) -> std::optional<std::string> {
@@ -58,8 +58,8 @@ std::unique_ptr<VolcanoAllocator> MakeVolcanoAllocator(const PluginOptions& o,
           }
           return std::nullopt;
         },
-        .profiles = [mig_driver](const std::string& gpu) {
-          return DriverMigProfiles(*mig_driver, gpu);
+        .profiles = [mig_instances](const std::string& gpu) {
+          return DriverMigProfiles(*mig_instances, gpu);
         },
         .instances = mig_instances,
         .finished = [&client](const MigInstance& i) { return MigPodFinished(client, i); }};
@@ -128,7 +128,7 @@ PluginService::PluginService(k8s::RestClient& client, GpuDriver& driver, PluginO
                                 clock_)),
       allocator_(client, AllocatorOptionsOf(options_, mig_instances_.get()),
                  [this] { return registrar_.Replicas(); }, clock_),
-      volcano_allocator_(MakeVolcanoAllocator(options_, client, registrar_, mig_driver,
+      volcano_allocator_(MakeVolcanoAllocator(options_, client, registrar_,
                                               mig_instances_.get())),
       volcano_share_(MakeVolcanoShare(options_, client, registrar_)),
       registrar_(client, driver,

@@ -8,12 +8,12 @@
 
 #include "common/log.h"
 #include "common/uuid.h"
+#include "device/mig_allocation.h"
 #include "device/volcano_vgpu.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/hook_install.h"
 #include "deviceplugin/volcano_api.h"
 #include "deviceplugin/volcano_mig_allocate.h"
-#include "device/mig_allocation.h"
 #include "k8s/api_error.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
@@ -32,19 +32,6 @@ std::string Describe(const device::ContainerDevices& devices, int32_t factor) {
 }
 
 std::string RandomCacheName() { return NewRandomUuid() + ".cache"; }
-
-// The MIG UUIDs of container `index` in a hami.io/vgpu-mig-allocations value.
-std::string MigUuidList(const std::string& annotation, size_t index) {
-  std::string out;
-  Result<std::vector<device::MigAllocation>> all = device::DecodeMigAllocations(annotation);
-  if (!all.ok()) return out;
-  for (const device::MigAllocation& m : *all) {
-    if (m.runtime && m.container_index == static_cast<int32_t>(index)) {
-      out += (out.empty() ? "" : ", ") + m.runtime->mig_uuid;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -141,8 +128,7 @@ Result<ContainerAllocation> VolcanoAllocator::Answer(const Picked& p, size_t req
 }
 
 Result<ContainerAllocation> VolcanoAllocator::AnswerMig(const Picked& p, size_t request_size,
-                                                        std::vector<MigOwner>* made,
-                                                        std::string* annotation) {
+                                                        MigAnswer* mig) {
   const device::VolcanoPick& pick = *p.pick;
   const size_t index = p.pod.resources.init_containers.size() + pick.container;
   Result<std::vector<device::MigAllocation>> slots =
@@ -151,9 +137,9 @@ Result<ContainerAllocation> VolcanoAllocator::AnswerMig(const Picked& p, size_t 
                 "kubelet asks for " + std::to_string(request_size) + " device(s), Volcano "
                 "assigned " + std::to_string(pick.devices.size())))
           : RealiseVolcanoMigSlots(p.view, static_cast<int32_t>(index), pick.devices,
-                                   options_.volcano.memory_factor, *options_.mig, made);
+                                   options_.volcano.memory_factor, *options_.mig, &mig->made);
   if (!slots.ok()) {
-    ReleaseMig(*made);
+    ReleaseMig(mig->made);
     MarkFailed(p, slots.status().message());
     return slots.status();
   }
@@ -161,10 +147,13 @@ Result<ContainerAllocation> VolcanoAllocator::AnswerMig(const Picked& p, size_t 
   a.container_index = index;
   a.container_name = index < p.view.containers.size() ? p.view.containers[index].name : "";
   std::vector<std::string> uuids;
-  for (const device::MigAllocation& m : *slots) uuids.push_back(m.runtime->mig_uuid);
+  for (const device::MigAllocation& m : *slots) {
+    uuids.push_back(m.runtime->mig_uuid);
+    mig->uuids += (mig->uuids.empty() ? "" : ", ") + m.runtime->mig_uuid;
+  }
   RuntimeDeviceList(uuids, p.pod.uid, options_.allocation, &a);
   auto it = p.view.annotations.find(std::string(device::kMigAllocationsAnnotation));
-  *annotation =
+  mig->annotation =
       MergeMigAllocations(it == p.view.annotations.end() ? "" : it->second, *slots);
   return a;
 }
@@ -181,17 +170,15 @@ void VolcanoAllocator::ReleaseMig(const std::vector<MigOwner>& made) {
 Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t request_size,
                                                     bool last_try) {
   const device::VolcanoPick& pick = *p.pick;
-  std::vector<MigOwner> made;  // MIG devices this attempt made
-  std::string mig;             // hami.io/vgpu-mig-allocations with this container's devices
-  HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, options_.mig
-                                                   ? AnswerMig(p, request_size, &made, &mig)
-                                                   : Answer(p, request_size));
+  MigAnswer mig;
+  HAMI_ASSIGN_OR_RETURN(ContainerAllocation a, options_.mig ? AnswerMig(p, request_size, &mig)
+                                                            : Answer(p, request_size));
   nlohmann::json patch;
   patch["metadata"]["resourceVersion"] = k8s::ResourceVersion(*p.object);
   nlohmann::json& anns = patch["metadata"]["annotations"];
   anns[std::string(device::kVolcanoDevicesToAllocateAnnotation)] =
       device::VolcanoToAllocateAfter(pick);
-  if (!mig.empty()) anns[std::string(device::kMigAllocationsAnnotation)] = mig;
+  if (options_.mig) anns[std::string(device::kMigAllocationsAnnotation)] = mig.annotation;
   if (pick.last) {
     anns[std::string(device::kVolcanoBindPhaseAnnotation)] =
         std::string(device::kVolcanoBindPhaseSuccess);
@@ -206,15 +193,13 @@ Result<ContainerAllocation> VolcanoAllocator::Serve(const Picked& p, size_t requ
   }
   if (!ack.ok()) {
     std::string why = "recording the allocation on the pod failed: " + ack.status().message();
-    if (options_.mig) ReleaseMig(made);
+    if (options_.mig) ReleaseMig(mig.made);
     MarkFailed(p, why);
     return Status(StatusCode::kUnavailable, "pod " + p.pod.Key() + ": " + why);
   }
   HAMI_LOG(Info) << "pod " << p.pod.Key() << " container " << a.container_name
                  << ": allocated " << Describe(pick.devices, options_.volcano.memory_factor)
-                 << (options_.mig
-                         ? " as MIG device(s) (" + MigUuidList(mig, a.container_index) + ")"
-                         : std::string())
+                 << (options_.mig ? " as MIG device(s) (" + mig.uuids + ")" : std::string())
                  << " on node " << options_.node_name << " (Volcano vGPU)";
   if (pick.last) Done(p);
   counter_.Count(true);

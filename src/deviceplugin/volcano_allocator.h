@@ -74,12 +74,16 @@ class VolcanoAllocator {
   // One attempt; kAborted when the pod changed under it.
   Result<ContainerAllocation> Serve(const Picked& p, size_t request_size, bool last_try)
       REQUIRES(mu_);
-  // The answer to kubelet under HAMi-core and MPS (libvgpu.so quotas), and under dynamic MIG
-  // (the MIG devices this call made go to `made`, the pod's MIG annotation to `annotation`).
+  // What a dynamic-MIG answer leaves for the pod's write.
+  struct MigAnswer {
+    std::vector<MigOwner> made;  // MIG devices this attempt made (destroyed if it gives up)
+    std::string annotation;      // hami.io/vgpu-mig-allocations with this container's devices
+    std::string uuids;           // the container's MIG devices, for the log
+  };
+  // The answer to kubelet under HAMi-core and MPS (libvgpu.so quotas), and under dynamic MIG.
   // A failure marks the pod failed.
   Result<ContainerAllocation> Answer(const Picked& p, size_t request_size) REQUIRES(mu_);
-  Result<ContainerAllocation> AnswerMig(const Picked& p, size_t request_size,
-                                        std::vector<MigOwner>* made, std::string* annotation)
+  Result<ContainerAllocation> AnswerMig(const Picked& p, size_t request_size, MigAnswer* mig)
       REQUIRES(mu_);
   void ReleaseMig(const std::vector<MigOwner>& made) REQUIRES(mu_);
   // The pod's last container is served: the lock goes, and a word on memory-only containers.
