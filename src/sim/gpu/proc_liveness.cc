@@ -11,11 +11,17 @@ namespace hami::sim {
 namespace {
 
 // The procfs the driver's questions go to: HAMI_SIM_HOST_PROC_FD when it names an open
-// directory, else the process's own /proc (AT_FDCWD with absolute paths).
+// directory, else HAMI_SIM_HOST_PROC when it names a directory that opens (the host's procfs
+// mounted into a container), else the process's own /proc (AT_FDCWD with absolute paths).
 int ProcDirFd() {
   static const int fd = [] {
     const char* v = getenv("HAMI_SIM_HOST_PROC_FD");
-    if (v == nullptr || *v == '\0') return -1;
+    if (v == nullptr || *v == '\0') {
+      const char* path = getenv("HAMI_SIM_HOST_PROC");
+      if (path == nullptr || *path == '\0') return -1;
+      // Kept open for the process's life: every later question is asked through it.
+      return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
     char* end = nullptr;
     long n = strtol(v, &end, 10);  // NOLINT(runtime/int)
     struct stat st;

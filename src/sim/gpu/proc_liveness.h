@@ -8,8 +8,10 @@
 // host's namespace, the simulated driver keys processes by host PID. A process inside a PID
 // namespace of its own (a container) cannot see its host PID through its own /proc, so whoever
 // starts such a process may hand it the host's procfs as an open directory descriptor in
-// HAMI_SIM_HOST_PROC_FD (the simulator's stand-in for the kernel's view); every PID and liveness
-// question of the simulated driver is then asked there. Without it, the process's /proc is used.
+// HAMI_SIM_HOST_PROC_FD (the simulator's stand-in for the kernel's view), or a container runtime
+// may mount the host's procfs into the container and name that folder in HAMI_SIM_HOST_PROC;
+// every PID and liveness question of the simulated driver is then asked there. Without either,
+// the process's /proc is used.
 //
 // Thread safety: thread-safe (reads procfs only).
 #pragma once

@@ -230,6 +230,9 @@ Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const 
 World::World(WorldOptions options) : options_(std::move(options)) {}
 
 World::~World() {
+  // A real node first, while everything it asks (the API server) still runs: its pods are
+  // taken down as a kubelet does, and nothing stays mounted in the world's folder.
+  real_nodes_.clear();
   // In three waves, each stopping together: the nodes' processes (their containers end with
   // their kubelets), then the schedulers, then the API server, which the others talk to until
   // they are gone.

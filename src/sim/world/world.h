@@ -33,9 +33,14 @@
 #include "k8s/object.h"
 #include "k8s/rest_client.h"
 #include "sim/world/kube_control_plane.h"
+#include "sim/world/kube_node.h"
 #include "sim/world/logged_process.h"
 
 namespace hami::sim {
+
+// The image the containers of a real node run (WorldOptions::node_bin_dir): hami-cpp's binaries
+// at the production image's paths, vgpu_probe, busybox; also the node's pause image.
+inline constexpr const char* kNodeTestImage = "localhost/hami-cpp:node-test";
 
 struct WorldNode {
   std::string name;
@@ -70,6 +75,11 @@ struct WorldOptions {
   std::string build_dir;  // holds bin/, lib/ and sim/
   ControlPlaneKind control_plane = ControlPlaneKind::kSimulated;
   std::string kube_bin_dir;  // with kReal: what scripts/kube-tools.sh prints
+  // With kReal and non-empty: the node (one at most) is a real one, containerd and a kubelet
+  // (kube_node.h) set up by scripts/node-tools.sh (what it prints), instead of hami-sim-kubelet.
+  // Its containers run kNodeTestImage (sim/node/node_image.h, made from build_dir at start) and
+  // get the simulated driver through hami-sim-container-runtime, containerd's runc there.
+  std::string node_bin_dir;
   // With kReal and non-empty: kube-scheduler runs with the KubeSchedulerConfiguration this Helm
   // chart renders (`helm template`, the hami-scheduler ConfigMap's config.yaml), pointed at the
   // world's extender; otherwise with KubeSchedulerConfigYaml (the same shape).
@@ -182,6 +192,8 @@ class World {
   Result<std::string> AuthorizationReport();
   // The real control plane, or null with the simulated one.
   KubeControlPlane* real_control_plane() { return control_plane_.get(); }
+  // A real node (WorldOptions::node_bin_dir) by name, or null.
+  KubeNode* real_node(const std::string& name);
 
  private:
   explicit World(WorldOptions options);
@@ -191,6 +203,10 @@ class World {
   Status SetUpRbac();
   // The node's directory, driver config and processes (its GPUs are not awaited).
   Status StartNode(const WorldNode& node);
+  // A real node's containerd and kubelet (world_real_node.cc); the node image at the first.
+  Status StartRealNode(const WorldNode& node);
+  // The folder a node's device plugin puts its socket in.
+  std::string DevicePluginDir(const std::string& node);
   Status WriteTokenKubeconfig(const std::string& path, const std::string& token);
   // Starts `name`; with `ready` non-null, waits for the ready file the process was told to
   // write (ReadyArg(name) among its arguments) and returns its fields there.
@@ -216,6 +232,8 @@ class World {
   std::map<std::string, std::string> monitor_urls_;  // by node
   std::unique_ptr<k8s::RestClient> client_;
   std::unique_ptr<KubeControlPlane> control_plane_;  // with ControlPlaneKind::kReal
+  std::map<std::string, std::unique_ptr<KubeNode>> real_nodes_;  // with node_bin_dir
+  std::string node_image_;  // the node image's OCI archive, once made
   // By name; the start order is kept below.
   std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;
   std::vector<std::string> order_;

@@ -16,6 +16,10 @@ using SteadyClock = std::chrono::steady_clock;
 Status World::StartKubelet(const std::string& node) {
   const WorldNode* n = Node(node);
   if (n == nullptr) return NotFoundError("no node " + node);
+  if (!options_.node_bin_dir.empty()) {
+    if (KubeNode* real = real_node(node)) return real->StartKubelet();
+    return StartRealNode(*n);
+  }
   const std::string here = options_.kubelet_relative_paths ? "" : dir_ + "/";
   std::vector<std::string> argv = {Bin("hami-sim-kubelet"),
                                    "--kubeconfig=" + kubeconfig_,
@@ -41,6 +45,7 @@ Status World::StartKubelet(const std::string& node) {
 }
 
 Status World::StopKubelet(const std::string& node) {
+  if (KubeNode* real = real_node(node)) return real->StopKubelet();
   auto it = processes_.find(node + "-kubelet");
   if (it == processes_.end()) return NotFoundError("no kubelet for " + node);
   it->second->Stop();
@@ -59,7 +64,7 @@ Status World::StartPlugin(const std::string& node) {
   if (n->cdi_runtime) env.push_back("CDI_SPEC_DIR=" + dir_ + "/" + node + "/cdi");
   env.insert(env.end(), n->plugin_env.begin(), n->plugin_env.end());
   std::vector<std::string> argv = {Bin("hami-device-plugin"),
-                                   "--device-plugin-path=" + dir_ + "/" + node + "/device-plugins",
+                                   "--device-plugin-path=" + DevicePluginDir(node),
                                    "--hook-path=" + HookPath(node),
                                    "--libvgpu=" + options_.build_dir + "/lib/libvgpu.so",
                                    "--node-config-file=" + dir_ + "/config.json",
@@ -109,6 +114,10 @@ Status World::StopPlugin(const std::string& node) {
 LoggedProcess* World::Find(const std::string& process) const {
   auto it = processes_.find(process);
   if (it != processes_.end()) return it->second->Running() ? it->second.get() : nullptr;
+  for (const auto& [name, node] : real_nodes_) {
+    if (process == name + "-kubelet") return node->Process("kubelet");
+    if (process == name + "-containerd") return node->Process("containerd");
+  }
   if (!control_plane_) return nullptr;
   return control_plane_->Process(process == "apiserver" ? "kube-apiserver" : process);
 }
