@@ -1,14 +1,20 @@
 // node_bench: the node side end to end, every component its own process (src/sim/world): the
 // simulated API server, hami-scheduler, the kube-scheduler stand-in, and one node with 8
-// simulated GPUs, its hami-sim-kubelet and hami-device-plugin.
+// simulated GPUs, its hami-sim-kubelet and hami-device-plugin. With --kube-bin and --node-bin,
+// the real ones instead: etcd, kube-apiserver, kube-scheduler and a real node (containerd, runc
+// and the kubelet; scripts/kube-tools.sh and scripts/node-tools.sh, as root), whose containers
+// run the node image.
 //
 //   build/bin/node_bench [--pods N] [--latency-pods M] [--volcano]
+//   build/bin/node_bench --kube-bin "$(bash scripts/kube-tools.sh)" --node-bin DIR
+//     (DIR: what `bash scripts/node-tools.sh` prints)
 //
 // Prints (1) the time from creating a pod to its container process running under its quota,
 // one pod at a time (M pods); (2) how many pods per second go into the one node when N are
 // created at once: every bind takes the node lock, which the plugin releases when kubelet's
 // Allocate is done, so this is the node's allocation throughput; (3) the resident memory of the
-// device plugin and the kubelet afterwards.
+// device plugin and the kubelet afterwards, and on the real node the kubelet's own histogram of
+// its Allocate calls to the plugin.
 //
 // With --volcano the plugin serves Volcano's vGPU protocol (VOLCANO_MODE=vgpu, gpuMemoryFactor
 // 64) and no scheduler takes part: each pod is created bound to the node, with the annotations
@@ -33,6 +39,7 @@
 #include "k8s/informer.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
+#include "histogram.h"
 #include "sim/world/world.h"
 
 namespace {
@@ -51,9 +58,13 @@ long RssKiB(int pid) {  // NOLINT(runtime/int)
   return -1;
 }
 
-std::string Pod(const std::string& name) {
+// A GPU pod sleeping; on a real node, of the node image (imported, never pulled).
+std::string Pod(const std::string& name, bool real) {
+  const std::string image =
+      real ? std::string(sim::kNodeTestImage) + "\n    imagePullPolicy: Never" : "busybox";
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  containers:\n  - name: main\n    image: busybox\n"
+         "\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n"
+         "    image: " + image + "\n"
          "    command: [\"sleep\", \"600\"]\n    resources:\n      limits:\n"
          "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 256\n"
          "        nvidia.com/gpucores: 1\n";
@@ -105,9 +116,31 @@ int main(int argc, char** argv) {
   bool volcano = false;
   app.add_flag("--volcano", volcano,
                "serve Volcano's vGPU protocol; pods are created bound, as Volcano leaves them");
+  std::string kube_bin, node_bin;
+  app.add_option("--kube-bin", kube_bin,
+                 "the real control plane's binaries (scripts/kube-tools.sh); needs --node-bin");
+  app.add_option("--node-bin", node_bin,
+                 "a real node's kubelet and tools (scripts/node-tools.sh); needs --kube-bin");
   if (std::optional<int> exit = hami::ParseGoStyleFlags(app, argc, argv)) return *exit;
+  const bool real = !kube_bin.empty() || !node_bin.empty();
+  if (real && (kube_bin.empty() || node_bin.empty() || volcano)) {
+    std::fprintf(stderr, "a real node needs both --kube-bin and --node-bin, and no --volcano\n");
+    return 2;
+  }
+  // The kubelet runs 110 pods at most.
+  if (real && pods + latency_pods > 100) {
+    std::fprintf(stderr, "a real node takes 100 pods here (--pods + --latency-pods)\n");
+    return 2;
+  }
   sim::WorldOptions o;
   o.build_dir = HAMI_BUILD_DIR;
+  if (real) {
+    o.control_plane = sim::ControlPlaneKind::kReal;
+    o.kube_bin_dir = kube_bin;
+    o.node_bin_dir = node_bin;
+    o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
+    o.start_timeout = std::chrono::seconds(180);
+  }
   o.nodes.resize(1);
   o.nodes[0].name = "node-a";
   for (int i = 0; i < 8; ++i) {
@@ -150,7 +183,7 @@ int main(int argc, char** argv) {
   // Creates pod `name` (number i): through the scheduler, or as Volcano leaves it at bind, with
   // Volcano's node lock taken (the plugin releases it when the pod is served).
   auto create = [&](const std::string& name, int i) {
-    if (!volcano) return world.Apply(Pod(name), "default").ok();
+    if (!volcano) return world.Apply(Pod(name, real), "default").ok();
     return world.Apply(VolcanoPod(name, uuids[static_cast<size_t>(i) % 8], 1700000000L + i),
                        "default")
                .ok() &&
@@ -199,7 +232,7 @@ int main(int argc, char** argv) {
       created[name] = SteadyClock::now();
     }
     if (!create(name, i) ||
-        !wait_running(static_cast<size_t>(i + 1), std::chrono::seconds(30))) {
+        !wait_running(static_cast<size_t>(i + 1), std::chrono::seconds(real ? 90 : 30))) {
       std::fprintf(stderr, "pod %s did not run\n", name.c_str());
       return 1;
     }
@@ -207,9 +240,10 @@ int main(int argc, char** argv) {
     latency.push_back(Ms(running[name] - created[name]));
   }
   std::sort(latency.begin(), latency.end());
-  std::printf("apply -> container running   n=%zu  p50=%.1f ms  p90=%.1f ms  max=%.1f ms\n",
-              latency.size(), latency[latency.size() / 2], latency[latency.size() * 9 / 10],
-              latency.back());
+  std::printf(
+      "apply -> container running   n=%zu  p50=%.1f ms  p90=%.1f ms  p99=%.1f ms  max=%.1f ms\n",
+      latency.size(), latency[latency.size() / 2], latency[latency.size() * 9 / 10],
+      latency[std::min(latency.size() - 1, latency.size() * 99 / 100)], latency.back());
 
   // (2) A burst into the one node: the pods are created while the kube-scheduler stand-in is
   // stopped, so what is timed is placement and allocation alone. In Volcano mode the pods are
@@ -224,7 +258,8 @@ int main(int argc, char** argv) {
     t0 = SteadyClock::now();
     if (!world.Signal("kube-scheduler", SIGCONT).ok()) return 1;
   }
-  if (!wait_running(static_cast<size_t>(latency_pods + pods), std::chrono::seconds(120))) {
+  if (!wait_running(static_cast<size_t>(latency_pods + pods),
+                    std::chrono::seconds(real ? 600 : 120))) {
     std::fprintf(stderr, "the burst did not finish\n");
     return 1;
   }
@@ -242,10 +277,29 @@ int main(int argc, char** argv) {
       pods, pods / (Ms(last_allocated - t0) / 1000), Ms(last_allocated - t0),
       pods / (Ms(t1 - t0) / 1000), Ms(t1 - t0));
 
-  // (3) Memory.
-  std::printf("RSS: hami-device-plugin %ld KiB, hami-sim-kubelet %ld KiB (%d containers)\n",
-              RssKiB(world.Pid("node-a-plugin")), RssKiB(world.Pid("node-a-kubelet")),
-              latency_pods + pods);
+  // (3) Memory, and the real kubelet's view of its Allocate calls.
+  std::printf("RSS: hami-device-plugin %ld KiB, %s %ld KiB (%d containers)\n",
+              RssKiB(world.Pid("node-a-plugin")), real ? "kubelet" : "hami-sim-kubelet",
+              RssKiB(world.Pid("node-a-kubelet")), latency_pods + pods);
+  if (real) {
+    // The kubelet's metrics through the API server's node proxy (its client certificate).
+    Result<k8s::HttpResponse> page =
+        world.client().Send("GET", "/api/v1/nodes/node-a/proxy/metrics");
+    if (!page.ok() || page->status != 200) {
+      std::fprintf(stderr, "no kubelet metrics: %s\n",
+                   page.ok() ? page->body.c_str() : page.status().ToString().c_str());
+      return 1;
+    }
+    std::map<double, double> alloc =
+        bench::Buckets(sim::ParseExposition(page->body),
+                       "kubelet_device_plugin_alloc_duration_seconds",
+                       {{"resource_name", "nvidia.com/gpu"}});
+    std::printf("kubelet -> hami-device-plugin Allocate (the kubelet's histogram): n=%.0f  "
+                "p50=%.2f ms  p99=%.2f ms\n",
+                alloc.empty() ? 0.0 : alloc.rbegin()->second, bench::Quantile(alloc, 0.5) * 1e3,
+                bench::Quantile(alloc, 0.99) * 1e3);
+    std::printf("RSS: containerd %ld KiB\n", RssKiB(world.Pid("node-a-containerd")));
+  }
   informer.Stop();
   return 0;
 }

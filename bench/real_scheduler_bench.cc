@@ -46,6 +46,7 @@
 #include "k8s/rest_client.h"
 #include "k8s/typed.h"
 #include "bench_gpus.h"
+#include "histogram.h"
 #include "proc_status.h"
 #include "sim/cluster/fake_device_plugin.h"
 #include "sim/world/demo.h"
@@ -56,6 +57,8 @@ namespace {
 
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
+using hami::bench::Buckets;
+using hami::bench::Quantile;
 
 struct Args {
   std::string kube_bin;
@@ -71,43 +74,6 @@ struct Args {
 
 double Since(SteadyClock::time_point t0) {
   return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
-
-// `q`-quantile of a Prometheus histogram's cumulative buckets (upper bound -> count), by linear
-// interpolation inside the bucket, as histogram_quantile does.
-double Quantile(const std::map<double, double>& buckets, double q) {
-  if (buckets.empty()) return NAN;
-  double total = buckets.rbegin()->second;
-  if (total <= 0) return NAN;
-  double rank = q * total, lower = 0, below = 0;
-  for (const auto& [le, count] : buckets) {
-    if (count >= rank) {
-      if (std::isinf(le)) return lower;
-      return lower + (le - lower) * (rank - below) / std::max(count - below, 1e-9);
-    }
-    lower = le;
-    below = count;
-  }
-  return lower;
-}
-
-// The cumulative buckets (upper bound -> count) of histogram `name`, summed over the series
-// whose labels include every pair of `want`.
-std::map<double, double> Buckets(const std::vector<hami::sim::MetricSample>& page,
-                                 const std::string& name,
-                                 const std::map<std::string, std::string>& want) {
-  std::map<double, double> out;
-  for (const hami::sim::MetricSample& m : page) {
-    auto le = m.labels.find("le");
-    if (m.name != name + "_bucket" || le == m.labels.end()) continue;
-    bool match = true;
-    for (const auto& [k, v] : want) {
-      auto it = m.labels.find(k);
-      match = match && it != m.labels.end() && it->second == v;
-    }
-    if (match) out[std::strtod(le->second.c_str(), nullptr)] += m.value;  // "+Inf" reads as inf
-  }
-  return out;
 }
 
 Json MakeNode(int n) {

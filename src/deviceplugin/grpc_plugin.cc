@@ -167,6 +167,13 @@ Status GrpcPlugin::Register() {
   // included, of any other channel to the same socket path still alive in this process.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A restarted kubelet creates kubelet.sock (which wakes us) a moment before it listens on it;
+  // gRPC's first reconnect would then wait its default second, during which the kubelet
+  // already admits pods and refuses those asking for our devices (UnexpectedAdmissionError).
+  // Retry every 100 ms instead, up to a second apart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel =
       grpc::CreateCustomChannel("unix://" + kubelet, grpc::InsecureChannelCredentials(), args);
   auto stub = api::Registration::NewStub(channel);

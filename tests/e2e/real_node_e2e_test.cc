@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -45,16 +47,33 @@ bool RunningWithDevices(const k8s::Object& p) {
   return PodPhase(p) == "Running" && Annotation(p, "hami.io~1bind-phase") == "success";
 }
 
-// A pod of the node image with one container asking for one GPU share.
-std::string GpuPod(const std::string& name, int mem, int cores, const std::string& script) {
+// A pod of the node image with one container asking for `gpus` GPU shares of `mem` MiB each,
+// given `grace` seconds between SIGTERM and SIGKILL.
+std::string GpuPod(const std::string& name, int mem, int cores, const std::string& script,
+                   int gpus = 1, int grace = 2) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: 2\n"
-         "  containers:\n  - name: main\n    image: " + std::string(sim::kNodeTestImage) +
-         "\n    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", " +
-         k8s::Object(script).dump() +
-         "]\n    resources:\n      limits:\n        nvidia.com/gpu: 1\n"
-         "        nvidia.com/gpumem: " + std::to_string(mem) + "\n" +
+         "\nspec:\n  restartPolicy: Never\n  terminationGracePeriodSeconds: " +
+         std::to_string(grace) + "\n  containers:\n  - name: main\n    image: " +
+         std::string(sim::kNodeTestImage) + "\n    imagePullPolicy: Never\n    command: "
+         "[\"sh\", \"-c\", " + k8s::Object(script).dump() +
+         "]\n    resources:\n      limits:\n        nvidia.com/gpu: " + std::to_string(gpus) +
+         "\n        nvidia.com/gpumem: " + std::to_string(mem) + "\n" +
          (cores > 0 ? "        nvidia.com/gpucores: " + std::to_string(cores) + "\n" : "");
+}
+
+std::string ContainerId(const k8s::Object& pod) {
+  return k8s::GetString(pod["status"]["containerStatuses"][0], "/containerID");
+}
+
+int RestartCount(const k8s::Object& pod) {
+  return pod["status"]["containerStatuses"][0].value("restartCount", -1);
+}
+
+bool Unschedulable(const k8s::Object& p) {
+  for (const auto& c : p["status"].value("conditions", k8s::Object::array())) {
+    if (c.value("type", "") == "PodScheduled") return c.value("reason", "") == "Unschedulable";
+  }
+  return false;
 }
 
 class RealNodeE2E : public ::testing::Test {
@@ -135,6 +154,29 @@ class RealNodeE2E : public ::testing::Test {
     return mine;
   }
 
+  // How often the plugin has registered with a kubelet, from its log.
+  size_t Registrations() {
+    const std::string log = ReadFile(w_->LogFile("node-1-plugin"));
+    size_t n = 0;
+    for (size_t at = log.find(kRegistered); at != std::string::npos;
+         at = log.find(kRegistered, at + 1)) {
+      ++n;
+    }
+    return n;
+  }
+
+  // Whether the plugin has registered `n` times within 60 s. Its log is read every 100 ms: the
+  // plugin announces a registration nowhere else.
+  bool WaitForRegistrations(size_t n) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (Registrations() < n) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return true;
+  }
+
+  static constexpr const char* kRegistered = "registered nvidia.com/gpu with kubelet";
   std::unique_ptr<World> w_;
 };
 
@@ -169,11 +211,11 @@ TEST_F(RealNodeE2E, AGpuPodRunsInARealContainerUnderItsQuota) {
   EXPECT_NE(log->find("ok=0 fail=1 first_error=2"), std::string::npos)
       << "past the quota, CUDA_ERROR_OUT_OF_MEMORY:\n" << *log;
 
-  // The container is runc's: PID 1 in its own PID namespace is the pod's shell, and libvgpu is
-  // preloaded through the /etc/ld.so.preload the plugin mounted.
+  // The container is runc's: PID 1 in its own PID namespace is the pod's command (the shell
+  // exec'd sleep), and libvgpu is preloaded through the /etc/ld.so.preload the plugin mounted.
   ProcessResult init = Kubectl({"exec", "quota", "--", "cat", "/proc/1/cmdline"});
   EXPECT_EQ(init.exit_code, 0) << init.err;
-  EXPECT_EQ(init.out.rfind(std::string("sh\0-c", 5), 0), 0u) << init.out;
+  EXPECT_EQ(init.out, std::string("sleep\0003600\0", 11)) << init.out;
   ProcessResult preload = Kubectl({"exec", "quota", "--", "cat", "/etc/ld.so.preload"});
   EXPECT_EQ(preload.exit_code, 0) << preload.err;
   EXPECT_NE(preload.out.find("libvgpu.so"), std::string::npos) << preload.out;
@@ -182,6 +224,9 @@ TEST_F(RealNodeE2E, AGpuPodRunsInARealContainerUnderItsQuota) {
   ProcessResult smi = Kubectl({"exec", "quota", "--", "nvidia-smi"});
   EXPECT_EQ(smi.exit_code, 0) << smi.err;
   EXPECT_NE(smi.out.find("MiB / 4096MiB"), std::string::npos) << smi.out;
+  ProcessResult view = Kubectl({"exec", "quota", "--", "hamictl", "smi"});
+  EXPECT_EQ(view.exit_code, 0) << view.err;
+  EXPECT_NE(view.out.find("MiB / 4096MiB"), std::string::npos) << view.out;
   ProcessResult logs = Kubectl({"logs", "quota"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_NE(logs.out.find("probe-done"), std::string::npos) << logs.out;
@@ -191,7 +236,11 @@ TEST_F(RealNodeE2E, AGpuPodRunsInARealContainerUnderItsQuota) {
 // have PIDs of their own namespace, the simulated driver reports host PIDs (as a kernel driver
 // does), and the monitor maps one to the other so that libvgpu can hold the SM limit.
 TEST_F(RealNodeE2E, TheMonitorMapsContainerPidsAndTheSmLimitHolds) {
-  ASSERT_TRUE(w_->Apply(GpuPod("worker", 4096, 30, "exec vgpu_probe workload --mem-fraction 0.5"),
+  // Under the default policy the monitor relaxes an SM limit while its GPU runs nothing else
+  // (HAMi's semantics); force holds it alone on the GPU too.
+  ASSERT_TRUE(w_->Apply(GpuPod("worker", 4096, 30,
+                               "GPU_CORE_UTILIZATION_POLICY=force exec vgpu_probe workload "
+                               "--mem-fraction 0.5"),
                         "default")
                   .ok());
   ASSERT_TRUE(w_->WaitForPod("default", "worker", RunningWithDevices, std::chrono::seconds(120))
@@ -235,7 +284,8 @@ TEST_F(RealNodeE2E, TheMonitorMapsContainerPidsAndTheSmLimitHolds) {
                      [&](const auto&) { return std::chrono::steady_clock::now() > settle; });
   const double util = Value(m, "hami_container_device_utilization_ratio");
   EXPECT_GT(util, 0) << "the workload runs kernels";
-  EXPECT_LE(util, 40) << "held to its 30 % SM limit (percent)";
+  EXPECT_LE(util, 40) << "held to its 30 % SM limit (percent); its log:\n"
+                       << w_->Logs("default", "worker", "main").value_or("(none)");
 }
 
 // The kubelet stops and starts again while a GPU pod runs: the plugin registers again on the
@@ -253,9 +303,13 @@ TEST_F(RealNodeE2E, AKubeletRestartKeepsRunningPodsAndTheirDevices) {
 
   sim::KubeNode* node = w_->real_node("node-1");
   ASSERT_NE(node, nullptr);
+  const size_t registrations = Registrations();
   ASSERT_TRUE(node->StopKubelet().ok());
   ASSERT_TRUE(node->StartKubelet().ok());
-  // Registered again: the node offers its 20 shares once more.
+  // The node object still says 20 from before the restart: what tells that the new kubelet has
+  // the plugin is the plugin registering again. A pod bound before that is refused by the
+  // kubelet (UnexpectedAdmissionError), as with any device plugin.
+  EXPECT_TRUE(WaitForRegistrations(registrations + 1)) << ReadFile(w_->LogFile("node-1-plugin"));
   Result<k8s::Object> back = w_->WaitForNode("node-1", [](const k8s::Object& n) {
     return k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu") == "20";
   }, std::chrono::seconds(120));
@@ -276,6 +330,108 @@ TEST_F(RealNodeE2E, AKubeletRestartKeepsRunningPodsAndTheirDevices) {
   ProcessResult env = Kubectl({"exec", "later", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"});
   EXPECT_EQ(env.exit_code, 0) << env.err;
   EXPECT_EQ(env.out.rfind("GPU-", 0), 0u) << env.out;
+}
+
+// hami-device-plugin stops and starts again while a pod holds a whole GPU's memory: it registers
+// again, the running container is left alone, the kubelet's checkpoint keeps that pod's devices
+// and the scheduler its memory, so that the next pod gets the other GPU and a third waits.
+TEST_F(RealNodeE2E, ADevicePluginRestartKeepsAllocations) {
+  ASSERT_TRUE(w_->Apply(GpuPod("first", 81920, 0, "exec sleep 3600"), "default").ok());
+  Result<k8s::Object> first = w_->WaitForPod("default", "first", RunningWithDevices,
+                                             std::chrono::seconds(120));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  ASSERT_TRUE(w_->StopPlugin("node-1").ok());
+  ASSERT_TRUE(w_->StartPlugin("node-1").ok());
+  Result<k8s::Object> back = w_->WaitForNode("node-1", [](const k8s::Object& n) {
+    return k8s::GetString(n, "/status/allocatable/nvidia.com~1gpu") == "20";
+  }, std::chrono::seconds(120));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+
+  ASSERT_TRUE(w_->Apply(GpuPod("second", 81920, 0, "exec sleep 3600"), "default").ok());
+  Result<k8s::Object> second = w_->WaitForPod("default", "second", RunningWithDevices,
+                                              std::chrono::seconds(120));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ProcessResult a = Kubectl({"exec", "first", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"});
+  ProcessResult b = Kubectl({"exec", "second", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out.rfind("GPU-", 0), 0u) << a.out;
+  EXPECT_NE(a.out, b.out) << "each pod holds a whole GPU's memory: never the same GPU";
+
+  // Both GPUs are full: a third such pod is refused by the scheduler, not over-committed.
+  ASSERT_TRUE(w_->Apply(GpuPod("third", 81920, 0, "exec sleep 3600"), "default").ok());
+  EXPECT_TRUE(w_->WaitForPod("default", "third", Unschedulable, std::chrono::seconds(60)).ok());
+  Result<k8s::Object> after = k8s::GetPod(w_->client(), "default", "first");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(PodPhase(*after), "Running");
+  EXPECT_EQ(ContainerId(*after), ContainerId(*first));
+  EXPECT_EQ(RestartCount(*after), 0);
+}
+
+// containerd stops and starts again under a running pod: the container keeps running under its
+// shim (same container, no restart, exec still works) and the kubelet starts new pods on the new
+// containerd.
+TEST_F(RealNodeE2E, AContainerdRestartLeavesRunningPodsAlone) {
+  ASSERT_TRUE(w_->Apply(GpuPod("steady", 8192, 0, "exec sleep 3600"), "default").ok());
+  Result<k8s::Object> before = w_->WaitForPod("default", "steady", RunningWithDevices,
+                                              std::chrono::seconds(120));
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  sim::KubeNode* node = w_->real_node("node-1");
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(node->RestartContainerd().ok());
+
+  ASSERT_TRUE(w_->Apply(GpuPod("later", 8192, 0, "exec sleep 3600"), "default").ok());
+  Result<k8s::Object> later = w_->WaitForPod("default", "later", RunningWithDevices,
+                                             std::chrono::seconds(120));
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  Result<k8s::Object> after = k8s::GetPod(w_->client(), "default", "steady");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(PodPhase(*after), "Running");
+  EXPECT_EQ(ContainerId(*after), ContainerId(*before));
+  EXPECT_EQ(RestartCount(*after), 0);
+  ProcessResult smi = Kubectl({"exec", "steady", "--", "nvidia-smi"});
+  EXPECT_EQ(smi.exit_code, 0) << smi.err;
+  EXPECT_NE(smi.out.find("MiB / 8192MiB"), std::string::npos) << smi.out;
+}
+
+// A pod holding both GPUs whole is deleted while its container ignores SIGTERM: the kubelet
+// kills it only after the grace period, and until then its devices stay taken, so that a pod
+// asking the same waits and starts only once the first one's process is gone.
+TEST_F(RealNodeE2E, APodIgnoringSigtermKeepsItsDevicesUntilItsContainerIsGone) {
+  ASSERT_TRUE(w_->Apply(GpuPod("stubborn", 81920, 0,
+                               "trap '' TERM; echo ignoring-term; while :; do sleep 1; done", 2,
+                               8),
+                        "default")
+                  .ok());
+  Result<k8s::Object> stubborn = w_->WaitForPod("default", "stubborn", RunningWithDevices,
+                                                std::chrono::seconds(120));
+  ASSERT_TRUE(stubborn.ok()) << stubborn.status().ToString();
+  ASSERT_TRUE(w_->WaitForLog("default", "stubborn", "main", "ignoring-term").ok());
+  // The container's shell as the host sees it: containerd's task of that container.
+  std::string id = ContainerId(*stubborn);
+  id = id.substr(id.find("://") + 3);
+  Result<std::string> tasks = w_->real_node("node-1")->Ctr({"tasks", "list"});
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  std::istringstream rows(*tasks);
+  int pid = 0;
+  for (std::string task, line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    fields >> task;
+    if (task == id) fields >> pid;
+  }
+  ASSERT_GT(pid, 1) << *tasks;
+
+  ProcessResult del = Kubectl({"delete", "pod", "stubborn", "--wait=false"});
+  ASSERT_EQ(del.exit_code, 0) << del.err;
+  ASSERT_TRUE(w_->Apply(GpuPod("successor", 81920, 0, "exec sleep 3600", 2), "default").ok());
+  Result<k8s::Object> successor = w_->WaitForPod("default", "successor", RunningWithDevices,
+                                                 std::chrono::seconds(120));
+  ASSERT_TRUE(successor.ok()) << successor.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid) + "/cmdline"))
+      << "the successor runs while the stubborn container's process " << pid << " still lives";
+  EXPECT_EQ(k8s::GetPod(w_->client(), "default", "stubborn").status().code(),
+            StatusCode::kNotFound);
 }
 
 }  // namespace

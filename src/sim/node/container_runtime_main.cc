@@ -1,8 +1,11 @@
 // hami-sim-container-runtime: runc with the simulated NVIDIA driver added to GPU containers
 // (sim_runtime_hook.h), for the tests' real node. containerd runs it as its runc (BinaryName);
 // HAMI_SIM_RUNTIME_CONFIG names its config file (inherited from containerd through the shim).
-// Without that variable every call goes to /usr/sbin/runc untouched.
+// Without that variable no driver is added and runc is /usr/sbin/runc. On a kernel that refuses
+// to lower OOM scores, a container's score is kept at the floor (RaiseOomScoreAdj).
 #include <unistd.h>
+
+#include <climits>
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +16,31 @@
 #include "sim/node/sim_runtime_hook.h"
 
 namespace {
+
+// Whether this process may set its OOM score adjustment to `value` (tried, then put back).
+bool CanSetOomScore(int value) {
+  FILE* f = std::fopen("/proc/self/oom_score_adj", "r+");
+  if (f == nullptr) return true;
+  int current = 0;
+  bool can = std::fscanf(f, "%d", &current) == 1;
+  std::rewind(f);
+  can = can && std::fprintf(f, "%d\n", value) > 0 && std::fflush(f) == 0;
+  if (can) {
+    std::rewind(f);
+    std::fprintf(f, "%d\n", current);
+    std::fflush(f);
+  }
+  std::fclose(f);
+  return can;
+}
+
+// The lowest OOM score the container may get: INT_MIN when its spec's own can be set here, else
+// 0 when that can, else 1000.
+int OomScoreFloor(const std::string& spec) {
+  std::optional<int> wanted = hami::sim::SpecOomScoreAdj(spec);
+  if (!wanted || CanSetOomScore(*wanted)) return INT_MIN;
+  return CanSetOomScore(0) ? 0 : 1000;
+}
 
 int Fail(const std::string& message) {
   // runc's caller (containerd's shim) reports runc's error output with the failed create.
@@ -35,15 +63,39 @@ int main(int argc, char** argv) {
     if (!parsed.ok()) return Fail(std::string(config_path) + ": " + parsed.status().ToString());
     config = *parsed;
   }
-  if (std::optional<std::string> bundle = hami::sim::CreateBundle(args);
-      configured && bundle) {
+  if (std::optional<std::string> bundle = hami::sim::CreateBundle(args)) {
     const std::string spec_path = *bundle + "/config.json";
     hami::Result<std::string> spec = hami::ReadFileToString(spec_path);
     if (!spec.ok()) return Fail(spec.status().ToString());
-    auto edited = hami::sim::AddSimulatedDriver(*spec, config);
-    if (!edited.ok()) return Fail(spec_path + ": " + edited.status().ToString());
+    std::string text = *spec;
+    bool changed = false;
+    if (configured) {
+      auto edited = hami::sim::AddSimulatedDriver(text, config);
+      if (!edited.ok()) return Fail(spec_path + ": " + edited.status().ToString());
+      if (*edited) text = **edited, changed = true;
+    }
+    const int floor = OomScoreFloor(text);
+    auto raised = hami::sim::RaiseOomScoreAdj(text, floor);
+    if (!raised.ok()) return Fail(spec_path + ": " + raised.status().ToString());
+    if (*raised) {
+      std::fprintf(stderr,
+                   "hami-sim-container-runtime: this kernel refuses OOM scores below %d; the "
+                   "container keeps %d\n",
+                   floor, floor);
+      text = **raised, changed = true;
+    }
+    if (changed) {
+      hami::Status written = hami::WriteFileAtomically(spec_path, text, 0644);
+      if (!written.ok()) return Fail(written.ToString());
+    }
+  }
+  if (std::optional<std::string> file = hami::sim::ExecProcessFile(args); file && configured) {
+    hami::Result<std::string> process = hami::ReadFileToString(*file);
+    if (!process.ok()) return Fail(process.status().ToString());
+    auto edited = hami::sim::ProcessWithDriverEnv(*process, config);
+    if (!edited.ok()) return Fail(*file + ": " + edited.status().ToString());
     if (*edited) {
-      hami::Status written = hami::WriteFileAtomically(spec_path, **edited, 0644);
+      hami::Status written = hami::WriteFileAtomically(*file, **edited, 0644);
       if (!written.ok()) return Fail(written.ToString());
     }
   }

@@ -44,6 +44,24 @@ void SetEnv(nlohmann::json& env, const std::string& key, const std::string& valu
   env.push_back(prefix + value);
 }
 
+// Whether the OCI process `process` names GPUs; InvalidArgument for a malformed env.
+Result<bool> NamesGpus(const nlohmann::json& process) {
+  if (!process.is_object() || !process.contains("env")) return false;
+  const nlohmann::json& env = process["env"];
+  if (!env.is_array()) return InvalidArgumentError("process.env is not a list");
+  for (const auto& e : env) {
+    if (!e.is_string()) return InvalidArgumentError("process.env holds a non-string");
+  }
+  std::optional<std::string> visible = VisibleDevices(env);
+  return visible && !visible->empty() && *visible != "void";
+}
+
+void SetDriverEnv(nlohmann::json& env, const SimRuntimeConfig& config) {
+  SetEnv(env, "HAMI_SIM_CONFIG", config.gpu_config);
+  SetEnv(env, "HAMI_SIM_STATE", config.gpu_state);
+  SetEnv(env, "HAMI_SIM_HOST_PROC", kHostProcMount);
+}
+
 }  // namespace
 
 Result<SimRuntimeConfig> ParseSimRuntimeConfig(const std::string& text) {
@@ -109,6 +127,36 @@ std::optional<std::string> CreateBundle(const std::vector<std::string>& args) {
   return std::string(".");
 }
 
+std::optional<std::string> ExecProcessFile(const std::vector<std::string>& args) {
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--root" || a == "--log" || a == "--log-format" || a == "--criu") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] != '-') break;
+  }
+  if (i >= args.size() || args[i] != "exec") return std::nullopt;
+  for (size_t j = i + 1; j < args.size(); ++j) {
+    if ((args[j] == "--process" || args[j] == "-p") && j + 1 < args.size()) return args[j + 1];
+    if (args[j].rfind("--process=", 0) == 0) return args[j].substr(10);
+  }
+  return std::nullopt;
+}
+
+Result<std::optional<std::string>> ProcessWithDriverEnv(const std::string& process_json,
+                                                        const SimRuntimeConfig& config) {
+  nlohmann::json process = nlohmann::json::parse(process_json, nullptr, false);
+  if (process.is_discarded() || !process.is_object()) {
+    return InvalidArgumentError("process.json is not a JSON object");
+  }
+  HAMI_ASSIGN_OR_RETURN(bool gpus, NamesGpus(process));
+  if (!gpus) return std::nullopt;
+  SetDriverEnv(process["env"], config);
+  return std::optional<std::string>(process.dump());
+}
+
 Result<std::optional<std::string>> AddSimulatedDriver(const std::string& spec_json,
                                                       const SimRuntimeConfig& config) {
   nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
@@ -117,14 +165,9 @@ Result<std::optional<std::string>> AddSimulatedDriver(const std::string& spec_js
   }
   if (!spec.contains("process") || !spec["process"].is_object()) return std::nullopt;
   nlohmann::json& process = spec["process"];
-  if (!process.contains("env")) return std::nullopt;
+  HAMI_ASSIGN_OR_RETURN(bool gpus, NamesGpus(process));
+  if (!gpus) return std::nullopt;
   nlohmann::json& env = process["env"];
-  if (!env.is_array()) return InvalidArgumentError("process.env is not a list");
-  for (const auto& e : env) {
-    if (!e.is_string()) return InvalidArgumentError("process.env holds a non-string");
-  }
-  std::optional<std::string> visible = VisibleDevices(env);
-  if (!visible || visible->empty() || *visible == "void") return std::nullopt;
 
   if (!spec.contains("mounts")) spec["mounts"] = nlohmann::json::array();
   nlohmann::json& mounts = spec["mounts"];
@@ -141,10 +184,34 @@ Result<std::optional<std::string>> AddSimulatedDriver(const std::string& spec_js
   if (!config.nvidia_smi.empty()) {
     mounts.push_back(BindMount(config.nvidia_smi, "/usr/bin/nvidia-smi", /*ro=*/true));
   }
-  SetEnv(env, "HAMI_SIM_CONFIG", config.gpu_config);
-  SetEnv(env, "HAMI_SIM_STATE", config.gpu_state);
-  SetEnv(env, "HAMI_SIM_HOST_PROC", kHostProcMount);
+  SetDriverEnv(env, config);
   return std::optional<std::string>(spec.dump());
+}
+
+Result<std::optional<std::string>> RaiseOomScoreAdj(const std::string& spec_json, int floor) {
+  nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_discarded() || !spec.is_object()) {
+    return InvalidArgumentError("config.json is not a JSON object");
+  }
+  if (!spec.contains("process") || !spec["process"].is_object()) return std::nullopt;
+  nlohmann::json& process = spec["process"];
+  if (!process.contains("oomScoreAdj")) return std::nullopt;
+  if (!process["oomScoreAdj"].is_number_integer()) {
+    return InvalidArgumentError("process.oomScoreAdj is not an integer");
+  }
+  if (process["oomScoreAdj"].get<int64_t>() >= floor) return std::nullopt;
+  process["oomScoreAdj"] = floor;
+  return std::optional<std::string>(spec.dump());
+}
+
+std::optional<int> SpecOomScoreAdj(const std::string& spec_json) {
+  nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_discarded() || !spec.is_object() || !spec.contains("process") ||
+      !spec["process"].is_object() || !spec["process"].contains("oomScoreAdj") ||
+      !spec["process"]["oomScoreAdj"].is_number_integer()) {
+    return std::nullopt;
+  }
+  return spec["process"]["oomScoreAdj"].get<int>();
 }
 
 }  // namespace hami::sim

@@ -48,10 +48,31 @@ Result<SimRuntimeConfig> ParseSimRuntimeConfig(const std::string& text);
 // directory); nullopt for every other command.
 std::optional<std::string> CreateBundle(const std::vector<std::string>& args);
 
+// The process file of a runc command line that runs a process in a running container
+// (`exec --process FILE`, how containerd's shim runs `kubectl exec`), or nullopt. containerd
+// builds that process from the container's spec as it stored it, before this runtime's edits:
+// its environment lacks the variables added above, which ProcessWithDriverEnv adds again.
+std::optional<std::string> ExecProcessFile(const std::vector<std::string>& args);
+
+// An OCI process (`process.json` of runc exec) with HAMI_SIM_CONFIG, HAMI_SIM_STATE and
+// HAMI_SIM_HOST_PROC set as in the container, or nullopt when it names no GPUs.
+// InvalidArgument when the text is not a process (no JSON object, env not a list of strings).
+Result<std::optional<std::string>> ProcessWithDriverEnv(const std::string& process_json,
+                                                        const SimRuntimeConfig& config);
+
 // The OCI runtime spec `spec_json` with the simulated driver added (see above), or nullopt when
 // the container names no GPUs. InvalidArgument when the text is not a runtime spec (no JSON
 // object, or a process.env that is not a list of strings).
 Result<std::optional<std::string>> AddSimulatedDriver(const std::string& spec_json,
                                                       const SimRuntimeConfig& config);
+
+// The OCI runtime spec `spec_json` with process.oomScoreAdj raised to `floor` where it is lower,
+// or nullopt when nothing changes. For a machine whose kernel refuses to lower an OOM score (some
+// sandboxed VMs answer EIO even to root): runc fails to start a container whose spec asks for
+// one (the kubelet asks -998 for every pod sandbox), so the node's runtime keeps it at the floor.
+// InvalidArgument as AddSimulatedDriver.
+Result<std::optional<std::string>> RaiseOomScoreAdj(const std::string& spec_json, int floor);
+// process.oomScoreAdj of a spec, or nullopt (none, or the text is no spec).
+std::optional<int> SpecOomScoreAdj(const std::string& spec_json);
 
 }  // namespace hami::sim

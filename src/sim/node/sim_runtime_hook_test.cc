@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 #include <nlohmann/json.hpp>
 
 namespace hami::sim {
@@ -119,6 +121,64 @@ TEST(SimRuntimeHookTest, ABrokenSpecIsRefusedWithTheReason) {
       R"({"process":{"env":["NVIDIA_VISIBLE_DEVICES=all"]},"mounts":{}})", Config());
   ASSERT_FALSE(mounts.ok());
   EXPECT_NE(mounts.status().message().find("mounts"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+TEST(SimRuntimeHookTest, OomScoresBelowTheFloorAreRaisedToIt) {
+  auto sandbox = RaiseOomScoreAdj(R"({"process":{"args":["/pause"],"oomScoreAdj":-998}})", 0);
+  ASSERT_TRUE(sandbox.ok());
+  ASSERT_TRUE(sandbox->has_value());
+  EXPECT_EQ(nlohmann::json::parse(**sandbox)["process"]["oomScoreAdj"], 0);
+  auto best_effort = RaiseOomScoreAdj(R"({"process":{"oomScoreAdj":1000}})", 0);
+  ASSERT_TRUE(best_effort.ok());
+  EXPECT_FALSE(best_effort->has_value()) << "a score above the floor stays";
+  auto allowed = RaiseOomScoreAdj(R"({"process":{"oomScoreAdj":-998}})", INT_MIN);
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_FALSE(allowed->has_value()) << "a kernel that allows it keeps the kubelet's score";
+  auto none = RaiseOomScoreAdj(R"({"process":{"args":["sh"]}})", 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  EXPECT_FALSE(RaiseOomScoreAdj(R"({"process":{"oomScoreAdj":"low"}})", 0).ok());
+  EXPECT_FALSE(RaiseOomScoreAdj("[]", 0).ok());
+  EXPECT_EQ(SpecOomScoreAdj(R"({"process":{"oomScoreAdj":-998}})"), std::optional<int>(-998));
+  EXPECT_EQ(SpecOomScoreAdj(R"({"process":{}})"), std::nullopt);
+  EXPECT_EQ(SpecOomScoreAdj("not json"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace hami::sim
+
+namespace hami::sim {
+namespace {
+
+TEST(SimRuntimeHookTest, AnExecInAGpuContainerGetsTheDriversEnvironmentAgain) {
+  EXPECT_EQ(ExecProcessFile({"--root", "/r", "--log", "/l", "exec", "--process", "/t/p.json",
+                             "--detach", "--pid-file", "/t/pid", "c1"}),
+            std::optional<std::string>("/t/p.json"));
+  EXPECT_EQ(ExecProcessFile({"exec", "--process=/t/q.json", "c1"}),
+            std::optional<std::string>("/t/q.json"));
+  EXPECT_EQ(ExecProcessFile({"exec", "c1", "ls"}), std::nullopt) << "no process file";
+  EXPECT_EQ(ExecProcessFile({"create", "--bundle", "/b", "c1"}), std::nullopt);
+
+  auto gpu = ProcessWithDriverEnv(
+      R"({"args":["nvidia-smi"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=GPU-1"]})", Config());
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  ASSERT_TRUE(gpu->has_value());
+  std::vector<std::string> env = nlohmann::json::parse(**gpu)["env"];
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=GPU-1",
+                                           "HAMI_SIM_CONFIG=/w/node/gpu.conf",
+                                           "HAMI_SIM_STATE=/w/node/gpu-state",
+                                           std::string("HAMI_SIM_HOST_PROC=") + kHostProcMount}));
+  auto plain = ProcessWithDriverEnv(R"({"args":["ls"],"env":["PATH=/bin"]})", Config());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_value());
+  EXPECT_FALSE(ProcessWithDriverEnv(R"({"env":"PATH=/bin"})", Config()).ok());
+  EXPECT_FALSE(ProcessWithDriverEnv("", Config()).ok());
 }
 
 }  // namespace

@@ -100,6 +100,26 @@ std::vector<std::string> MountsUnder(const std::string& dir) {
 
 std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
 
+// Removes the cgroup folder `dir` and everything below it that holds no process, children
+// first (a cgroup folder goes only by rmdir, and only once it is empty of folders and tasks).
+void RemoveCgroupTree(const std::string& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec) && !e.is_symlink(ec)) RemoveCgroupTree(e.path().string());
+  }
+  rmdir(dir.c_str());
+}
+
+// The kubelet's cgroups (kubepods and the QoS and pod cgroups below it, cgroupDriver
+// cgroupfs) under every hierarchy of the machine: what a stopped node leaves of its pods.
+void RemoveKubepodsCgroups() {
+  std::error_code ec;
+  RemoveCgroupTree("/sys/fs/cgroup/kubepods");  // cgroup v2
+  for (const fs::directory_entry& e : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    if (!e.is_symlink(ec)) RemoveCgroupTree(e.path().string() + "/kubepods");
+  }
+}
+
 }  // namespace
 
 std::string KubeNode::HostProblems() {
@@ -156,6 +176,7 @@ KubeNode::~KubeNode() {
   KillContainers();
   if (auto it = processes_.find("containerd"); it != processes_.end()) it->second->Stop();
   UnmountUnder(options_.dir);
+  RemoveKubepodsCgroups();
   for (const char* ip : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
     if (access(ip, X_OK) == 0) {
       RunProcess({ip, "link", "delete", options_.bridge}, ChildEnv());
@@ -175,6 +196,10 @@ Status KubeNode::Boot() {
     fs::create_directories(options_.dir + sub, ec);
     if (ec) return InternalError("cannot create " + options_.dir + sub + ": " + ec.message());
   }
+  // A fresh node hands out nothing yet: an earlier node's checkpoint of devices in use (the
+  // folder is the machine's, not the node's) must not survive into this one.
+  fs::create_directories(device_plugin_dir(), ec);
+  fs::remove(device_plugin_dir() + "/kubelet_internal_checkpoint", ec);
   HAMI_ASSIGN_OR_RETURN(node_ip_, NodeAddress(options_.bridge));
   HAMI_ASSIGN_OR_RETURN(k8s::RestConfig admin, k8s::LoadKubeconfigFile(
                                                    control_plane_.admin_kubeconfig()));
@@ -296,6 +321,7 @@ Status KubeNode::WriteKubeletFiles() {
       "failCgroupV1: false\n"
       "failSwapOn: false\n"
       "containerRuntimeEndpoint: unix://" + containerd_socket_ + "\n" +
+      "podLogsDir: " + options_.dir + "/pod-logs\n" +
       "maxPods: " + std::to_string(options_.max_pods) + "\n" +
       "serializeImagePulls: false\n"
       "rotateCertificates: false\n"
@@ -417,8 +443,10 @@ void KubeNode::KillContainers() {
     umount2(path.c_str(), MNT_DETACH);
     unlink(path.c_str());
   }
-  if (!netns.empty()) HAMI_LOG(Warning) << options_.node_name << ": removed " << netns.size()
-                                        << " network namespace(s) the kubelet left";
+  // Normal: the kubelet removes a sandbox's namespace only when it garbage-collects the
+  // sandbox, which a stopping node never waits for.
+  if (!netns.empty()) HAMI_LOG(Info) << options_.node_name << ": removed " << netns.size()
+                                     << " network namespace(s) of stopped sandboxes";
 }
 
 void KubeNode::UnmountUnder(const std::string& dir) {

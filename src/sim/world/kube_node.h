@@ -75,10 +75,21 @@ class KubeNode {
 
   const std::string& name() const { return options_.node_name; }
   const std::string& node_ip() const { return node_ip_; }
-  // The kubelet's device-plugin folder (kubelet.sock is there).
-  std::string device_plugin_dir() const { return kubelet_dir() + "/device-plugins"; }
+  // The kubelet's device-plugin folder (kubelet.sock is there). The kubelet has it fixed at
+  // /var/lib/kubelet/device-plugins whatever its --root-dir (k8s.io/kubelet's DevicePluginPath):
+  // the one path of the node outside its folder, which is why nodes run one at a time. Start
+  // removes the device checkpoint an earlier node left there.
+  static std::string device_plugin_dir() { return "/var/lib/kubelet/device-plugins"; }
   std::string kubelet_dir() const { return options_.dir + "/kubelet"; }
   const std::string& containerd_socket() const { return containerd_socket_; }
+  // The file the kubelet writes a container's output to (CRI's log format: a timestamp, the
+  // stream and a tag before each line), for its `restarts`-th restart.
+  std::string ContainerLogPath(const std::string& ns, const std::string& pod,
+                               const std::string& uid, const std::string& container,
+                               int restarts) const {
+    return options_.dir + "/pod-logs/" + ns + "_" + pod + "_" + uid + "/" + container + "/" +
+           std::to_string(restarts) + ".log";
+  }
   // "containerd" or "kubelet", when running; else null.
   LoggedProcess* Process(const std::string& name);
 

@@ -182,8 +182,16 @@ Result<std::string> World::WaitForLog(const std::string& ns, const std::string& 
   const std::string node = k8s::GetString(p, "/spec/nodeName");
   if (node.empty()) return FailedPreconditionError("pod " + ns + "/" + pod + " is on no node");
   // Where hami-sim-kubelet keeps a container's log (its PodWorker::LogPath): under its root
-  // directory, which is the node's directory here (StartKubelet).
-  const std::string file = dir_ + "/" + node + "/pods/" + k8s::Uid(p) + "/" + container + ".log";
+  // directory, which is the node's directory here (StartKubelet). A real kubelet's is in its
+  // pod log folder, one file per restart of the container.
+  std::string file = dir_ + "/" + node + "/pods/" + k8s::Uid(p) + "/" + container + ".log";
+  if (KubeNode* real = real_node(node)) {
+    int restarts = 0;
+    for (const auto& c : p["status"].value("containerStatuses", k8s::Object::array())) {
+      if (c.value("name", "") == container) restarts = c.value("restartCount", 0);
+    }
+    file = real->ContainerLogPath(ns, pod, k8s::Uid(p), container, restarts);
+  }
   Result<std::string> written = WaitForFileText(file, text, deadline);
   if (!written.ok()) {
     return written.status().WithContext("log of " + ns + "/" + pod + "/" + container);
