@@ -40,6 +40,7 @@
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "histogram.h"
+#include "proc_status.h"
 #include "sim/world/world.h"
 
 namespace {
@@ -97,6 +98,15 @@ std::vector<std::string> RegisteredUuids(const k8s::Object& node) {
     at = end + 1;
   }
   return out;
+}
+
+// The machine's busy CPU time since boot, in seconds (/proc/stat: all but idle and iowait).
+double MachineBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace
@@ -259,6 +269,14 @@ int main(int argc, char** argv) {
   for (int i = 0; i < pods; ++i) {
     if (!create("burst-" + std::to_string(i), latency_pods + i)) return 1;
   }
+  // Where the machine's CPU goes during the burst: each long-lived process's own CPU time, and
+  // the machine's busy time (the rest is short-lived processes: runc, CNI plugins, ...).
+  const std::vector<std::string> components = {
+      "kube-apiserver", "etcd",         "kube-scheduler", "kube-controller-manager",
+      "hami-scheduler", "node-a-plugin", "node-a-kubelet", "node-a-containerd"};
+  std::map<std::string, double> cpu_before;
+  for (const std::string& c : components) cpu_before[c] = bench::ProcCpuSeconds(world.Pid(c));
+  const double busy_before = MachineBusySeconds();
   if (!volcano) {
     t0 = SteadyClock::now();
     if (!world.Signal("kube-scheduler", SIGCONT).ok()) return 1;
@@ -269,6 +287,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto t1 = SteadyClock::now();
+  const double busy = MachineBusySeconds() - busy_before;
+  double listed = 0;
+  std::string cpu_line;
+  for (const std::string& c : components) {
+    if (world.Pid(c) <= 0) continue;
+    const double used = bench::ProcCpuSeconds(world.Pid(c)) - cpu_before[c];
+    listed += used;
+    char item[96];
+    std::snprintf(item, sizeof item, "%s %.1f s, ", c.c_str(), used);
+    cpu_line += item;
+  }
+  std::printf("CPU during the burst (%.1f s of the machine's busy time): %sothers %.1f s\n", busy,
+              cpu_line.c_str(), busy - listed);
   SteadyClock::time_point last_allocated = t0;
   {
     std::lock_guard<std::mutex> l(mu);
