@@ -21,6 +21,17 @@ constexpr size_t kBlock = 512;
 std::string Errno(const std::string& what) { return what + ": " + strerror(errno); }
 
 // The lowercase hex SHA-256 of a file.
+// Lower-case hex of `len` bytes of a digest.
+std::string Hex(const unsigned char* md, unsigned len) {
+  std::string hex;
+  char two[3];
+  for (unsigned i = 0; i < len; ++i) {
+    snprintf(two, sizeof(two), "%02x", md[i]);
+    hex += two;
+  }
+  return hex;
+}
+
 Result<std::string> Sha256File(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return InternalError(Errno("open " + path));
@@ -35,26 +46,14 @@ Result<std::string> Sha256File(const std::string& path) {
   EVP_DigestFinal_ex(ctx, md, &len);
   EVP_MD_CTX_free(ctx);
   if (n < 0) return InternalError(Errno("read " + path));
-  std::string hex;
-  char two[3];
-  for (unsigned i = 0; i < len; ++i) {
-    snprintf(two, sizeof(two), "%02x", md[i]);
-    hex += two;
-  }
-  return hex;
+  return Hex(md, len);
 }
 
 std::string Sha256Bytes(const std::string& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  char two[3];
-  for (unsigned i = 0; i < len; ++i) {
-    snprintf(two, sizeof(two), "%02x", md[i]);
-    hex += two;
-  }
-  return hex;
+  return Hex(md, len);
 }
 
 // Adds the tree under `dir` (absolute) as `name` (relative, "" for the root) in name order.

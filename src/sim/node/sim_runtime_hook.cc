@@ -1,5 +1,6 @@
 #include "sim/node/sim_runtime_hook.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -62,6 +63,22 @@ void SetDriverEnv(nlohmann::json& env, const SimRuntimeConfig& config) {
   SetEnv(env, "HAMI_SIM_HOST_PROC", kHostProcMount);
 }
 
+// Where runc's command is in its arguments: its global flags come first, and the command is the
+// first word that is not one of them or the value of one (--root, --log, --log-format and --criu
+// take a value). args.size() when there is none.
+size_t CommandIndex(const std::vector<std::string>& args) {
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--root" || a == "--log" || a == "--log-format" || a == "--criu") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] != '-') break;
+  }
+  return std::min(i, args.size());
+}
+
 }  // namespace
 
 Result<SimRuntimeConfig> ParseSimRuntimeConfig(const std::string& text) {
@@ -106,17 +123,7 @@ Result<SimRuntimeConfig> ParseSimRuntimeConfig(const std::string& text) {
 }
 
 std::optional<std::string> CreateBundle(const std::vector<std::string>& args) {
-  size_t i = 0;
-  // runc's global flags come first; the command is the first word that is not one of them or
-  // the value of one (--root, --log, --log-format and --criu take a value).
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--root" || a == "--log" || a == "--log-format" || a == "--criu") {
-      ++i;
-      continue;
-    }
-    if (a.empty() || a[0] != '-') break;
-  }
+  const size_t i = CommandIndex(args);
   if (i >= args.size() || (args[i] != "create" && args[i] != "run")) return std::nullopt;
   for (size_t j = i + 1; j < args.size(); ++j) {
     const std::string& a = args[j];
@@ -128,15 +135,7 @@ std::optional<std::string> CreateBundle(const std::vector<std::string>& args) {
 }
 
 std::optional<std::string> ExecProcessFile(const std::vector<std::string>& args) {
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--root" || a == "--log" || a == "--log-format" || a == "--criu") {
-      ++i;
-      continue;
-    }
-    if (a.empty() || a[0] != '-') break;
-  }
+  const size_t i = CommandIndex(args);
   if (i >= args.size() || args[i] != "exec") return std::nullopt;
   for (size_t j = i + 1; j < args.size(); ++j) {
     if ((args[j] == "--process" || args[j] == "-p") && j + 1 < args.size()) return args[j + 1];
