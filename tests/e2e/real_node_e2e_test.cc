@@ -19,6 +19,7 @@
 #include "sim/world/demo.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
+#include "tests/e2e/real_node_util.h"
 #include "tests/kube_bin.h"
 #include "sim/world/world.h"
 
@@ -28,16 +29,6 @@ namespace {
 using sim::PodPhase;
 using sim::World;
 using sim::WorldOptions;
-
-std::string NodeBinDir() {
-  const char* env = std::getenv("HAMI_NODE_BIN");
-  return env != nullptr && *env != '\0' ? env : HAMI_NODE_BIN;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::string Annotation(const k8s::Object& o, const std::string& key) {
   return k8s::GetString(o, "/metadata/annotations/" + key);
@@ -67,13 +58,6 @@ std::string ContainerId(const k8s::Object& pod) {
 
 int RestartCount(const k8s::Object& pod) {
   return pod["status"]["containerStatuses"][0].value("restartCount", -1);
-}
-
-bool Unschedulable(const k8s::Object& p) {
-  for (const auto& c : p["status"].value("conditions", k8s::Object::array())) {
-    if (c.value("type", "") == "PodScheduled") return c.value("reason", "") == "Unschedulable";
-  }
-  return false;
 }
 
 class RealNodeE2E : public ::testing::Test {

@@ -19,20 +19,11 @@
 #include "sim/world/demo.h"
 #include "sim/world/manifests.h"
 #include "sim/world/world.h"
+#include "tests/e2e/real_node_util.h"
 #include "tests/kube_bin.h"
 
 namespace hami::e2e {
 namespace {
-
-std::string NodeBin() {
-  const char* env = std::getenv("HAMI_NODE_BIN");
-  return env != nullptr && *env != '\0' ? env : HAMI_NODE_BIN;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // One pod of a seed scenario as it runs here: the scenario's metadata and resources, the node
 // image's stand-in workload (allocates half its quota and launches kernels until stopped).
@@ -62,13 +53,6 @@ int QuotaMiB(const k8s::Object& pod) {
   return 81920;
 }
 
-bool Unschedulable(const k8s::Object& p) {
-  for (const auto& c : p["status"].value("conditions", k8s::Object::array())) {
-    if (c.value("type", "") == "PodScheduled") return c.value("reason", "") == "Unschedulable";
-  }
-  return false;
-}
-
 // The index of a GPU of the main job's A100 node by its UUID (sim::DemoNodes: the last one is
 // the pinned UUID of scenario 07, the others end in their index).
 int GpuIndex(const std::string& uuid) {
@@ -77,7 +61,7 @@ int GpuIndex(const std::string& uuid) {
 }
 
 TEST(RealNodeSeedE2E, TheSeedScenariosRunInRealContainersUnderTheirQuotas) {
-  if (kube_pin::BinDir().empty() || NodeBin().empty()) {
+  if (kube_pin::BinDir().empty() || NodeBinDir().empty()) {
     GTEST_FAIL() << "needs the Kubernetes binaries and the node's tools: "
                     "bash scripts/kube-tools.sh && bash scripts/node-tools.sh";
   }
@@ -85,7 +69,7 @@ TEST(RealNodeSeedE2E, TheSeedScenariosRunInRealContainersUnderTheirQuotas) {
   o.build_dir = HAMI_BUILD_DIR;
   o.control_plane = sim::ControlPlaneKind::kReal;
   o.kube_bin_dir = kube_pin::BinDir();
-  o.node_bin_dir = NodeBin();
+  o.node_bin_dir = NodeBinDir();
   o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
   o.start_timeout = std::chrono::seconds(180);
   o.nodes = {sim::DemoNodes()[0]};  // dgx-a100
