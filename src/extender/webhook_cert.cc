@@ -54,6 +54,23 @@ std::string ShortDuration(std::chrono::milliseconds d) {
 
 std::string When(CertTime t) { return k8s::FormatTime(t); }
 
+// The webhook configuration as the Secret's owner: deleting the configuration (`helm uninstall`,
+// `kubectl delete`) deletes the Secret after it, through the garbage collector. A namespaced
+// object may have a cluster-scoped owner.
+k8s::Object OwnerReferenceTo(const k8s::Object& config) {
+  return {{"apiVersion", "admissionregistration.k8s.io/v1"},
+          {"kind", "MutatingWebhookConfiguration"},
+          {"name", k8s::Name(config)},
+          {"uid", k8s::GetString(config, "/metadata/uid")}};
+}
+
+bool OwnedBy(const k8s::Object& object, const std::string& uid) {
+  for (const auto& ref : object["metadata"].value("ownerReferences", k8s::Object::array())) {
+    if (ref.value("uid", "") == uid) return true;
+  }
+  return false;
+}
+
 // How far before expiry a certificate of this lifetime is renewed.
 seconds RenewThreshold(const CertificateInfo& cert, const WebhookCertPolicy& policy) {
   if (policy.renew_before.count() > 0) return policy.renew_before;
@@ -394,6 +411,11 @@ Status WebhookCertManager::SyncSecret() {
                               {"labels", {{"app.kubernetes.io/managed-by", "hami-scheduler"}}}}},
                             {"type", "kubernetes.io/tls"}};
       PutBundle(plan.bundle, secret);
+      Result<k8s::Object> config =
+          client_.Get(kMutatingWebhookConfigurations, "", options_.webhook_config_name);
+      if (config.ok() && !k8s::GetString(*config, "/metadata/uid").empty()) {
+        secret["metadata"]["ownerReferences"] = k8s::Object::array({OwnerReferenceTo(*config)});
+      }
       Result<k8s::Object> created = client_.Create(kSecrets, options_.ns, secret);
       if (!created.ok() && k8s::IsAlreadyExists(created.status())) {
         HAMI_VLOG(1) << "webhook certificate: another replica created Secret " << SecretRef()
@@ -447,6 +469,7 @@ Status WebhookCertManager::PatchCaBundle() {
   if (!config.ok()) {
     return config.status().WithContext("reading MutatingWebhookConfiguration " + name);
   }
+  HAMI_RETURN_IF_ERROR(SetSecretOwner(*config));
   const std::string want = Base64Encode(bundle().ca_crt);
   const k8s::Object* hooks = nullptr;
   if (config->contains("webhooks") && (*config)["webhooks"].is_array()) {
@@ -482,6 +505,31 @@ Status WebhookCertManager::PatchCaBundle() {
   }
   HAMI_LOG(Info) << "webhook certificate: patched caBundle of " << name << " ("
                  << Plural(changed, "webhook") << ")";
+  return OkStatus();
+}
+
+Status WebhookCertManager::SetSecretOwner(const k8s::Object& config) {
+  const std::string uid = k8s::GetString(config, "/metadata/uid");
+  if (uid.empty()) return OkStatus();
+  Result<k8s::Object> secret = client_.Get(kSecrets, options_.ns, options_.secret_name);
+  if (!secret.ok()) return secret.status().WithContext("reading Secret " + SecretRef());
+  if (OwnedBy(*secret, uid)) return OkStatus();
+  // A Secret made before the configuration existed, or by an earlier release: it then belongs
+  // to no one and would outlive an uninstall. A Conflict is retried at the next round.
+  if (!(*secret)["metadata"]["ownerReferences"].is_array()) {
+    (*secret)["metadata"]["ownerReferences"] = k8s::Object::array();
+  }
+  (*secret)["metadata"]["ownerReferences"].push_back(OwnerReferenceTo(config));
+  Result<k8s::Object> updated = client_.Update(kSecrets, options_.ns, *secret);
+  if (!updated.ok()) {
+    return updated.status().WithContext("making " + options_.webhook_config_name +
+                                        " the owner of Secret " + SecretRef());
+  }
+  // The pair is unchanged: the new version is simply the one adopted.
+  if (secret_rv_ == k8s::ResourceVersion(*secret)) secret_rv_ = k8s::ResourceVersion(*updated);
+  HAMI_LOG(Info) << "webhook certificate: Secret " << SecretRef()
+                 << " now belongs to MutatingWebhookConfiguration "
+                 << options_.webhook_config_name << " (deleted with it)";
   return OkStatus();
 }
 

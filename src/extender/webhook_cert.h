@@ -19,10 +19,11 @@
 //
 // The Secret (type kubernetes.io/tls) holds tls.crt/tls.key (the serving pair, leaf only),
 // ca.crt (the signing CA first, then older CAs kept trusted until they expire: the caBundle) and
-// ca.key (the signing CA's key). Renewal: a certificate is replaced when less than a third of its
-// lifetime is left (or less than `renew_before`, when set); the serving certificate also when its
-// names differ from the wanted ones, it no longer verifies against the signing CA, or its key
-// does not match. The CA is replaced early enough that it always outlives a fresh serving
+// ca.key (the signing CA's key); its owner is the MutatingWebhookConfiguration, so that it goes
+// when the configuration is deleted (helm uninstall). Renewal: a certificate is replaced when
+// less than a third of its lifetime is left (or less than `renew_before`, when set); the serving
+// certificate also when its names differ from the wanted ones, it no longer verifies against the
+// signing CA, or its key does not match. The CA is replaced early enough that it always outlives a fresh serving
 // certificate; the old CA stays in ca.crt (and so in the caBundle) until it expires, so servers
 // still presenting a certificate it signed keep being trusted while they catch up.
 #pragma once
@@ -105,7 +106,8 @@ struct WebhookCertOptions {
   std::chrono::milliseconds retry_interval{std::chrono::seconds(10)};
 };
 
-// API calls made: secrets get/create/update (options.ns, options.secret_name),
+// API calls made: secrets get/create/update (options.ns, options.secret_name; update also sets
+// the owner of a Secret made before the configuration existed),
 // mutatingwebhookconfigurations get/patch (options.webhook_config_name; JSON patch).
 //
 // Thread safety: Bootstrap and SyncOnce from one thread at a time, never concurrently with the
@@ -140,6 +142,8 @@ class WebhookCertManager {
  private:
   Status SyncSecret();
   Status PatchCaBundle();
+  // Makes the webhook configuration `config` an owner of the Secret, when it is not yet.
+  Status SetSecretOwner(const k8s::Object& config);
   // Makes `bundle` (stored as resourceVersion `rv`) the one served.
   Status Adopt(const WebhookCertBundle& bundle, const std::string& rv);
   std::string SecretRef() const;

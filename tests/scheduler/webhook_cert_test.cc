@@ -237,6 +237,19 @@ class WebhookCertTest : public ::testing::Test {
     return Base64Decode(k8s::GetString((*config)["webhooks"][0], "/clientConfig/caBundle"))
         .value_or("");
   }
+  // The UID of the Secret's (only) owner, "" for none; of the webhook configuration.
+  std::string SecretOwnerUid() {
+    Result<Object> secret = client_->Get(kSecrets, kNs, kSecret);
+    if (!secret.ok()) return "error: " + secret.status().ToString();
+    const Object& refs = (*secret)["metadata"].value("ownerReferences", Object::array());
+    if (refs.size() != 1) return refs.empty() ? "" : "several: " + refs.dump();
+    if (refs[0].value("kind", "") != "MutatingWebhookConfiguration") return refs.dump();
+    return refs[0].value("uid", "");
+  }
+  std::string WebhookConfigUid() {
+    Result<Object> config = client_->Get(kWebhookConfigs, "", "hami-webhook");
+    return config.ok() ? k8s::GetString(*config, "/metadata/uid") : "";
+  }
   struct SecretView {
     std::string rv, type;
     WebhookCertBundle bundle;
@@ -294,6 +307,9 @@ TEST_F(WebhookCertTest, CreatesTheSecretPatchesTheCaBundleAndReusesItAfterAResta
   EXPECT_GT(leaf.not_after - now, std::chrono::hours(24 * 364));
   net::CertificateInfo ca = net::InspectCertificate(b.ca_crt).value();
   EXPECT_GT(ca.not_after - now, std::chrono::hours(24 * 3649));
+  // ...owned by the webhook configuration (deleted with it)...
+  EXPECT_EQ(SecretOwnerUid(), WebhookConfigUid());
+  EXPECT_FALSE(WebhookConfigUid().empty());
   // ...the caBundle...
   ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == b.ca_crt; })) << CaBundle();
   // ...and the pair served.
@@ -401,10 +417,12 @@ TEST_F(WebhookCertTest, AWebhookConfigurationAppliedLaterGetsItsCaBundle) {
   // The scheduler keeps looking for the configuration (a missing one is not fatal)...
   ASSERT_TRUE(tap_served_.WaitUntil(
       [&] { return api_->RequestCounts()["GET mutatingwebhookconfigurations"] >= 3; }, kTimeout));
-  // ...and patches it once it appears.
+  // ...and patches it once it appears; the Secret, made before it, then becomes its own.
+  EXPECT_EQ(SecretOwnerUid(), "");
   CreateWebhookConfig(port);
   const std::string ca = ReadSecret().value().bundle.ca_crt;
   ASSERT_TRUE(WaitForWebhookConfig([&] { return CaBundle() == ca; }));
+  ASSERT_TRUE(WaitForSecret([&] { return SecretOwnerUid() == WebhookConfigUid(); }));
   EXPECT_EQ(AdmittedSchedulerName("gpu-late"), "hami-scheduler");
   std::string log = Stop(proc);
   // One warning, not one per retry.
@@ -414,6 +432,11 @@ TEST_F(WebhookCertTest, AWebhookConfigurationAppliedLaterGetsItsCaBundle) {
             1u)
       << log;
   EXPECT_EQ(Count(log, "patched caBundle of hami-webhook (1 webhook)"), 1u) << log;
+  EXPECT_EQ(Count(log,
+                  "Secret hami-system/hami-scheduler-tls now belongs to "
+                  "MutatingWebhookConfiguration hami-webhook (deleted with it)"),
+            1u)
+      << log;
 }
 
 TEST_F(WebhookCertTest, ConflictingOrIncompleteFlagsAreRefusedAtStart) {
