@@ -2,13 +2,14 @@
 # Sets up what a real Kubernetes node on this machine needs, for the `realnode` tests, and prints
 # the folder that describes it:
 #
-#   kubelet        built from k8s.io/kubernetes at the first pin of tools/kube/versions.env (the
+#   kubelet, kube-proxy
+#                  built from k8s.io/kubernetes at the first pin of tools/kube/versions.env (the
 #                  release the control plane of scripts/kube-tools.sh runs, which still supports
 #                  cgroup v1), the same way kube-tools.sh builds the control plane
 #   containerd, runc, CNI plugins, busybox (static)
 #                  Debian's packages, installed with apt-get when missing
 #   node.env       where each of them is (CONTAINERD=, CTR=, RUNC=, CNI_BIN_DIR=, BUSYBOX=,
-#                  KUBELET=, KUBERNETES_VERSION=), read by the tests' node harness
+#                  KUBELET=, KUBE_PROXY=, KUBERNETES_VERSION=), read by the tests' node harness
 #
 #   bash scripts/node-tools.sh           install and build what is missing, print the folder
 #   bash scripts/node-tools.sh --print   print the folder only if it is complete (else exit 1)
@@ -47,7 +48,7 @@ packages_present() {
   [[ -x /usr/bin/ctr && -x /usr/bin/containerd-shim-runc-v2 ]]
 }
 complete() {
-  [[ -x "$out/kubelet" && -f "$out/node.env" ]] && packages_present
+  [[ -x "$out/kubelet" && -x "$out/kube-proxy" && -f "$out/node.env" ]] && packages_present
 }
 if ((print_only)); then
   complete && echo "$out" && exit 0
@@ -74,7 +75,7 @@ if ! packages_present; then
 fi
 
 mkdir -p "$out/src"
-if [[ ! -x "$out/kubelet" ]]; then
+if [[ ! -x "$out/kubelet" || ! -x "$out/kube-proxy" ]]; then
   PATH="$PATH:/usr/local/go/bin"
   if ! command -v go >/dev/null 2>&1; then
     echo "node-tools: Go is needed (Go >= 1.24, with the module proxy reachable)" >&2
@@ -82,7 +83,7 @@ if [[ ! -x "$out/kubelet" ]]; then
   fi
   log="$out/build.log"
   : >"$log"
-  echo "node-tools: building kubelet $KUBERNETES_VERSION into $out (log: $log)" >&2
+  echo "node-tools: building kubelet and kube-proxy $KUBERNETES_VERSION into $out (log: $log)" >&2
   export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
   kdir="$out/src/kubelet"
   rm -rf "$kdir" && mkdir -p "$kdir"
@@ -104,15 +105,18 @@ if [[ ! -x "$out/kubelet" ]]; then
       ldflags+=" -X $p.gitVersion=$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
       ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
     done
-    go build -trimpath -ldflags "$ldflags" -o "$out/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet \
-      >>"$log" 2>&1 || { tail -30 "$log" >&2; exit 1; }
-    mv "$out/kubelet.tmp" "$out/kubelet"
+    for t in kubelet kube-proxy; do
+      go build -trimpath -ldflags "$ldflags" -o "$out/$t.tmp" "k8s.io/kubernetes/cmd/$t" \
+        >>"$log" 2>&1 || { tail -30 "$log" >&2; exit 1; }
+      mv "$out/$t.tmp" "$out/$t"
+    done
   )
 fi
 
 cat >"$out/node.env" <<EOF
 KUBERNETES_VERSION=$KUBERNETES_VERSION
 KUBELET=$out/kubelet
+KUBE_PROXY=$out/kube-proxy
 CONTAINERD=/usr/bin/containerd
 CTR=/usr/bin/ctr
 RUNC=/usr/sbin/runc

@@ -211,6 +211,10 @@ Status KubeControlPlane::WritePki() {
   serving.dns_names = {"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                        "kubernetes.default.svc.cluster.local"};
   serving.ip_addresses = {"127.0.0.1"};
+  if (!options_.node_address.empty()) {
+    // In-cluster clients dial the kubernetes Service's IP (the first of the service range).
+    serving.ip_addresses.insert(serving.ip_addresses.end(), {options_.node_address, "10.96.0.1"});
+  }
   HAMI_ASSIGN_OR_RETURN(net::CertificatePem api, net::IssueServingCertificate(serving, ca));
   HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("apiserver.crt"), api.cert_pem));
   HAMI_RETURN_IF_ERROR(hami::WriteFileAtomically(Pki("apiserver.key"), api.key_pem));
@@ -300,14 +304,16 @@ Status KubeControlPlane::WaitHealthy(LoggedProcess& p, const std::string& kubeco
 Status KubeControlPlane::StartApiServer() {
   return WithFreePorts("kube-apiserver", 1, [&](const std::vector<int>& ports) -> Status {
     int port = ports[0];
-    server_ = "https://127.0.0.1:" + std::to_string(port);
+    const std::string address =
+        options_.node_address.empty() ? "127.0.0.1" : options_.node_address;
+    server_ = "https://" + address + ":" + std::to_string(port);
     HAMI_ASSIGN_OR_RETURN(admin_kubeconfig_,
                           WriteUserKubeconfig("admin", "kubernetes-admin", {"system:masters"}));
     std::vector<std::string> argv = {
         Bin("kube-apiserver"),
         "--etcd-servers=" + etcd_url_,
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        "--bind-address=" + address,
+        "--advertise-address=" + address,
         "--secure-port=" + std::to_string(port),
         "--tls-cert-file=" + Pki("apiserver.crt"),
         "--tls-private-key-file=" + Pki("apiserver.key"),
@@ -322,7 +328,9 @@ Status KubeControlPlane::StartApiServer() {
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         "--allow-privileged=true",
-        "--endpoint-reconciler-type=none",
+        // Loopback cannot be an endpoint; a node address is kept as the Service's endpoint.
+        std::string("--endpoint-reconciler-type=") +
+            (options_.node_address.empty() ? "none" : "lease"),
         "--profiling=false",
         // The nodes are simulated kubelets, which stream `kubectl exec` over WebSocket only
         // (sim/kubelet/exec_session.h): the API server passes kubectl's WebSocket through

@@ -16,9 +16,10 @@
 // scheduler as their system users, the API server's client for kubelets); a service-account
 // signing key (tokens for ServiceAccounts, also TokenRequest); the RBAC and Node authorizers and
 // the default admission plugins plus NodeRestriction; an audit log of every request at the
-// Metadata level (who did what, and whether it was allowed). The kubernetes Service gets no
-// endpoints (its addresses would be loopback ones, which Endpoints refuse), and nothing routes
-// Service IPs: clients and webhooks are reached by URL.
+// Metadata level (who did what, and whether it was allowed). On loopback, the kubernetes Service
+// gets no endpoints (Endpoints refuse loopback addresses), and nothing routes Service IPs:
+// clients and webhooks are reached by URL; with KubeControlPlaneOptions::node_address, pods on a
+// real node reach it through the Service as in a cluster.
 //
 // Thread safety: one owning thread.
 #pragma once
@@ -43,6 +44,13 @@ struct KubeControlPlaneOptions {
   // false: no audit log (benchmarks, to see its cost).
   bool audit = true;
   std::vector<std::string> apiserver_args;  // extra --flags for kube-apiserver
+  // "" = the API server is on loopback only, for clients on this machine. An address of the
+  // machine (a real node's, KubeNode::HostAddress()) = pods reach it as in-cluster clients do:
+  // it listens on that address (server() names it), advertises it, so that the kubernetes
+  // Service's endpoints are it (the API server keeps them, as it does in a cluster), and its
+  // certificate also names it and the Service's IP, 10.96.0.1. A service proxy on the node
+  // (KubeNodeOptions::service_proxy) routes the Service IP there.
+  std::string node_address;
   std::chrono::seconds start_timeout{120};
   // Called with each process's name once it is up (progress displays).
   std::function<void(const std::string&)> on_start;
@@ -55,7 +63,7 @@ class KubeControlPlane {
   KubeControlPlane(const KubeControlPlane&) = delete;
   KubeControlPlane& operator=(const KubeControlPlane&) = delete;
 
-  // https://127.0.0.1:<port>
+  // https://127.0.0.1:<port> (https://<node_address>:<port> with a node address)
   const std::string& server() const { return server_; }
   // A kubeconfig of a cluster administrator (group system:masters).
   const std::string& admin_kubeconfig() const { return admin_kubeconfig_; }

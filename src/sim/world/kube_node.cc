@@ -32,9 +32,9 @@ std::vector<std::string> ChildEnv() {
           "HOME=/tmp"};
 }
 
-// The first IPv4 address of an interface that is up, not the loopback and not a bridge or
-// veth of containers (docker's, this node's own).
-Result<std::string> NodeAddress(const std::string& own_bridge) {
+}  // namespace
+
+Result<std::string> KubeNode::HostAddress(const std::string& own_bridge) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return InternalError("getifaddrs failed");
   std::string found;
@@ -61,6 +61,8 @@ Result<std::string> NodeAddress(const std::string& own_bridge) {
   }
   return found;
 }
+
+namespace {
 
 bool SocketAnswers(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -157,10 +159,12 @@ Result<std::unique_ptr<KubeNode>> KubeNode::Start(KubeControlPlane& control_plan
   }
   std::unique_ptr<KubeNode> node(new KubeNode(control_plane, std::move(options)));
   node->tools_ = KeyValueLines(*env);
-  for (const char* tool : {"KUBELET", "CONTAINERD", "CTR", "CNI_BIN_DIR"}) {
+  std::vector<std::string> tools = {"KUBELET", "CONTAINERD", "CTR", "CNI_BIN_DIR"};
+  if (node->options_.service_proxy) tools.push_back("KUBE_PROXY");
+  for (const std::string& tool : tools) {
     if (node->tools_[tool].empty() || !fs::exists(node->tools_[tool])) {
       return Status(StatusCode::kFailedPrecondition,
-                    std::string(tool) + " of node.env is missing: run scripts/node-tools.sh");
+                    tool + " of node.env is missing: run scripts/node-tools.sh");
     }
   }
   HAMI_RETURN_IF_ERROR(node->Boot());
@@ -172,6 +176,7 @@ KubeNode::KubeNode(KubeControlPlane& control_plane, KubeNodeOptions options)
 
 KubeNode::~KubeNode() {
   Drain();
+  StopKubeProxy();
   if (auto it = processes_.find("kubelet"); it != processes_.end()) it->second->Stop();
   KillContainers();
   if (auto it = processes_.find("containerd"); it != processes_.end()) it->second->Stop();
@@ -200,7 +205,7 @@ Status KubeNode::Boot() {
   // folder is the machine's, not the node's) must not survive into this one.
   fs::create_directories(device_plugin_dir(), ec);
   fs::remove(device_plugin_dir() + "/kubelet_internal_checkpoint", ec);
-  HAMI_ASSIGN_OR_RETURN(node_ip_, NodeAddress(options_.bridge));
+  HAMI_ASSIGN_OR_RETURN(node_ip_, HostAddress(options_.bridge));
   HAMI_ASSIGN_OR_RETURN(k8s::RestConfig admin, k8s::LoadKubeconfigFile(
                                                    control_plane_.admin_kubeconfig()));
   admin.qps = 0;
@@ -210,7 +215,8 @@ Status KubeNode::Boot() {
   HAMI_RETURN_IF_ERROR(ImportImages());
   HAMI_RETURN_IF_ERROR(WriteKubeletFiles());
   HAMI_RETURN_IF_ERROR(StartKubelet());
-  return WaitNodeReady();
+  HAMI_RETURN_IF_ERROR(WaitNodeReady());
+  return options_.service_proxy ? StartKubeProxy() : OkStatus();
 }
 
 Status KubeNode::WriteCniConfig() {
@@ -367,6 +373,70 @@ Status KubeNode::StartKubelet() {
   if (!s.ok()) return Status(s.code(), s.message() + "\nlast answer of /healthz: " + last);
   if (options_.on_start) options_.on_start("kubelet");
   return OkStatus();
+}
+
+Status KubeNode::StartKubeProxy() {
+  HAMI_ASSIGN_OR_RETURN(std::string kubeconfig,
+                        control_plane_.WriteUserKubeconfig("kube-proxy-" + options_.node_name,
+                                                           "system:kube-proxy", {}));
+  HAMI_ASSIGN_OR_RETURN(int healthz, PickFreeLoopbackPort());
+  HAMI_ASSIGN_OR_RETURN(int metrics, PickFreeLoopbackPort());
+  // conntrack: the machine's limits and timeouts are left as they are (0 = do not set). Node
+  // ports on the node's address only, never on loopback (no route_localnet).
+  const std::string config =
+      "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n"
+      "kind: KubeProxyConfiguration\n"
+      "clientConnection: {kubeconfig: " + kubeconfig + "}\n" +
+      "hostnameOverride: " + options_.node_name + "\n" +
+      "mode: iptables\n"
+      "clusterCIDR: " + options_.pod_cidr + "\n" +
+      "healthzBindAddress: 127.0.0.1:" + std::to_string(healthz) + "\n" +
+      "metricsBindAddress: 127.0.0.1:" + std::to_string(metrics) + "\n" +
+      "nodePortAddresses: [" + node_ip_ + "/32]\n" +
+      "iptables: {localhostNodePorts: false}\n"
+      "conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}\n";
+  const std::string path = options_.dir + "/kube-proxy.yaml";
+  HAMI_RETURN_IF_ERROR(WriteFileAtomically(path, config, 0644));
+  auto& slot = processes_["kube-proxy"];
+  slot = std::make_unique<LoggedProcess>("kube-proxy", options_.dir + "/kube-proxy.log");
+  HAMI_RETURN_IF_ERROR(
+      slot->Spawn({tools_["KUBE_PROXY"], "--config=" + path, "--v=2"}, ChildEnv()));
+  // Up once it has written its rules for the Services and endpoints it found at start: its
+  // metric of the last sync is then set.
+  k8s::RestConfig plain;
+  plain.server = "http://127.0.0.1:" + std::to_string(metrics);
+  plain.timeout = std::chrono::milliseconds(1000);
+  plain.qps = 0;
+  HAMI_ASSIGN_OR_RETURN(std::unique_ptr<k8s::RestClient> client, k8s::RestClient::Create(plain));
+  static const std::string kSynced = "kubeproxy_sync_proxy_rules_last_timestamp_seconds";
+  HAMI_RETURN_IF_ERROR(slot->WaitUntil(
+      [&] {
+        auto r = client->Send("GET", "/metrics");
+        if (!r.ok() || r->status != 200) return false;
+        // One sample per IP family ({ip_family="IPv4"}): any that is set will do.
+        std::istringstream lines(r->body);
+        for (std::string line; std::getline(lines, line);) {
+          if (line.rfind(kSynced, 0) != 0) continue;
+          const std::string value = line.substr(line.find_last_of(' ') + 1);
+          if (value != "0") return true;
+        }
+        return false;
+      },
+      options_.start_timeout, std::chrono::milliseconds(100)));
+  if (options_.on_start) options_.on_start("kube-proxy");
+  return OkStatus();
+}
+
+void KubeNode::StopKubeProxy() {
+  auto it = processes_.find("kube-proxy");
+  if (it == processes_.end()) return;
+  it->second->Stop();
+  processes_.erase(it);
+  // Its chains and rules in the machine's iptables (nat, filter) go with it.
+  ProcessResult r = RunProcess({tools_["KUBE_PROXY"], "--cleanup"}, ChildEnv());
+  if (r.exit_code != 0) {
+    HAMI_LOG(Warning) << options_.node_name << ": kube-proxy --cleanup failed: " << r.err;
+  }
 }
 
 Status KubeNode::StopKubelet() {

@@ -57,6 +57,11 @@ struct KubeNodeOptions {
   std::string runtime_binary;
   // KEY=VALUE entries for containerd's environment, which its shims and runc inherit.
   std::vector<std::string> containerd_env;
+  // kube-proxy (node.env's KUBE_PROXY) in iptables mode, as the node's system:kube-proxy: Service
+  // IPs reach their endpoints from the node's pods and from the machine, the kubernetes
+  // Service's 10.96.0.1 among them (the control plane needs a node_address for that one). Its
+  // rules are removed when the node stops (`kube-proxy --cleanup`).
+  bool service_proxy = false;
   std::string pod_cidr = "10.244.0.0/24";
   std::string bridge = "hami-cni0";
   int max_pods = 110;
@@ -90,7 +95,7 @@ class KubeNode {
     return options_.dir + "/pod-logs/" + ns + "_" + pod + "_" + uid + "/" + container + "/" +
            std::to_string(restarts) + ".log";
   }
-  // "containerd" or "kubelet", when running; else null.
+  // "containerd", "kubelet" or "kube-proxy", when running; else null.
   LoggedProcess* Process(const std::string& name);
 
   // The kubelet alone (SIGTERM; containers keep running) and back: it registers again, finds
@@ -106,6 +111,10 @@ class KubeNode {
 
   // Why this machine cannot run a node ("" when it can): the checks Start makes first.
   static std::string HostProblems();
+  // The address a node on this machine registers with: the first IPv4 address of an interface
+  // that is up and is neither the loopback nor a bridge or veth of containers (a kubelet refuses
+  // a loopback node IP). FailedPrecondition when there is none.
+  static Result<std::string> HostAddress(const std::string& own_bridge = "hami-cni0");
 
  private:
   KubeNode(KubeControlPlane& control_plane, KubeNodeOptions options);
@@ -115,6 +124,9 @@ class KubeNode {
   Status WriteCniConfig();
   Status WriteKubeletFiles();
   Status WaitNodeReady();
+  Status StartKubeProxy();
+  // Stops kube-proxy and removes the rules it made.
+  void StopKubeProxy();
   // The shutdown described above, each step best effort.
   void Drain();
   void KillContainers();

@@ -37,8 +37,36 @@ Status WriteAll(const std::string& path, const std::string& text) {
   return OkStatus();
 }
 
+// Ready once the node has its registration (the scheduler places pods on it) and its GPUs as
+// allocatable (its kubelet admits them); for a Volcano node, once it offers its mode's resource
+// (and, in vGPU mode, Volcano's registration).
+Status WaitForNodeGpus(k8s::RestClient& client, const WorldNode& n,
+                       std::chrono::seconds timeout) {
+  const std::string& name = n.name;
+  const std::string resource = n.volcano == "vgpu"     ? "volcano.sh~1vgpu-number"
+                               : n.volcano == "share"  ? "volcano.sh~1gpu-memory"
+                               : n.volcano == "number" ? "volcano.sh~1gpu-number"
+                                                       : "nvidia.com~1gpu";
+  const std::string registration =
+      n.volcano.empty()    ? "hami.io~1node-nvidia-register"
+      : n.volcano == "vgpu" ? "volcano.sh~1node-vgpu-register"
+                            : "";
+  Result<k8s::Object> node = WaitForObject(
+      client, k8s::kNodes, "", name,
+      [&](const k8s::Object& o) {
+        std::string gpus = k8s::GetString(o, "/status/allocatable/" + resource);
+        return (registration.empty() ||
+                !k8s::GetString(o, "/metadata/annotations/" + registration).empty()) &&
+               !gpus.empty() && gpus != "0";
+      },
+      timeout);
+  if (!node.ok()) return node.status().WithContext("node " + name + " never registered GPUs");
+  return OkStatus();
+}
+
 }  // namespace world_internal
 
+using world_internal::WaitForNodeGpus;
 using world_internal::WriteAll;
 
 namespace {
@@ -136,33 +164,6 @@ std::string DefaultKubeSchedulerConfig(const std::string& extender_url, bool lea
                                  "  resourceNamespace: kube-system\n");
 }
 
-// Ready once the node has its registration (the scheduler places pods on it) and its GPUs as
-// allocatable (its kubelet admits them); for a Volcano node, once it offers its mode's resource
-// (and, in vGPU mode, Volcano's registration).
-Status WaitForNodeGpus(k8s::RestClient& client, const WorldNode& n,
-                       std::chrono::seconds timeout) {
-  const std::string& name = n.name;
-  const std::string resource = n.volcano == "vgpu"     ? "volcano.sh~1vgpu-number"
-                               : n.volcano == "share"  ? "volcano.sh~1gpu-memory"
-                               : n.volcano == "number" ? "volcano.sh~1gpu-number"
-                                                       : "nvidia.com~1gpu";
-  const std::string registration =
-      n.volcano.empty()    ? "hami.io~1node-nvidia-register"
-      : n.volcano == "vgpu" ? "volcano.sh~1node-vgpu-register"
-                            : "";
-  Result<k8s::Object> node = WaitForObject(
-      client, k8s::kNodes, "", name,
-      [&](const k8s::Object& o) {
-        std::string gpus = k8s::GetString(o, "/status/allocatable/" + resource);
-        return (registration.empty() ||
-                !k8s::GetString(o, "/metadata/annotations/" + registration).empty()) &&
-               !gpus.empty() && gpus != "0";
-      },
-      timeout);
-  if (!node.ok()) return node.status().WithContext("node " + name + " never registered GPUs");
-  return OkStatus();
-}
-
 // What `nvidia-ctk cdi generate` writes for the GPUs of a simulated driver config (its `uuid =`
 // lines, in device order): each whole GPU by index and by UUID, and the spec-wide edits.
 std::string ToolkitCdiSpec(const std::string& gpu_config) {
@@ -230,6 +231,11 @@ Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const 
 World::World(WorldOptions options) : options_(std::move(options)) {}
 
 World::~World() {
+  // The chart's release first (its DaemonSets would bring back the pods a node takes down).
+  if (helm_installed_) {
+    (void)Helm({"uninstall", kHelmRelease, "--namespace", "kube-system", "--wait", "--timeout",
+                "60s"});
+  }
   // A real node first, while everything it asks (the API server) still runs: its pods are
   // taken down as a kubelet does, and nothing stays mounted in the world's folder.
   real_nodes_.clear();
@@ -313,6 +319,7 @@ Status World::Launch(const std::string& name, std::vector<std::string> argv,
 
 Status World::Boot() {
   HAMI_RETURN_IF_ERROR(MakeWorldDir(options_.dir, &dir_, &own_dir_));
+  if (options_.helm_install) return BootWithHelm();
   HAMI_RETURN_IF_ERROR(StartControlPlane());
   if (!options_.rbac_manifests.empty()) HAMI_RETURN_IF_ERROR(SetUpRbac());
 
@@ -362,7 +369,7 @@ Status World::Boot() {
   return OkStatus();
 }
 
-Status World::StartNode(const WorldNode& n) {
+Status World::WriteNodeFiles(const WorldNode& n) {
   std::error_code ec;  // a missing node directory shows in the gpu.conf write below
   std::filesystem::create_directories(dir_ + "/" + n.name, ec);
   HAMI_RETURN_IF_ERROR(WriteAll(dir_ + "/" + n.name + "/gpu.conf", n.gpu_config));
@@ -371,6 +378,11 @@ Status World::StartNode(const WorldNode& n) {
     HAMI_RETURN_IF_ERROR(
         WriteAll(dir_ + "/" + n.name + "/cdi/nvidia.yaml", ToolkitCdiSpec(n.gpu_config)));
   }
+  return OkStatus();
+}
+
+Status World::StartNode(const WorldNode& n) {
+  HAMI_RETURN_IF_ERROR(WriteNodeFiles(n));
   HAMI_RETURN_IF_ERROR(StartKubelet(n.name));
   HAMI_RETURN_IF_ERROR(StartPlugin(n.name));
   if (options_.monitors) HAMI_RETURN_IF_ERROR(StartMonitor(n.name));
@@ -410,6 +422,10 @@ Status World::StartControlPlane() {
     cp.dir = dir_ + "/kube";
     cp.start_timeout = std::max(options_.start_timeout, std::chrono::seconds(120));
     cp.on_start = options_.on_start;
+    if (options_.helm_install) {
+      // The chart's pods are in-cluster clients of the API server.
+      HAMI_ASSIGN_OR_RETURN(cp.node_address, KubeNode::HostAddress());
+    }
     std::error_code ec;
     std::filesystem::create_directories(cp.dir, ec);
     HAMI_ASSIGN_OR_RETURN(control_plane_, KubeControlPlane::Start(std::move(cp)));

@@ -84,6 +84,19 @@ struct WorldOptions {
   // chart renders (`helm template`, the hami-scheduler ConfigMap's config.yaml), pointed at the
   // world's extender; otherwise with KubeSchedulerConfigYaml (the same shape).
   std::string chart_dir;
+  // With kReal, one real node and chart_dir: hami-cpp is deployed as an operator deploys it,
+  // `helm install hami <chart_dir> --namespace kube-system`, instead of the world starting
+  // hami-scheduler, kube-scheduler, the device plugin and the monitor as its own processes (the
+  // control plane runs the cluster's default kube-scheduler, which places them). They run as the
+  // chart's pods, from the node image (kube-scheduler from an image made of
+  // kube_bin_dir's binary), with the chart's RBAC and ServiceAccounts, and reach the API server
+  // through the kubernetes Service (the API server is on the node's address, and the node runs
+  // kube-proxy). The world gives the values this machine needs (images, host paths under the
+  // node's folder, node_config_json, device_config_yaml); everything else is the chart's, or
+  // helm_values_yaml's. scheduler_args, plugin_args, rbac_manifests, leader_elect,
+  // webhook_cert_secret and service_accounts are refused there: chart values say those.
+  bool helm_install = false;
+  std::string helm_values_yaml;  // a values file's text, applied after the world's own values
   std::string dir;        // working directory; "" = a fresh temporary one (removed at the end)
   std::vector<WorldNode> nodes;
   std::string device_config_yaml;  // "" = the chart's defaults
@@ -190,6 +203,11 @@ class World {
   // With RBAC: the API server's record of every authorization decision (JSON, see
   // sim::ApiServer::AuthorizationReport). Simulated control plane only.
   Result<std::string> AuthorizationReport();
+  // <kube_bin_dir>/helm with `args`, as the administrator (helm's own files under the world's
+  // folder): its standard output, or Internal with its exit code and output. With
+  // helm_install, the release is kHelmRelease in kube-system.
+  Result<std::string> Helm(const std::vector<std::string>& args);
+  static constexpr const char* kHelmRelease = "hami";
   // The real control plane, or null with the simulated one.
   KubeControlPlane* real_control_plane() { return control_plane_.get(); }
   // A real node (WorldOptions::node_bin_dir) by name, or null.
@@ -205,6 +223,14 @@ class World {
   Status StartNode(const WorldNode& node);
   // A real node's containerd and kubelet (world_real_node.cc); the node image at the first.
   Status StartRealNode(const WorldNode& node);
+  // WorldOptions::helm_install (world_helm.cc): the control plane, the node, then the chart.
+  Status BootWithHelm();
+  Status HelmInstall();
+  // The kube-scheduler image the chart's scheduler pod runs: kube_bin_dir's binary, named as
+  // the chart names it on this cluster (localhost/kube-scheduler:<its release>).
+  Result<std::string> WriteKubeSchedulerImage();
+  // Writes the node's gpu.conf (and the toolkit's CDI spec) into its folder.
+  Status WriteNodeFiles(const WorldNode& node);
   // The folder a node's device plugin puts its socket in.
   std::string DevicePluginDir(const std::string& node);
   Status WriteTokenKubeconfig(const std::string& path, const std::string& token);
@@ -234,6 +260,7 @@ class World {
   std::unique_ptr<KubeControlPlane> control_plane_;  // with ControlPlaneKind::kReal
   std::map<std::string, std::unique_ptr<KubeNode>> real_nodes_;  // with node_bin_dir
   std::string node_image_;  // the node image's OCI archive, once made
+  bool helm_installed_ = false;
   // By name; the start order is kept below.
   std::map<std::string, std::unique_ptr<LoggedProcess>> processes_;
   std::vector<std::string> order_;

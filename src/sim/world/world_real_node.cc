@@ -41,6 +41,12 @@ Status World::StartRealNode(const WorldNode& n) {
     node_image_ = dir_ + "/node-image.tar";
   }
   const std::string node_dir = dir_ + "/" + n.name;
+  // The simulated driver's state is bind-mounted into every GPU container, so it must exist
+  // before the first one starts (whichever process opens it first initialises an empty file),
+  // as a GPU node's driver is loaded before any container starts.
+  if (!std::filesystem::exists(GpuState(n.name))) {
+    HAMI_RETURN_IF_ERROR(WriteFileAtomically(GpuState(n.name), "", 0666));
+  }
   const std::string runtime_conf = node_dir + "/sim-runtime.conf";
   HAMI_RETURN_IF_ERROR(WriteFileAtomically(
       runtime_conf,
@@ -56,6 +62,11 @@ Status World::StartRealNode(const WorldNode& n) {
   o.node_name = n.name;
   o.labels = n.labels;
   o.image_archives = {node_image_};
+  if (options_.helm_install) {
+    HAMI_ASSIGN_OR_RETURN(std::string scheduler_image, WriteKubeSchedulerImage());
+    o.image_archives.push_back(scheduler_image);
+    o.service_proxy = true;  // the chart's pods reach the API server at its Service's IP
+  }
   o.sandbox_image = kNodeTestImage;
   o.runtime_binary = Bin("hami-sim-container-runtime");
   o.containerd_env = {"HAMI_SIM_RUNTIME_CONFIG=" + runtime_conf};
