@@ -104,10 +104,7 @@ class RealNodeE2E : public ::testing::Test {
 
   // kubectl (the pinned one) against the world.
   ProcessResult Kubectl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kube_pin::Kubectl(), "--kubeconfig", w_->kubeconfig(),
-                                     "--request-timeout=30s"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, {"HOME=" + w_->dir(), "PATH=/usr/bin:/bin"});
+    return e2e::Kubectl(*w_, args);
   }
 
   // The node monitor's samples for pod `pod`, once `done` holds for them (the monitor updates

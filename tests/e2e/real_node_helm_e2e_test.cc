@@ -37,15 +37,8 @@ using sim::PodPhase;
 // The world of the seed scenarios (the main job's eight A100s and its policies), deployed by the
 // chart with those policies as its values.
 sim::WorldOptions HelmWorld() {
-  sim::WorldOptions o;
-  o.build_dir = HAMI_BUILD_DIR;
-  o.control_plane = sim::ControlPlaneKind::kReal;
-  o.kube_bin_dir = kube_pin::BinDir();
-  o.node_bin_dir = NodeBinDir();
-  o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
+  sim::WorldOptions o = SeedNodeWorld();
   o.start_timeout = std::chrono::seconds(240);
-  o.nodes = {sim::DemoNodes()[0]};  // dgx-a100
-  o.node_config_json = sim::DemoNodeConfigJson();
   o.helm_install = true;
   o.helm_values_yaml =
       "scheduler:\n"
@@ -175,10 +168,7 @@ class RealNodeHelmE2E : public ::testing::Test {
   }
 
   ProcessResult Kubectl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kube_pin::Kubectl(), "--kubeconfig", w_->kubeconfig(),
-                                     "--request-timeout=30s"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, {"HOME=" + w_->dir(), "PATH=/usr/bin:/bin"});
+    return e2e::Kubectl(*w_, args);
   }
 
   // The monitor pod's page once it has a sample of `pod` (it updates every second and publishes

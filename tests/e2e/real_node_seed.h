@@ -60,15 +60,24 @@ inline int GpuIndex(const std::string& uuid) {
   return uuid.empty() ? -1 : uuid.back() - '0';
 }
 
+// A world of the main job's A100 node (DemoNodes()[0]) as a real node, on the real control
+// plane, with the main job's node config; the caller adds how hami-cpp is started.
+inline sim::WorldOptions SeedNodeWorld() {
+  sim::WorldOptions o;
+  o.build_dir = HAMI_BUILD_DIR;
+  o.control_plane = sim::ControlPlaneKind::kReal;
+  o.kube_bin_dir = kube_pin::BinDir();
+  o.node_bin_dir = NodeBinDir();
+  o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
+  o.nodes = {sim::DemoNodes()[0]};  // dgx-a100
+  o.node_config_json = sim::DemoNodeConfigJson();
+  return o;
+}
+
 // Runs scenarios 01 to 08 on `w` (a world of DemoNodes()[0] as a real node, with the main
 // job's scheduling policies: nodes spread, GPUs packed) and checks them, leaving no pod behind.
 inline void CheckSeedScenarios(sim::World& w) {
-  auto kubectl = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kube_pin::Kubectl(), "--kubeconfig", w.kubeconfig(),
-                                     "--request-timeout=30s"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, {"HOME=" + w.dir(), "PATH=/usr/bin:/bin"});
-  };
+  auto kubectl = [&](const std::vector<std::string>& args) { return Kubectl(w, args); };
 
   // Applies the pods of `files` and, for each that should run, checks what its container sees;
   // returns pod -> NVIDIA_VISIBLE_DEVICES of its container. Those named in `pending` must be

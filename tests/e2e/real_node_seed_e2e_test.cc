@@ -20,19 +20,12 @@ TEST(RealNodeSeedE2E, TheSeedScenariosRunInRealContainersUnderTheirQuotas) {
     GTEST_FAIL() << "needs the Kubernetes binaries and the node's tools: "
                     "bash scripts/kube-tools.sh && bash scripts/node-tools.sh";
   }
-  sim::WorldOptions o;
-  o.build_dir = HAMI_BUILD_DIR;
-  o.control_plane = sim::ControlPlaneKind::kReal;
-  o.kube_bin_dir = kube_pin::BinDir();
-  o.node_bin_dir = NodeBinDir();
-  o.chart_dir = HAMI_SOURCE_DIR "/deploy/helm/hami-cpp";
+  sim::WorldOptions o = SeedNodeWorld();
   o.start_timeout = std::chrono::seconds(180);
-  o.nodes = {sim::DemoNodes()[0]};  // dgx-a100
   o.monitors = true;
   // The cluster as seed example 5 describes it, and as the main job runs it: pods packed onto
   // GPUs (example 1's two pods share one card).
   o.scheduler_args = {"--node-scheduler-policy=spread", "--gpu-scheduler-policy=binpack"};
-  o.node_config_json = sim::DemoNodeConfigJson();
   Result<std::unique_ptr<sim::World>> started = sim::World::Start(o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   CheckSeedScenarios(**started);

@@ -5,8 +5,12 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
+#include "common/subprocess.h"
 #include "k8s/object.h"
+#include "sim/world/world.h"
+#include "tests/kube_bin.h"
 
 namespace hami::e2e {
 
@@ -19,6 +23,14 @@ inline std::string NodeBinDir() {
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The pinned kubectl against world `w`, as its administrator.
+inline ProcessResult Kubectl(const sim::World& w, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kube_pin::Kubectl(), "--kubeconfig", w.kubeconfig(),
+                                   "--request-timeout=30s"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, {"HOME=" + w.dir(), "PATH=/usr/bin:/bin"});
 }
 
 // Whether kube-scheduler has found no node for pod `p`.

@@ -167,8 +167,7 @@ Status World::HelmInstall() {
        "--timeout", std::to_string(timeout) + "s"});
   if (!installed.ok()) {
     std::string pods;
-    k8s::ListOptions all;
-    if (Result<k8s::Object> list = client_->ListAll(k8s::kPods, "kube-system", all); list.ok()) {
+    if (Result<k8s::Object> list = client_->ListAll(k8s::kPods, "kube-system"); list.ok()) {
       for (const auto& pod : list->value("items", k8s::Object::array())) {
         pods += "\n  " + PodSummary(pod);
       }
