@@ -193,10 +193,7 @@ class RealNodeHelmE2E : public ::testing::Test {
   std::unique_ptr<sim::World> w_;
 };
 
-// Disabled until it passes every time: 2 of 7 runs failed (the API server's webhook call found
-// hami-scheduler's pod not listening, connection refused, so a pod fell to the default
-// scheduler; once the monitor pod was not Ready). Run it with --gtest_also_run_disabled_tests.
-TEST_F(RealNodeHelmE2E, DISABLED_EveryComponentRunsAsAPodTheSeedsHoldAndUninstallLeavesNothing) {
+TEST_F(RealNodeHelmE2E, EveryComponentRunsAsAPodTheSeedsHoldAndUninstallLeavesNothing) {
   // (1) The chart's three workloads run as pods, ready, from the locally built images, under
   // the chart's accounts; the world started none of them itself.
   std::map<std::string, k8s::Object> pods = ComponentPods(*w_);
@@ -295,8 +292,7 @@ spec:
 // which registers with the kubelet again; the running pod keeps its container and GPU, and the
 // GPUs are never handed out twice: of eight exclusive pods asked for next, the seven free GPUs
 // take seven and the eighth waits.
-// Disabled with the test above (same start-up).
-TEST_F(RealNodeHelmE2E, DISABLED_ADeletedDevicePluginPodComesBackAndTheAllocationsSurvive) {
+TEST_F(RealNodeHelmE2E, ADeletedDevicePluginPodComesBackAndTheAllocationsSurvive) {
   auto exclusive = [](const std::string& name) {
     return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
            "}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n"
@@ -359,9 +355,15 @@ TEST_F(RealNodeHelmE2E, DISABLED_ADeletedDevicePluginPodComesBackAndTheAllocatio
   for (int i = 0; i < 8; ++i) {
     const std::string name = "next-" + std::to_string(i);
     Result<k8s::Object> p = w_->WaitForPod(
-        "default", name, [&](const k8s::Object& o) { return running(o) || refused_for_gpus(o); },
+        "default", name,
+        [&](const k8s::Object& o) {
+          return running(o) || refused_for_gpus(o) || PodPhase(o) == "Failed";
+        },
         std::chrono::seconds(180));
     ASSERT_TRUE(p.ok()) << name << ": " << p.status().ToString();
+    ASSERT_NE(PodPhase(*p), "Failed") << name << " was refused by the kubelet: "
+                                      << (*p)["status"].value("reason", "") << " "
+                                      << (*p)["status"].value("message", "");
     if (!running(*p)) {
       ++waiting;
       continue;

@@ -1,14 +1,19 @@
 // World (world.h) with WorldOptions::helm_install: hami-cpp deployed by its Helm chart onto the
 // real control plane and a real node, every component a pod of the chart.
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "k8s/object.h"
 #include "k8s/typed.h"
 #include "sim/node/oci_image.h"
+#include "sim/world/waits.h"
 #include "sim/world/world.h"
 #include "sim/world/world_internal.h"
 
@@ -47,6 +52,99 @@ std::string PodSummary(const k8s::Object& pod) {
     }
   }
   return text;
+}
+
+bool ReadyAndStaying(const k8s::Object& pod) {
+  if (!pod["metadata"].value("deletionTimestamp", "").empty()) return false;
+  for (const auto& c : pod["status"].value("conditions", k8s::Object::array())) {
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  }
+  return false;
+}
+
+std::string Component(const k8s::Object& o) {
+  return k8s::GetString(o, "/metadata/labels/app.kubernetes.io~1component");
+}
+
+// Waits until each of the chart's workloads (its Deployments and DaemonSets in kube-system, by
+// component) has a Ready pod that is not being deleted. helm's --wait does not: it counts a
+// workload ready while it is as many pods short as its update strategy may leave unavailable,
+// which for one replica, or a DaemonSet on one node, is every pod.
+Status WaitForComponentPods(k8s::RestClient& client, SteadyTime deadline) {
+  std::set<std::string> wanted;
+  k8s::ListOptions ours;
+  ours.label_selector = "app.kubernetes.io/part-of=hami-cpp";
+  const k8s::Resource workloads[] = {{"apps/v1", "deployments", true},
+                                     {"apps/v1", "daemonsets", true}};
+  for (const k8s::Resource& kind : workloads) {
+    HAMI_ASSIGN_OR_RETURN(k8s::Object list, client.ListAll(kind, "kube-system", ours));
+    for (const auto& o : list.value("items", k8s::Object::array())) wanted.insert(Component(o));
+  }
+  std::map<std::string, std::string> ready;  // pod name -> its component, while Ready
+  auto seen = [&](const k8s::Object& pod, bool gone) {
+    if (gone || !ReadyAndStaying(pod)) {
+      ready.erase(k8s::Name(pod));
+    } else {
+      ready[k8s::Name(pod)] = Component(pod);
+    }
+  };
+  auto all_ready = [&] {
+    std::set<std::string> have;
+    for (const auto& [pod, component] : ready) have.insert(component);
+    return std::includes(have.begin(), have.end(), wanted.begin(), wanted.end());
+  };
+  FollowOptions follow;
+  follow.deadline = deadline;
+  follow.recovery = Recovery::kReconnect;
+  Status s = FollowResource(
+      client, k8s::kPods, "kube-system", follow,
+      [&](const k8s::Object& list) {
+        ready.clear();
+        for (const auto& pod : list["items"]) seen(pod, false);
+        return all_ready();
+      },
+      [&](const k8s::WatchEvent& e) {
+        if (e.type == k8s::WatchEvent::Type::kBookmark) return false;
+        seen(*e.object, e.type == k8s::WatchEvent::Type::kDeleted);
+        return all_ready();
+      });
+  if (s.ok()) return s;
+  std::string missing;
+  for (const std::string& c : wanted) missing += " " + c;
+  return s.WithContext("waiting for a Ready pod of each of:" + missing);
+}
+
+// Waits until the API server reaches the webhook at its Service: a dry-run GPU pod comes back
+// handed to a scheduler other than the default one. The webhook's pod being Ready is not enough:
+// kube-proxy programs the Service's new endpoint a moment later, and until then the call is
+// refused (and the chart's failurePolicy Ignore lets the pod through unmutated). No event tells
+// when kube-proxy is done, so the dry run is asked again every 200 ms until the deadline.
+Status WaitForWebhook(k8s::RestClient& client, SteadyTime deadline) {
+  const k8s::Object probe = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "hami-webhook-probe"}, {"namespace", "default"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "probe"}, {"image", "probe"},
+           {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    Result<k8s::HttpResponse> r =
+        client.Send("POST", k8s::ResourcePath(k8s::kPods, "default") + "?dryRun=All",
+                    probe.dump(), "application/json");
+    if (r.ok() && r->status / 100 == 2) {
+      const k8s::Object pod = k8s::Object::parse(r->body, nullptr, false);
+      const std::string scheduler =
+          pod.is_object() ? k8s::GetString(pod, "/spec/schedulerName") : "";
+      if (!scheduler.empty() && scheduler != "default-scheduler") return OkStatus();
+      last = "the dry-run pod came back for " + scheduler;
+    } else {
+      last = r.ok() ? std::to_string(r->status) + " " + r->body : r.status().ToString();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return DeadlineExceededError("the API server never reached hami-scheduler's webhook: " + last);
 }
 
 }  // namespace
@@ -175,6 +273,9 @@ Status World::HelmInstall() {
     return Status(installed.status().code(),
                   installed.status().message() + "\nkube-system's pods:" + pods);
   }
+  const SteadyTime deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  HAMI_RETURN_IF_ERROR(WaitForComponentPods(*client_, deadline));
+  HAMI_RETURN_IF_ERROR(WaitForWebhook(*client_, deadline));
   if (options_.on_start) options_.on_start("helm install " + std::string(kHelmRelease));
   return OkStatus();
 }
