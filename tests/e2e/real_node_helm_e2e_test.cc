@@ -60,13 +60,6 @@ std::map<std::string, k8s::Object> ComponentPods(sim::World& w) {
   return out;
 }
 
-bool Ready(const k8s::Object& pod) {
-  for (const auto& c : pod["status"].value("conditions", k8s::Object::array())) {
-    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
-  }
-  return false;
-}
-
 struct ObjectRef {
   k8s::Resource resource;
   std::string ns, name;
@@ -205,7 +198,7 @@ TEST_F(RealNodeHelmE2E, EveryComponentRunsAsAPodTheSeedsHoldAndUninstallLeavesNo
     ASSERT_EQ(pods.count(component), 1u) << component;
     const k8s::Object& pod = pods[component];
     EXPECT_EQ(PodPhase(pod), "Running") << component;
-    EXPECT_TRUE(Ready(pod)) << component;
+    EXPECT_TRUE(sim::PodReady(pod)) << component;
     EXPECT_EQ(k8s::GetString(pod, "/spec/serviceAccountName"), sa) << component;
     EXPECT_EQ(k8s::GetString(pod, "/spec/nodeName"), sim::DemoNodes()[0].name);
   }

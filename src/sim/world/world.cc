@@ -189,6 +189,13 @@ std::string ToolkitCdiSpec(const std::string& gpu_config) {
 
 std::string PodPhase(const k8s::Object& pod) { return k8s::GetString(pod, "/status/phase"); }
 
+bool PodReady(const k8s::Object& pod) {
+  for (const auto& c : pod["status"].value("conditions", k8s::Object::array())) {
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  }
+  return false;
+}
+
 Result<std::string> ChartKubeSchedulerConfig(const std::string& kube_bin, const std::string& chart,
                                              const std::string& extender_url, bool leader_elect) {
   ProcessResult r = RunProcess({kube_bin + "/helm", "template", "hami", chart, "--namespace",

@@ -268,6 +268,8 @@ class World {
 
 // The pod's status.phase ("" when absent).
 std::string PodPhase(const k8s::Object& pod);
+// Whether the pod's Ready condition is True.
+bool PodReady(const k8s::Object& pod);
 
 // The KubeSchedulerConfiguration a Helm chart renders (`<kube_bin>/helm template`, the ConfigMap
 // `hami-scheduler`'s config.yaml) with its first extender's urlPrefix set to `extender_url` and

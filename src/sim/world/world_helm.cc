@@ -55,11 +55,7 @@ std::string PodSummary(const k8s::Object& pod) {
 }
 
 bool ReadyAndStaying(const k8s::Object& pod) {
-  if (!pod["metadata"].value("deletionTimestamp", "").empty()) return false;
-  for (const auto& c : pod["status"].value("conditions", k8s::Object::array())) {
-    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
-  }
-  return false;
+  return pod["metadata"].value("deletionTimestamp", "").empty() && PodReady(pod);
 }
 
 std::string Component(const k8s::Object& o) {
